@@ -1,0 +1,27 @@
+// Package fence is baton's ownership protocol: who may run a node, and whose
+// writes count.
+//
+// A queue delivers at least once, and a worker that is only paused (GC, a
+// partition, a blocked loop) cannot be told from a dead one. So delivery is a
+// trigger, never authority: ownership lives in the node's Redis hash, and
+// every operation is one Lua script (scripts/lua) that compares the caller's
+// epoch and claim id with the stored ones in the same atomic step.
+//
+//	BLOCKED --deps done--> READY --claim--> RUNNING --commit--> SUCCEEDED
+//	                        ^                 |  \--fail(final)--> FAILED
+//	                        |--release/retry--|   \--cancel-------> CANCELLED
+//	RUNNING (lease expired + grace) --claim--> RUNNING (new owner, epoch+1)
+//
+// Terminal states never change again. Dependents of a FAILED or CANCELLED
+// node are CANCELLED; a run ends when every node is terminal.
+//
+// Term-scoped operations: Heartbeat, Commit, Fail and Release take the Lease
+// a Claim returned. Each is accepted only while that claim is the node's
+// current one; otherwise it fails with ErrStaleEpoch, ErrNotOwner or
+// ErrNotRunning (IsFenced), changes nothing, and the refusal is recorded as a
+// stale_rejected event. Lease deadlines are computed from Redis's TIME, never
+// a worker's clock.
+//
+// fence knows Redis and the scripts, never the queue: package runner adapts
+// it to Asynq.
+package fence

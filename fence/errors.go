@@ -1,0 +1,77 @@
+package fence
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Scripts return integer codes; codeErrors maps each code to
+// one of these in one place, and a test checks that every code a script's
+// header documents is mapped. Check them with errors.Is.
+var (
+	// ErrInvalidID: an ID is empty, too long or holds a character outside
+	// [A-Za-z0-9._-].
+	ErrInvalidID = errors.New("fence: invalid id")
+	// ErrNotFound: the run or node does not exist.
+	ErrNotFound = errors.New("fence: not found")
+	// ErrNodeBusy: another worker holds a live lease on the node.
+	ErrNodeBusy = errors.New("fence: node busy")
+	// ErrNodeDone: the node is terminal; nothing may change it again.
+	ErrNodeDone = errors.New("fence: node done")
+	// ErrNotDue: the node is READY but its retry backoff has not passed.
+	ErrNotDue = errors.New("fence: node not due")
+	// ErrNodeBlocked: the node still waits for its dependencies.
+	ErrNodeBlocked = errors.New("fence: node blocked")
+	// ErrAttemptsExhausted: the owner's lease expired and no attempt is left;
+	// the node must be failed (Store.Expire), not claimed again.
+	ErrAttemptsExhausted = errors.New("fence: attempts exhausted")
+	// ErrRunCancelled: the expired owner's run was cancelled; the node must
+	// be ended (Store.Expire), not claimed again.
+	ErrRunCancelled = errors.New("fence: run cancelled")
+	// ErrStaleEpoch: the write carries an epoch older than the node's; another
+	// worker claimed the node since.
+	ErrStaleEpoch = errors.New("fence: stale epoch")
+	// ErrNotOwner: the epoch matches but the claim id does not (the same epoch
+	// was handed out twice, e.g. after a failover lost a claim).
+	ErrNotOwner = errors.New("fence: not owner")
+	// ErrNotRunning: the caller still owns the node's last claim, but the node
+	// left RUNNING (released, or finished by an earlier write of the caller).
+	ErrNotRunning = errors.New("fence: node not running")
+	// ErrLeaseActive: the lease has not expired (plus grace) yet.
+	ErrLeaseActive = errors.New("fence: lease still active")
+	// ErrRunConflict: a run with this id exists with a different spec.
+	ErrRunConflict = errors.New("fence: run exists with a different spec")
+	// ErrRunDone: the run has finished; it cannot be cancelled.
+	ErrRunDone = errors.New("fence: run done")
+)
+
+// codeErrors is the one place script codes become errors.
+var codeErrors = map[int64]error{
+	-1:  ErrNotFound,
+	-2:  ErrNodeBusy,
+	-3:  ErrNodeDone,
+	-4:  ErrNotDue,
+	-5:  ErrNodeBlocked,
+	-6:  ErrAttemptsExhausted,
+	-7:  ErrRunCancelled,
+	-10: ErrStaleEpoch,
+	-11: ErrNotOwner,
+	-12: ErrNotRunning,
+	-13: ErrLeaseActive,
+	-20: ErrRunConflict,
+	-22: ErrRunDone,
+}
+
+func codeError(code int64) error {
+	if err, ok := codeErrors[code]; ok {
+		return err
+	}
+	return fmt.Errorf("fence: unknown script code %d", code)
+}
+
+// IsFenced reports whether err means the caller no longer owns the node: a
+// stale epoch, another claim id, or a node that left RUNNING. The caller must
+// stop and must not retry the write.
+func IsFenced(err error) bool {
+	return errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotRunning)
+}

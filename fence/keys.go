@@ -1,0 +1,61 @@
+package fence
+
+import "strings"
+
+// Keys builds every Redis key baton uses. All keys of one thread share the
+// hash tag {thread}, so each script touches a single Redis Cluster slot. A run
+// without a thread is its own thread (thread = run id).
+//
+// Builders take IDs that already passed ValidateID; Keys never validates.
+type Keys struct {
+	// Prefix starts every key. Zero value: "baton".
+	Prefix string
+}
+
+func (k Keys) prefix() string {
+	if k.Prefix == "" {
+		return "baton"
+	}
+	return k.Prefix
+}
+
+func (k Keys) tagged(thread string, parts ...string) string {
+	return k.prefix() + ":{" + thread + "}:" + strings.Join(parts, ":")
+}
+
+// Run is the run's hash: status, cancel flag, node list, counters.
+func (k Keys) Run(thread, run string) string { return k.tagged(thread, "run", run) }
+
+// Node is one node's hash: state, owner, epoch, claim id, lease, result.
+func (k Keys) Node(thread, run, node string) string { return k.tagged(thread, "node", run, node) }
+
+// Events is the run's event stream.
+func (k Keys) Events(thread, run string) string { return k.tagged(thread, "events", run) }
+
+// Locator maps a run id to its thread. It is the one per-run key outside the
+// thread's slot, written once at submit.
+func (k Keys) Locator(run string) string { return k.prefix() + ":loc:" + run }
+
+// Runs indexes every run by creation time, for listing.
+func (k Keys) Runs() string { return k.prefix() + ":runs" }
+
+// Leases indexes RUNNING nodes by lease deadline (ms, Redis time). A trigger
+// for the sweeper, never authority.
+func (k Keys) Leases() string { return k.prefix() + ":leases" }
+
+// Ready indexes READY nodes by when they became due (ms, Redis time). A
+// trigger for the sweeper, never authority.
+func (k Keys) Ready() string { return k.prefix() + ":ready" }
+
+// Ref names a node in the global indexes: "thread:run:node". Colons cannot
+// occur in IDs, so a ref splits back unambiguously.
+func Ref(thread, run, node string) string { return thread + ":" + run + ":" + node }
+
+// ParseRef splits a ref built by Ref.
+func ParseRef(ref string) (thread, run, node string, ok bool) {
+	parts := strings.Split(ref, ":")
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}

@@ -1,0 +1,240 @@
+package fence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// NodeSpec is one node as submit.lua stores it. The caller (runner.Client)
+// has validated the DAG and computed Dependents and Descendants.
+type NodeSpec struct {
+	ID          string   `json:"id"`
+	Kind        string   `json:"kind"`
+	Queue       string   `json:"queue"`
+	Input       string   `json:"input"` // JSON text, stored verbatim
+	Deps        []string `json:"deps"`
+	Dependents  []string `json:"dependents"`
+	Descendants []string `json:"descendants"`
+	MaxAttempts int      `json:"max_attempts"`
+	TimeoutMS   int64    `json:"timeout_ms"`
+}
+
+// SubmitArgs is a validated run.
+type SubmitArgs struct {
+	Run    string
+	Thread string // empty: the run is its own thread
+	Digest string // same run id and digest: the submit is a no-op
+	Nodes  []NodeSpec
+}
+
+// SubmitResult says what Submit did.
+type SubmitResult struct {
+	Thread  string
+	Created bool     // false: the same run existed already
+	Status  string   // the run's status
+	Ready   []string // nodes to enqueue now (Created only)
+}
+
+// Submit creates a run and its nodes atomically. Submitting the same run id
+// with the same digest again returns the existing run; another digest is
+// ErrRunConflict.
+func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) {
+	thread := a.Thread
+	if thread == "" {
+		thread = a.Run
+	}
+	// The locator is outside the thread's slot: claim the run id first, so a
+	// run id can never live under two threads.
+	if err := s.rdb.SetNX(ctx, s.keys.Locator(a.Run), thread, 0).Err(); err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	}
+	owner, err := s.rdb.Get(ctx, s.keys.Locator(a.Run)).Result()
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	}
+	if owner != thread {
+		return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
+	}
+	nodes, err := json.Marshal(a.Nodes)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	}
+	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready()}
+	for _, n := range a.Nodes {
+		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
+	}
+	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	}
+	code, rest, err := reply(v)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	}
+	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0])}
+	if res.Created {
+		res.Ready = asStrings(rest[1:])
+		if err := s.rdb.ZAddNX(ctx, s.keys.Runs(), redisZ(float64(time.Now().UnixMilli()), a.Run)).Err(); err != nil {
+			return res, fmt.Errorf("submit %s: index: %w", a.Run, err)
+		}
+	}
+	return res, nil
+}
+
+// Claimed is a successful claim: the lease and what the worker needs to run
+// the node, returned by the same round trip.
+type Claimed struct {
+	Lease
+	Kind        string
+	Queue       string
+	Input       json.RawMessage
+	Timeout     time.Duration // zero: none
+	MaxAttempts int
+	Dependents  []string
+	Descendants []string
+	// PrevOwner is set when this claim took the node over from a worker
+	// whose lease had expired.
+	PrevOwner string
+}
+
+// NotDueError is returned (wrapping ErrNotDue) when the node is READY but
+// its retry backoff runs until ReadyAt.
+type NotDueError struct{ ReadyAt time.Time }
+
+func (e *NotDueError) Error() string {
+	return ErrNotDue.Error() + " until " + e.ReadyAt.UTC().Format(time.RFC3339Nano)
+}
+func (e *NotDueError) Unwrap() error { return ErrNotDue }
+
+// ExpiredError is returned (wrapping ErrAttemptsExhausted or
+// ErrRunCancelled) when a claim found an expired lease that must not be taken
+// over. Pass it to Store.Expire to end the node.
+type ExpiredError struct {
+	Lease       Lease // the expired owner's
+	Descendants []string
+	Err         error
+}
+
+func (e *ExpiredError) Error() string {
+	return fmt.Sprintf("%v (expired owner %s, epoch %d)", e.Err, e.Lease.Owner, e.Lease.Epoch)
+}
+func (e *ExpiredError) Unwrap() error { return e.Err }
+
+// Claim takes ownership of a node for one attempt under a new epoch. It fails
+// with ErrNodeBusy, ErrNodeDone, ErrNodeBlocked, ErrNotFound, a *NotDueError
+// or an *ExpiredError; none of them changed anything.
+func (s *Store) Claim(ctx context.Context, n NodeRef, owner string, ttl, grace time.Duration) (*Claimed, error) {
+	claimID := NewClaimID()
+	keys := []string{s.keys.Node(n.Thread, n.Run, n.Node), s.keys.Run(n.Thread, n.Run),
+		s.keys.Events(n.Thread, n.Run), s.keys.Leases(), s.keys.Ready()}
+	v, err := s.run(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen)
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", n, err)
+	}
+	code, r, err := reply(v)
+	switch {
+	case errors.Is(err, ErrNotDue):
+		return nil, fmt.Errorf("claim %s: %w", n, &NotDueError{ReadyAt: time.UnixMilli(asInt(r[0]))})
+	case errors.Is(err, ErrAttemptsExhausted), errors.Is(err, ErrRunCancelled):
+		e := &ExpiredError{Err: err, Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node,
+			Epoch: asInt(r[0]), ClaimID: asString(r[1]), Owner: asString(r[2])}}
+		_ = json.Unmarshal([]byte(asString(r[3])), &e.Descendants)
+		return nil, fmt.Errorf("claim %s: %w", n, e)
+	case err != nil:
+		return nil, fmt.Errorf("claim %s: %w", n, err)
+	case code != 1 || len(r) < 11:
+		return nil, fmt.Errorf("claim %s: unexpected reply %v", n, v)
+	}
+	c := &Claimed{
+		Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node, Epoch: asInt(r[0]), Attempt: asInt(r[1]),
+			ClaimID: claimID, Owner: owner, Until: time.UnixMilli(asInt(r[2]))},
+		Kind: asString(r[3]), Queue: asString(r[4]), Input: json.RawMessage(asString(r[5])),
+		Timeout: time.Duration(asInt(r[6])) * time.Millisecond, MaxAttempts: int(asInt(r[7])),
+		PrevOwner: asString(r[10]),
+	}
+	if err := json.Unmarshal([]byte(asString(r[8])), &c.Dependents); err != nil {
+		return nil, fmt.Errorf("claim %s: dependents: %w", n, err)
+	}
+	if err := json.Unmarshal([]byte(asString(r[9])), &c.Descendants); err != nil {
+		return nil, fmt.Errorf("claim %s: descendants: %w", n, err)
+	}
+	return c, nil
+}
+
+// Renewal is an accepted heartbeat.
+type Renewal struct {
+	Until     time.Time // the new lease deadline, Redis time
+	Cancelled bool      // the run was cancelled: stop at a safe point
+}
+
+// Beat is one lease to renew in HeartbeatBatch. Progress below zero keeps
+// the stored progress.
+type Beat struct {
+	Lease    Lease
+	Progress int
+}
+
+func (s *Store) heartbeatArgs(b Beat, ttl time.Duration) ([]string, []any) {
+	l := b.Lease
+	progress := ""
+	if b.Progress >= 0 {
+		progress = strconv.Itoa(min(b.Progress, 100))
+	}
+	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases()}
+	return keys, []any{l.Node, l.Owner, l.Epoch, l.ClaimID, ms(ttl), progress, l.Ref(), s.maxlen}
+}
+
+func renewal(l Lease, v any, err error) (Renewal, error) {
+	if err != nil {
+		return Renewal{}, fmt.Errorf("heartbeat %s: %w", l, err)
+	}
+	_, r, err := reply(v)
+	if err != nil {
+		return Renewal{}, fmt.Errorf("heartbeat %s: %w", l, err)
+	}
+	return Renewal{Until: time.UnixMilli(asInt(r[0])), Cancelled: asInt(r[1]) == 1}, nil
+}
+
+// Heartbeat renews one lease and stores progress (below zero: unchanged).
+// It never moves a node towards SUCCEEDED. A fenced caller gets
+// ErrStaleEpoch, ErrNotOwner or ErrNotRunning (see IsFenced).
+func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progress int) (Renewal, error) {
+	keys, args := s.heartbeatArgs(Beat{Lease: l, Progress: progress}, ttl)
+	v, err := s.run(ctx, "heartbeat", keys, args...)
+	return renewal(l, v, err)
+}
+
+// HeartbeatBatch renews many leases in one pipeline: one round trip whatever
+// their number. errs[i] is beats[i]'s outcome: nil, a fencing error (see
+// IsFenced) or a Redis/network error.
+func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Duration) ([]Renewal, []error) {
+	cmds := make([]*redis.Cmd, len(beats))
+	for try := 0; try < 2; try++ {
+		pipe := s.rdb.Pipeline()
+		for i, b := range beats {
+			keys, args := s.heartbeatArgs(b, ttl)
+			cmds[i] = s.scripts["heartbeat"].EvalSha(ctx, pipe, keys, args...)
+		}
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		if try > 0 || len(cmds) == 0 || !isNoScript(cmds[0].Err()) {
+			break
+		}
+		if err := s.Load(ctx); err != nil { // Redis restarted and lost its script cache
+			break
+		}
+	}
+	out := make([]Renewal, len(beats))
+	errs := make([]error, len(beats))
+	for i, b := range beats {
+		v, err := cmds[i].Result()
+		out[i], errs[i] = renewal(b.Lease, v, err)
+	}
+	return out, errs
+}

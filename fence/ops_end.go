@@ -1,0 +1,210 @@
+package fence
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Committed says what a commit did.
+type Committed struct {
+	RunStatus string   // the run's status after the commit
+	Ready     []string // dependents now READY: enqueue them
+	Queues    []string // Queues[i] is Ready[i]'s queue
+	Replay    bool     // this claim had committed before; nothing changed
+}
+
+// Commit records result (JSON text) and moves the node to SUCCEEDED, if and
+// only if l is still the node's current claim. dependents are the node's
+// direct dependents (Claimed.Dependents).
+func (s *Store) Commit(ctx context.Context, l Lease, result []byte, dependents []string) (Committed, error) {
+	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready()}
+	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen}
+	for _, d := range dependents {
+		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
+		args = append(args, d)
+	}
+	v, err := s.run(ctx, "commit", keys, args...)
+	if err != nil {
+		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
+	}
+	code, r, err := reply(v)
+	if err != nil {
+		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
+	}
+	out := Committed{RunStatus: asString(r[0]), Replay: code == 2}
+	for i := 1; i+1 < len(r); i += 2 {
+		out.Ready = append(out.Ready, asString(r[i]))
+		out.Queues = append(out.Queues, asString(r[i+1]))
+	}
+	return out, nil
+}
+
+// Outcome is what became of a failed, released or expired node.
+type Outcome int
+
+const (
+	// Retrying: the node is READY again at Ended.ReadyAt.
+	Retrying Outcome = 1
+	// Failed: the node FAILED for good; its dependents were cancelled.
+	Failed Outcome = 2
+	// Cancelled: the run was cancelled, so the node is CANCELLED.
+	Cancelled Outcome = 3
+)
+
+// Ended is the result of Fail, Expire and Release.
+type Ended struct {
+	Outcome   Outcome
+	ReadyAt   time.Time // Retrying only
+	RunStatus string    // Failed and Cancelled only
+}
+
+// Failure describes a failed attempt.
+type Failure struct {
+	Err   string        // recorded as the node's error
+	Delay time.Duration // backoff before the retry
+	Final bool          // permanent: no retry whatever attempts remain
+}
+
+// Fail records a failed attempt if l is still the node's current claim: a
+// retry after f.Delay while attempts remain, otherwise FAILED with its
+// descendants (Claimed.Descendants) cancelled.
+func (s *Store) Fail(ctx context.Context, l Lease, f Failure, descendants []string) (Ended, error) {
+	mode := "retry"
+	if f.Final {
+		mode = "final"
+	}
+	return s.fail(ctx, "fail", l, f.Err, ms(f.Delay), mode, 0, descendants)
+}
+
+// Expire ends a node whose owner's lease expired when its claim was refused
+// with an *ExpiredError: FAILED (attempts exhausted) or CANCELLED (run
+// cancelled). The script checks again that the lease expired (plus grace)
+// and still belongs to e.Lease, so a late heartbeat wins.
+func (s *Store) Expire(ctx context.Context, e *ExpiredError, worker string, grace time.Duration) (Ended, error) {
+	l := e.Lease
+	l.Owner = worker // recorded as the event's worker
+	return s.fail(ctx, "expire", l, "no attempts left", 0, "expire", ms(grace), e.Descendants)
+}
+
+func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64, descendants []string) (Ended, error) {
+	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready()}
+	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, msg, delayMS, mode, graceMS, Ref(l.Thread, l.Run, ""), s.maxlen}
+	for _, d := range descendants {
+		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
+		args = append(args, d)
+	}
+	v, err := s.run(ctx, "fail", keys, args...)
+	if err != nil {
+		return Ended{}, fmt.Errorf("%s %s: %w", op, l, err)
+	}
+	code, r, err := reply(v)
+	if err != nil {
+		return Ended{}, fmt.Errorf("%s %s: %w", op, l, err)
+	}
+	if code == 1 {
+		return Ended{Outcome: Retrying, ReadyAt: time.UnixMilli(asInt(r[0]))}, nil
+	}
+	return Ended{Outcome: Outcome(code), RunStatus: asString(r[0])}, nil
+}
+
+// Release gives the node back without counting a failed attempt (graceful
+// shutdown): READY at once, or CANCELLED when its run was cancelled.
+func (s *Store) Release(ctx context.Context, l Lease, reason string) (Ended, error) {
+	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready()}
+	v, err := s.run(ctx, "release", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, reason, l.Ref(), s.maxlen)
+	if err != nil {
+		return Ended{}, fmt.Errorf("release %s: %w", l, err)
+	}
+	code, r, err := reply(v)
+	if err != nil {
+		return Ended{}, fmt.Errorf("release %s: %w", l, err)
+	}
+	if code == 1 {
+		return Ended{Outcome: Retrying}, nil
+	}
+	return Ended{Outcome: Cancelled, RunStatus: asString(r[0])}, nil
+}
+
+// CancelResult says what Cancel did.
+type CancelResult struct {
+	RunStatus string
+	Running   int  // nodes still RUNNING; they stop at their next heartbeat
+	Already   bool // the run had been cancelled before
+}
+
+// Cancel cancels a run: BLOCKED and READY nodes at once, RUNNING ones when
+// their owners learn it from a heartbeat. A finished run is ErrRunDone.
+func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResult, error) {
+	thread, err := s.Locate(ctx, run)
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+	}
+	ids, err := s.nodeIDs(ctx, thread, run)
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+	}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready()}
+	args := []any{reason, who, Ref(thread, run, ""), s.maxlen}
+	for _, id := range ids {
+		keys = append(keys, s.keys.Node(thread, run, id))
+		args = append(args, id)
+	}
+	v, err := s.run(ctx, "cancel", keys, args...)
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+	}
+	code, r, err := reply(v)
+	if err != nil {
+		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+	}
+	return CancelResult{RunStatus: asString(r[0]), Running: int(asInt(r[1])), Already: code == 2}, nil
+}
+
+// SweepOptions tunes Sweep.
+type SweepOptions struct {
+	Grace     time.Duration // a lease is due when lease_until + Grace has passed
+	Threshold time.Duration // a READY node is due when it stayed unclaimed this long
+	Limit     int           // at most this many of each kind per call
+	Retry     time.Duration // a returned entry is not returned again for this long
+}
+
+// Swept lists the nodes a sweeper should re-enqueue.
+type Swept struct {
+	Now     time.Time // Redis time
+	Expired []NodeRef // RUNNING with an expired lease: a takeover is due
+	Ready   []NodeRef // READY but unclaimed past the threshold
+}
+
+// Sweep returns due index entries and pushes them back by o.Retry, so
+// concurrent sweepers share the work. The entries are triggers: the caller
+// enqueues, the claim script decides.
+func (s *Store) Sweep(ctx context.Context, o SweepOptions) (Swept, error) {
+	v, err := s.run(ctx, "sweep", []string{s.keys.Leases(), s.keys.Ready()},
+		ms(o.Grace), ms(o.Threshold), o.Limit, ms(o.Retry))
+	if err != nil {
+		return Swept{}, fmt.Errorf("sweep: %w", err)
+	}
+	r, ok := v.([]any)
+	if !ok || len(r) != 3 {
+		return Swept{}, fmt.Errorf("sweep: unexpected reply %v", v)
+	}
+	out := Swept{Now: time.UnixMilli(asInt(r[0]))}
+	out.Expired = parseRefs(r[1])
+	out.Ready = parseRefs(r[2])
+	return out, nil
+}
+
+func parseRefs(v any) []NodeRef {
+	list, _ := v.([]any)
+	out := make([]NodeRef, 0, len(list))
+	for _, x := range list {
+		if t, r, n, ok := ParseRef(asString(x)); ok {
+			out = append(out, NodeRef{Thread: t, Run: r, Node: n})
+		}
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+package fence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RunInfo is a run as stored, with its nodes in spec order.
+type RunInfo struct {
+	ID           string     `json:"id"`
+	Thread       string     `json:"thread,omitempty"`
+	Status       string     `json:"status"`
+	Cancelled    bool       `json:"cancelled,omitempty"`
+	CreatedAt    time.Time  `json:"created_at"`
+	FinishedAt   *time.Time `json:"finished_at,omitempty"`
+	Nodes        []NodeInfo `json:"nodes"`
+	CancelReason string     `json:"cancel_reason,omitempty"`
+}
+
+// NodeInfo is a node as stored.
+type NodeInfo struct {
+	ID          string          `json:"id"`
+	Kind        string          `json:"kind"`
+	State       string          `json:"state"`
+	Attempt     int64           `json:"attempt"`
+	Epoch       int64           `json:"epoch"`
+	Owner       string          `json:"owner"`
+	Progress    int             `json:"progress"`
+	Result      json.RawMessage `json:"result"`
+	Error       string          `json:"error"`
+	Deps        []string        `json:"deps,omitempty"`
+	Queue       string          `json:"queue,omitempty"`
+	MaxAttempts int             `json:"max_attempts,omitempty"`
+	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
+}
+
+// Locate returns the thread a run lives under, or ErrNotFound.
+func (s *Store) Locate(ctx context.Context, run string) (string, error) {
+	thread, err := s.rdb.Get(ctx, s.keys.Locator(run)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("run %s: %w", run, ErrNotFound)
+	}
+	return thread, err
+}
+
+func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, error) {
+	raw, err := s.rdb.HGet(ctx, s.keys.Run(thread, run), "nodes").Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	if err := json.Unmarshal([]byte(raw), &ids); err != nil {
+		return nil, fmt.Errorf("run %s: node list: %w", run, err)
+	}
+	return ids, nil
+}
+
+var nodeFields = []string{"id", "kind", "state", "attempt", "epoch", "owner", "progress",
+	"result", "error", "deps", "queue", "max_attempts", "lease_until"}
+
+// GetRun reads a run and all its nodes: two round trips plus the locator.
+// The nodes are read in one pipeline, not one atomic step; each node's
+// fields are consistent with each other.
+func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
+	thread, err := s.Locate(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.rdb.HGetAll(ctx, s.keys.Run(thread, run)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", run, err)
+	}
+	if len(h) == 0 {
+		return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
+	}
+	info := &RunInfo{ID: run, Status: h["status"], Cancelled: h["cancel"] == "1",
+		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"]}
+	if thread != run {
+		info.Thread = thread
+	}
+	if f := h["finished_at"]; f != "" {
+		t := msTime(f)
+		info.FinishedAt = &t
+	}
+	var ids []string
+	if err := json.Unmarshal([]byte(h["nodes"]), &ids); err != nil {
+		return nil, fmt.Errorf("run %s: node list: %w", run, err)
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Node(thread, run, id), nodeFields...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("run %s: nodes: %w", run, err)
+	}
+	for i, id := range ids {
+		v := cmds[i].Val()
+		str := func(j int) string { s, _ := v[j].(string); return s }
+		n := NodeInfo{ID: id, Kind: str(1), State: str(2), Attempt: asInt(str(3)), Epoch: asInt(str(4)),
+			Owner: str(5), Progress: int(asInt(str(6))), Error: str(8), Queue: str(10), MaxAttempts: int(asInt(str(11)))}
+		if r := str(7); r != "" {
+			n.Result = json.RawMessage(r)
+		}
+		_ = json.Unmarshal([]byte(str(9)), &n.Deps)
+		if n.State == "RUNNING" {
+			t := msTime(str(12))
+			n.LeaseUntil = &t
+		}
+		info.Nodes = append(info.Nodes, n)
+	}
+	return info, nil
+}
+
+// Event is one entry of a run's event stream.
+type Event struct {
+	ID     string    `json:"id"` // stream id: pass as after to read on
+	Type   string    `json:"type"`
+	Node   string    `json:"node,omitempty"`
+	Epoch  int64     `json:"epoch"`
+	Worker string    `json:"worker,omitempty"`
+	At     time.Time `json:"at"`
+	// Details holds the type's other fields (attempt, error, prev_owner,
+	// current_epoch, op, reason, status, ...).
+	Details map[string]string `json:"details,omitempty"`
+}
+
+// Events reads up to count events after the stream id after ("" or "0":
+// from the start). count <= 0 reads all.
+func (s *Store) Events(ctx context.Context, run, after string, count int64) ([]Event, error) {
+	thread, err := s.Locate(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	start := "-"
+	if after != "" && after != "0" {
+		start = "(" + after
+	}
+	var msgs []redis.XMessage
+	if count > 0 {
+		msgs, err = s.rdb.XRangeN(ctx, s.keys.Events(thread, run), start, "+", count).Result()
+	} else {
+		msgs, err = s.rdb.XRange(ctx, s.keys.Events(thread, run), start, "+").Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("events %s: %w", run, err)
+	}
+	out := make([]Event, 0, len(msgs))
+	for _, m := range msgs {
+		e := Event{ID: m.ID, Details: map[string]string{}}
+		for k, v := range m.Values {
+			sv := asString(v)
+			switch k {
+			case "type":
+				e.Type = sv
+			case "node":
+				e.Node = sv
+			case "epoch":
+				e.Epoch = asInt(sv)
+			case "worker":
+				e.Worker = sv
+			case "at":
+				e.At = msTime(sv)
+			default:
+				e.Details[k] = sv
+			}
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+// ListRuns returns run ids, newest first, offset and limit applied.
+func (s *Store) ListRuns(ctx context.Context, offset, limit int64) ([]string, error) {
+	return s.rdb.ZRevRange(ctx, s.keys.Runs(), offset, offset+limit-1).Result()
+}
+
+// NodePeek is the little the sweeper needs to enqueue a node.
+type NodePeek struct {
+	State   string
+	Queue   string
+	Attempt int64
+}
+
+// Peek reads state, queue and attempt of many nodes in one pipeline.
+func (s *Store) Peek(ctx context.Context, refs []NodeRef) ([]NodePeek, error) {
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(refs))
+	for i, r := range refs {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Node(r.Thread, r.Run, r.Node), "state", "queue", "attempt")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("peek: %w", err)
+	}
+	out := make([]NodePeek, len(refs))
+	for i := range refs {
+		v := cmds[i].Val()
+		out[i] = NodePeek{State: asString(v[0]), Queue: asString(v[1]), Attempt: asInt(asString(v[2]))}
+	}
+	return out, nil
+}
+
+func msTime(s string) time.Time {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return time.UnixMilli(n)
+}
+
+func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }

@@ -1,0 +1,185 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// ClientConfig configures a Client.
+type ClientConfig struct {
+	// Redis is the store and the queue's Redis. Required. The Client does
+	// not close it.
+	Redis redis.UniversalClient
+	// Prefix starts every baton key. Zero value: "baton".
+	Prefix string
+	// Limits bound what a submitted run may hold. Zero value: 1 MiB inputs,
+	// 1000 nodes, 3 attempts per node.
+	Limits Limits
+}
+
+// Client submits, inspects and cancels runs. It is safe for concurrent use.
+type Client struct {
+	store  *fence.Store
+	asynq  *asynq.Client
+	limits Limits
+}
+
+// NewClient returns a Client over cfg.Redis.
+func NewClient(cfg ClientConfig) (*Client, error) {
+	if cfg.Redis == nil {
+		return nil, errors.New("baton: ClientConfig.Redis is required")
+	}
+	return &Client{
+		store:  fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
+		asynq:  asynq.NewClientFromRedisClient(cfg.Redis),
+		limits: cfg.Limits.withDefaults(),
+	}, nil
+}
+
+// Close releases the Asynq client. The Redis client stays open.
+func (c *Client) Close() error { return c.asynq.Close() }
+
+// Store returns the fence store the client uses.
+func (c *Client) Store() *fence.Store { return c.store }
+
+// Submitted says what Submit did.
+type Submitted struct {
+	RunID   string `json:"id"`
+	Thread  string `json:"thread,omitempty"`
+	Status  string `json:"status"`
+	Created bool   `json:"created"` // false: the same run existed already
+}
+
+// Submit validates spec, stores the run atomically and enqueues its ready
+// nodes. A spec error is a *SpecError (errors.Is ErrInvalidSpec); the same
+// run id with another spec is fence.ErrRunConflict. If enqueueing fails
+// after the run was stored, the run is not lost: the sweeper enqueues its
+// READY nodes; the error is still returned.
+func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
+	if spec == nil {
+		return Submitted{}, &SpecError{Field: "spec", Msg: "missing"}
+	}
+	if err := spec.Validate(c.limits); err != nil {
+		return Submitted{}, err
+	}
+	nodes, digest, err := spec.compile(c.limits)
+	if err != nil {
+		return Submitted{}, err
+	}
+	runID := spec.ID
+	if runID == "" {
+		runID = "run-" + fence.NewClaimID()
+	}
+	res, err := c.store.Submit(ctx, fence.SubmitArgs{Run: runID, Thread: spec.Thread, Digest: digest, Nodes: nodes})
+	if err != nil {
+		return Submitted{}, err
+	}
+	out := Submitted{RunID: runID, Status: res.Status, Created: res.Created}
+	if res.Thread != runID {
+		out.Thread = res.Thread
+	}
+	queues := make(map[string]string, len(nodes))
+	for _, n := range nodes {
+		queues[n.ID] = n.Queue
+	}
+	e := enqueuer{c.asynq}
+	var errs []error
+	for _, id := range res.Ready {
+		ref := fence.NodeRef{Thread: res.Thread, Run: runID, Node: id}
+		if err := e.enqueue(ctx, ref, queues[id], 1, time.Time{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return out, fmt.Errorf("run %s stored; the sweeper will deliver what failed to enqueue: %w", runID, errors.Join(errs...))
+	}
+	return out, nil
+}
+
+// Status returns the run with its nodes, or fence.ErrNotFound.
+func (c *Client) Status(ctx context.Context, run string) (*fence.RunInfo, error) {
+	if err := fence.ValidateID("run id", run); err != nil {
+		return nil, err
+	}
+	return c.store.GetRun(ctx, run)
+}
+
+// Events returns up to count of the run's events after the event id after
+// ("": from the start; count <= 0: all).
+func (c *Client) Events(ctx context.Context, run, after string, count int64) ([]fence.Event, error) {
+	if err := fence.ValidateID("run id", run); err != nil {
+		return nil, err
+	}
+	return c.store.Events(ctx, run, after, count)
+}
+
+// Cancel cancels a run. Nodes not yet running are cancelled at once; running
+// ones stop at their next heartbeat. Cancelling a cancelled run is a no-op;
+// a finished run is fence.ErrRunDone.
+func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelResult, error) {
+	if err := fence.ValidateID("run id", run); err != nil {
+		return fence.CancelResult{}, err
+	}
+	if reason == "" {
+		reason = "cancelled by user"
+	}
+	return c.store.Cancel(ctx, run, reason, "client")
+}
+
+// RunSummary is one line of List.
+type RunSummary struct {
+	ID     string `json:"id"`
+	Thread string `json:"thread,omitempty"`
+	Status string `json:"status"`
+	Nodes  int    `json:"nodes"`
+	Done   int    `json:"done"`
+}
+
+// List returns up to limit runs, newest first, whose status is status
+// (empty: any).
+func (c *Client) List(ctx context.Context, status string, limit int) ([]RunSummary, error) {
+	if limit <= 0 {
+		limit = 50
+	}
+	var out []RunSummary
+	const page = 200
+	for offset := int64(0); len(out) < limit; offset += page {
+		ids, err := c.store.ListRuns(ctx, offset, page)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		for _, id := range ids {
+			info, err := c.store.GetRun(ctx, id)
+			if errors.Is(err, fence.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if status != "" && info.Status != status {
+				continue
+			}
+			s := RunSummary{ID: id, Thread: info.Thread, Status: info.Status, Nodes: len(info.Nodes)}
+			for _, n := range info.Nodes {
+				if n.State == "SUCCEEDED" || n.State == "FAILED" || n.State == "CANCELLED" {
+					s.Done++
+				}
+			}
+			out = append(out, s)
+			if len(out) == limit {
+				break
+			}
+		}
+		if len(ids) < page {
+			break
+		}
+	}
+	return out, nil
+}

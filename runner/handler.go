@@ -1,0 +1,273 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// process handles one Asynq delivery. Delivery only triggers a claim; the
+// claim script decides whether this worker runs the node. process returns
+// nil once baton's state has recorded the outcome (including "someone else
+// owns it" and "already done"), and an error only when that state could not
+// be reached, so Asynq delivers again.
+func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
+	ref, err := decodePayload(t.Payload())
+	if err != nil {
+		w.m.PoisonTasks.Inc()
+		id, _ := asynq.GetTaskID(ctx)
+		w.log.Error("poison_task", "task_id", id, "type", t.Type(), "err", err)
+		return fmt.Errorf("task %s: %w: %w", id, err, asynq.SkipRetry) // archived, visible in the UI
+	}
+	w.active.Add(1)
+	defer w.active.Done()
+
+	claimStarted := time.Now()
+	c, err := w.store.Claim(ctx, ref, w.cfg.ID, w.cfg.LeaseTTL, w.cfg.Grace)
+	if err != nil {
+		return w.refused(ctx, ref, err)
+	}
+	outcome := "claimed"
+	if c.PrevOwner != "" {
+		outcome = "takeover"
+		w.m.Takeovers.Inc()
+		w.log.Info("takeover", "run_id", ref.Run, "node_id", ref.Node, "epoch", c.Epoch, "prev_owner", c.PrevOwner)
+	}
+	w.m.Claims.WithLabelValues(outcome).Inc()
+	w.run(ctx, c, claimStarted)
+	return nil
+}
+
+// refused handles a claim that did not succeed.
+func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) error {
+	var expired *fence.ExpiredError
+	switch {
+	case errors.Is(err, fence.ErrNodeBusy):
+		w.m.Claims.WithLabelValues("busy").Inc()
+	case errors.Is(err, fence.ErrNodeDone):
+		w.m.Claims.WithLabelValues("done").Inc()
+	case errors.Is(err, fence.ErrNodeBlocked):
+		w.m.Claims.WithLabelValues("blocked").Inc()
+	case errors.Is(err, fence.ErrNotFound):
+		w.m.Claims.WithLabelValues("missing").Inc()
+		w.log.Warn("claim_missing_node", "run_id", ref.Run, "node_id", ref.Node)
+	case errors.Is(err, fence.ErrNotDue):
+		w.m.Claims.WithLabelValues("not_due").Inc()
+		return err // Asynq redelivers when due (retryDelay)
+	case errors.As(err, &expired):
+		w.m.Claims.WithLabelValues("expired").Inc()
+		end, xerr := w.store.Expire(ctx, expired, w.cfg.ID, w.cfg.Grace)
+		if xerr != nil && !errors.Is(xerr, fence.ErrLeaseActive) && !fence.IsFenced(xerr) {
+			return xerr
+		}
+		if xerr == nil {
+			w.log.Warn("node_expired", "run_id", ref.Run, "node_id", ref.Node, "reason", expired.Err,
+				"prev_owner", expired.Lease.Owner, "run_status", end.RunStatus)
+		}
+	default:
+		w.m.Claims.WithLabelValues("error").Inc()
+		return err
+	}
+	w.log.Debug("claim_refused", "run_id", ref.Run, "node_id", ref.Node, "reason", err)
+	return nil
+}
+
+// run executes a claimed node and records its outcome under its lease.
+func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) {
+	l := c.Lease
+	log := w.log.With("run_id", l.Run, "node_id", l.Node, "epoch", l.Epoch, "attempt", l.Attempt)
+	task := NewTask(l, c.Kind, c.Input, c.Timeout)
+
+	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
+	defer cancel(nil)
+	w.hb.add(l, task, claimStarted, cancel)
+	defer w.hb.remove(l)
+
+	result, runErr := w.execute(hctx, c, task)
+	cause := context.Cause(hctx)
+	if errors.Is(cause, errKilled) {
+		return // a simulated crash writes nothing
+	}
+	// Writes after the handler are bounded and survive the handler's
+	// cancellation; the scripts, not this process, decide if they count.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
+	defer wcancel()
+
+	switch {
+	case runErr == nil:
+		w.commit(wctx, log, c, result)
+	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
+		w.release(wctx, log, c)
+	case errors.Is(cause, ErrLeaseLost):
+		// Another worker owns the node, or this one cannot prove it still
+		// does. Any write would be refused; record nothing.
+		log.Warn("attempt_abandoned", "reason", runErr)
+	default:
+		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled))
+	}
+}
+
+// Claimed is what a successful claim hands the runtime.
+type Claimed = fence.Claimed
+
+// execute runs the node's kind with its timeout, turning a panic into a
+// failed attempt.
+func (w *Worker) execute(ctx context.Context, c *Claimed, task *Task) (result json.RawMessage, err error) {
+	kind, ok := w.kinds[c.Kind]
+	if !ok {
+		return nil, Permanent(fmt.Errorf("unknown node kind %q (registered: %v)", c.Kind, w.kindNames()))
+	}
+	if c.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, fmt.Errorf("node timeout %s exceeded", c.Timeout))
+		defer cancel()
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			w.log.Error("handler_panic", "run_id", c.Run, "node_id", c.Node, "panic", p, "stack", string(debug.Stack()))
+			result, err = nil, fmt.Errorf("panic in %s handler: %v", c.Kind, p)
+		}
+	}()
+	result, err = kind.Run(ctx, task)
+	if err == nil && !json.Valid(result) {
+		if len(result) == 0 {
+			return json.RawMessage("null"), nil
+		}
+		return nil, Permanent(fmt.Errorf("kind %s returned a result that is not JSON", c.Kind))
+	}
+	return result, err
+}
+
+func (w *Worker) kindNames() []string {
+	out := make([]string, 0, len(w.kinds))
+	for k := range w.kinds {
+		out = append(out, k)
+	}
+	return out
+}
+
+// commit records the result, retrying a lost reply: a replayed commit of
+// the same claim is recognised by the script.
+func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, result json.RawMessage) {
+	l := c.Lease
+	var res fence.Committed
+	err := retry(ctx, func() error {
+		var err error
+		res, err = w.store.Commit(ctx, l, result, c.Dependents)
+		return err
+	})
+	switch {
+	case fence.IsFenced(err):
+		w.m.StaleRejected.WithLabelValues("commit").Inc()
+		log.Warn("stale_write_rejected", "op", "commit", "err", err)
+		return
+	case err != nil:
+		// The lease will expire and another worker will run the node again.
+		log.Warn("commit_failed", "err", err)
+		return
+	}
+	if res.Replay {
+		return
+	}
+	w.m.Commits.Inc()
+	log.Info("committed", "ready", len(res.Ready), "run_status", res.RunStatus)
+	for i, id := range res.Ready {
+		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
+		if err := w.queue.enqueue(ctx, n, res.Queues[i], 1, time.Time{}); err != nil {
+			log.Warn("enqueue_failed", "dependent", id, "err", err) // the sweeper delivers it
+		}
+	}
+}
+
+func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool) {
+	l := c.Lease
+	f := fence.Failure{Err: runErr.Error(), Delay: w.backoff(l.Attempt), Final: IsPermanent(runErr) || cancelled}
+	var end fence.Ended
+	err := retry(ctx, func() error {
+		var err error
+		end, err = w.store.Fail(ctx, l, f, c.Descendants)
+		return err
+	})
+	switch {
+	case fence.IsFenced(err):
+		w.m.StaleRejected.WithLabelValues("fail").Inc()
+		log.Warn("stale_write_rejected", "op", "fail", "err", err)
+		return
+	case err != nil:
+		log.Warn("fail_failed", "err", err)
+		return
+	}
+	switch end.Outcome {
+	case fence.Retrying:
+		w.m.Failures.WithLabelValues("retry").Inc()
+		log.Info("attempt_failed", "err", runErr, "retry_at", end.ReadyAt)
+		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
+		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, end.ReadyAt); err != nil {
+			log.Warn("enqueue_failed", "err", err)
+		}
+	case fence.Failed:
+		w.m.Failures.WithLabelValues("failed").Inc()
+		log.Warn("node_failed", "err", runErr, "run_status", end.RunStatus)
+	case fence.Cancelled:
+		w.m.Failures.WithLabelValues("cancelled").Inc()
+		log.Info("node_cancelled", "run_status", end.RunStatus)
+	}
+}
+
+func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
+	l := c.Lease
+	end, err := w.store.Release(ctx, l, "worker shutting down")
+	switch {
+	case fence.IsFenced(err):
+		w.m.StaleRejected.WithLabelValues("release").Inc()
+		log.Warn("stale_write_rejected", "op", "release", "err", err)
+		return
+	case err != nil:
+		log.Warn("release_failed", "err", err) // lease expiry recovers it
+		return
+	}
+	w.m.Releases.Inc()
+	log.Info("released")
+	if end.Outcome == fence.Retrying {
+		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
+		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, time.Time{}); err != nil {
+			log.Warn("enqueue_failed", "err", err) // the sweeper delivers it
+		}
+	}
+}
+
+// retry retries op on Redis/network errors (not on fencing or other
+// script outcomes) until ctx ends.
+func retry(ctx context.Context, op func() error) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := op()
+		if err == nil || !isTransient(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, time.Second)
+	}
+}
+
+func isTransient(err error) bool {
+	for _, e := range []error{fence.ErrStaleEpoch, fence.ErrNotOwner, fence.ErrNotRunning, fence.ErrNotFound,
+		fence.ErrNodeDone, fence.ErrLeaseActive} {
+		if errors.Is(err, e) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,105 @@
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// Kind runs one kind of node ("exec", "http", or a program's own). Run is
+// called once per attempt with a context that carries the Lease and is
+// cancelled with a cause (ErrRunCancelled, ErrLeaseLost, ErrShutdown) when
+// the attempt must stop. Run returns the node's result as JSON; an error
+// fails the attempt (retried while attempts remain, unless Permanent).
+//
+// Run may be called again for the same node on another worker: the queue
+// delivers at least once and a paused worker is taken over. Side effects
+// should carry Task.Token() so a downstream service can reject a stale
+// owner.
+type Kind interface {
+	Run(ctx context.Context, t *Task) (json.RawMessage, error)
+}
+
+// KindFunc adapts a function to Kind.
+type KindFunc func(ctx context.Context, t *Task) (json.RawMessage, error)
+
+// Run calls f.
+func (f KindFunc) Run(ctx context.Context, t *Task) (json.RawMessage, error) { return f(ctx, t) }
+
+// Task is one attempt of one node, as handed to a Kind.
+type Task struct {
+	Lease   fence.Lease
+	Kind    string
+	Input   json.RawMessage
+	Timeout time.Duration // the node's timeout; zero: none. ctx carries it too.
+
+	progress atomic.Int64 // -1: not reported
+}
+
+// NewTask returns a task for a lease; the runtime makes them, tests of
+// custom kinds may too.
+func NewTask(l fence.Lease, kind string, input json.RawMessage, timeout time.Duration) *Task {
+	t := &Task{Lease: l, Kind: kind, Input: input, Timeout: timeout}
+	t.progress.Store(-1)
+	return t
+}
+
+// SetProgress reports progress (0-100). It is stored with the next
+// heartbeat: a heartbeat proves liveness, never success.
+func (t *Task) SetProgress(p int) { t.progress.Store(int64(max(0, min(p, 100)))) }
+
+// Progress returns the last reported progress, or -1.
+func (t *Task) Progress() int { return int(t.progress.Load()) }
+
+// Token is the fencing token to hand to side effects.
+func (t *Task) Token() fence.Token { return t.Lease.Token() }
+
+// Causes with which a handler's context is cancelled; read them with
+// context.Cause.
+var (
+	// ErrRunCancelled: a user cancelled the run.
+	ErrRunCancelled = errors.New("baton: run cancelled")
+	// ErrLeaseLost: the lease was taken over, or no heartbeat succeeded for
+	// longer than the lease can be trusted (self-fencing). Nothing the
+	// attempt writes from now on will be accepted.
+	ErrLeaseLost = errors.New("baton: lease lost")
+	// ErrShutdown: the worker is shutting down; reach a safe point and
+	// return. The node is released and resumed by another worker.
+	ErrShutdown = errors.New("baton: worker shutting down")
+)
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string { return e.err.Error() }
+func (e permanentError) Unwrap() error { return e.err }
+
+// Permanent marks err as final: the node FAILS without further attempts
+// (e.g. an HTTP 4xx, a malformed input).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+// IsPermanent reports whether err was marked by Permanent.
+func IsPermanent(err error) bool {
+	var p permanentError
+	return errors.As(err, &p)
+}
+
+type leaseKey struct{}
+
+// LeaseFrom returns the lease of the attempt ctx belongs to.
+func LeaseFrom(ctx context.Context) (fence.Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(fence.Lease)
+	return l, ok
+}
+
+func withLease(ctx context.Context, l fence.Lease) context.Context {
+	return context.WithValue(ctx, leaseKey{}, l)
+}

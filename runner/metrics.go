@@ -1,0 +1,52 @@
+package runner
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Metrics are the worker's Prometheus series, all prefixed baton_.
+type Metrics struct {
+	Claims         *prometheus.CounterVec // by outcome
+	Commits        prometheus.Counter
+	StaleRejected  *prometheus.CounterVec // by op
+	Takeovers      prometheus.Counter
+	Failures       *prometheus.CounterVec // by outcome: retry, failed, cancelled
+	Releases       prometheus.Counter
+	Running        prometheus.Gauge
+	SweeperActions *prometheus.CounterVec // by action
+	HeartbeatRTT   prometheus.Histogram
+	LeaseLeft      prometheus.Histogram
+	PoisonTasks    prometheus.Counter
+}
+
+// NewMetrics creates the series and registers them with reg (nil: not
+// registered, e.g. in tests).
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_claims_total",
+			Help: "Claim attempts by outcome: claimed, takeover, busy, done, blocked, not_due, expired, missing, error."}, []string{"outcome"}),
+		Commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_total",
+			Help: "Nodes committed as SUCCEEDED by this worker."}),
+		StaleRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_stale_writes_rejected_total",
+			Help: "Writes of this worker refused because it no longer owned the node, by op."}, []string{"op"}),
+		Takeovers: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_takeovers_total",
+			Help: "Nodes this worker took over from an owner whose lease expired."}),
+		Failures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_failures_total",
+			Help: "Failed attempts by outcome: retry, failed, cancelled."}, []string{"outcome"}),
+		Releases: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_releases_total",
+			Help: "Leases released on shutdown for another worker to resume."}),
+		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_nodes_running",
+			Help: "Nodes this worker is running now."}),
+		SweeperActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_sweeper_actions_total",
+			Help: "Nodes the sweeper re-enqueued, by action: expired_lease, stale_ready."}, []string{"action"}),
+		HeartbeatRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_heartbeat_rtt_seconds",
+			Help: "Round trip of one batched heartbeat pipeline.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		LeaseLeft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_lease_left_seconds",
+			Help: "Lease time left when a renewal succeeded; near zero means leases are at risk.", Buckets: []float64{0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120}}),
+		PoisonTasks: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_poison_tasks_total",
+			Help: "Queue tasks archived because their payload was malformed."}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.Claims, m.Commits, m.StaleRejected, m.Takeovers, m.Failures, m.Releases,
+			m.Running, m.SweeperActions, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks)
+	}
+	return m
+}

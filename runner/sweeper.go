@@ -1,0 +1,85 @@
+package runner
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// sweeper re-enqueues nodes whose lease expired (a dead or paused owner) and
+// READY nodes left unclaimed (a crash between a state write and its
+// enqueue). Every runner runs one; they share work through the sweep
+// script, and a duplicate enqueue is refused by the deterministic task ID.
+// Its cost follows what is due, never history.
+type sweeper struct {
+	store    *fence.Store
+	queue    enqueuer
+	interval time.Duration
+	opts     fence.SweepOptions
+	log      *slog.Logger
+	m        *Metrics
+	wg       sync.WaitGroup
+}
+
+func (s *sweeper) start(ctx context.Context) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.sweep(ctx)
+			}
+		}
+	}()
+}
+
+func (s *sweeper) wait() { s.wg.Wait() }
+
+// sweep runs passes until nothing more is due.
+func (s *sweeper) sweep(ctx context.Context) {
+	for ctx.Err() == nil {
+		sw, err := s.store.Sweep(ctx, s.opts)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("sweep_failed", "err", err)
+			}
+			return
+		}
+		s.enqueue(ctx, sw.Expired, "expired_lease")
+		s.enqueue(ctx, sw.Ready, "stale_ready")
+		if len(sw.Expired) < s.opts.Limit && len(sw.Ready) < s.opts.Limit {
+			return
+		}
+	}
+}
+
+func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action string) {
+	if len(refs) == 0 {
+		return
+	}
+	peeks, err := s.store.Peek(ctx, refs)
+	if err != nil {
+		s.log.Warn("sweep_failed", "err", err)
+		return
+	}
+	for i, ref := range refs {
+		p := peeks[i]
+		if p.State != "RUNNING" && p.State != "READY" {
+			continue // finished since; the index entry goes with its next write
+		}
+		if err := s.queue.enqueue(ctx, ref, p.Queue, p.Attempt+1, time.Time{}); err != nil {
+			s.log.Warn("sweep_enqueue_failed", "run_id", ref.Run, "node_id", ref.Node, "err", err)
+			continue
+		}
+		s.m.SweeperActions.WithLabelValues(action).Inc()
+		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", action, "attempt", p.Attempt+1)
+	}
+}

@@ -1,0 +1,293 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// WorkerConfig configures a Worker. Every zero value has a default that
+// works on a laptop.
+type WorkerConfig struct {
+	// Redis is the store and the queue's Redis. Required; not closed by the
+	// worker.
+	Redis redis.UniversalClient
+	// Prefix starts every baton key. Zero value: "baton".
+	Prefix string
+	// ID names this worker in leases and events. Zero value:
+	// "host-pid-random".
+	ID string
+	// Concurrency is how many nodes run at once. Zero value: 10.
+	Concurrency int
+	// Queues maps Asynq queue names to priorities. Zero value:
+	// {"default": 1}.
+	Queues map[string]int
+	// LeaseTTL is how long a claim or renewal is trusted. Zero value: 30s.
+	LeaseTTL time.Duration
+	// HeartbeatInterval is the renewal period. Zero value: LeaseTTL/3.
+	// LeaseTTL must be at least 3 × HeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// Grace is how long after a lease's end a takeover waits. Zero value:
+	// 1s.
+	Grace time.Duration
+	// SweepInterval is how often the sweeper looks for expired leases and
+	// unclaimed READY nodes. Zero value: 1s.
+	SweepInterval time.Duration
+	// ReadyThreshold is how long a READY node may stay unclaimed before the
+	// sweeper enqueues it again. Zero value: 15s.
+	ReadyThreshold time.Duration
+	// ShutdownTimeout bounds how long Shutdown waits for handlers to reach a
+	// safe point. Zero value: 10s.
+	ShutdownTimeout time.Duration
+	// PollInterval is how often an idle Asynq server looks for tasks; it
+	// sets idle enqueue-to-start latency. Zero value: 50ms.
+	PollInterval time.Duration
+	// RetryBase and RetryMax bound the exponential backoff between a node's
+	// failed attempts. Zero values: 1s and 5m.
+	RetryBase, RetryMax time.Duration
+	// Logger receives the worker's logs. Zero value: slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the worker's series. Zero value: unregistered ones.
+	Metrics *Metrics
+}
+
+func (c *WorkerConfig) setDefaults() {
+	host, _ := os.Hostname()
+	c.ID = cmp.Or(c.ID, fmt.Sprintf("%s-%d-%04x", cmp.Or(host, "worker"), os.Getpid(), rand.IntN(1<<16)))
+	c.Concurrency = cmp.Or(c.Concurrency, 10)
+	if len(c.Queues) == 0 {
+		c.Queues = map[string]int{DefaultQueue: 1}
+	}
+	c.LeaseTTL = cmp.Or(c.LeaseTTL, 30*time.Second)
+	c.HeartbeatInterval = cmp.Or(c.HeartbeatInterval, c.LeaseTTL/3)
+	c.Grace = cmp.Or(c.Grace, time.Second)
+	c.SweepInterval = cmp.Or(c.SweepInterval, time.Second)
+	c.ReadyThreshold = cmp.Or(c.ReadyThreshold, 15*time.Second)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
+	c.PollInterval = cmp.Or(c.PollInterval, 50*time.Millisecond)
+	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
+	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+}
+
+// validate returns every problem at once.
+func (c *WorkerConfig) validate() error {
+	var errs []error
+	if c.Redis == nil {
+		errs = append(errs, errors.New("Redis is required"))
+	}
+	if err := fence.ValidateID("worker id", c.ID); err != nil {
+		errs = append(errs, err)
+	}
+	if c.Concurrency < 1 {
+		errs = append(errs, fmt.Errorf("concurrency %d: want at least 1", c.Concurrency))
+	}
+	for q, p := range c.Queues {
+		if err := fence.ValidateID("queue", q); err != nil {
+			errs = append(errs, err)
+		}
+		if p < 1 {
+			errs = append(errs, fmt.Errorf("queue %s: priority %d, want at least 1", q, p))
+		}
+	}
+	if c.LeaseTTL < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("lease ttl %s: want at least 100ms", c.LeaseTTL))
+	}
+	if c.LeaseTTL < 3*c.HeartbeatInterval {
+		errs = append(errs, fmt.Errorf("lease ttl %s must be at least 3 × heartbeat interval %s", c.LeaseTTL, c.HeartbeatInterval))
+	}
+	for name, d := range map[string]time.Duration{"grace": c.Grace, "sweep interval": c.SweepInterval,
+		"ready threshold": c.ReadyThreshold, "shutdown timeout": c.ShutdownTimeout, "poll interval": c.PollInterval,
+		"retry base": c.RetryBase, "retry max": c.RetryMax, "heartbeat interval": c.HeartbeatInterval} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s %s: want a positive duration", name, d))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Worker runs nodes delivered by Asynq under fenced leases. Build it with
+// NewWorker, Register kinds, then Start; Shutdown drains it.
+//
+// Components and shutdown order: the Asynq server stops fetching; running
+// handlers are cancelled with ErrShutdown and given ShutdownTimeout to
+// return, and each one's lease is released and its node re-enqueued; then
+// the heartbeater, the sweeper and the Asynq server stop.
+type Worker struct {
+	cfg    WorkerConfig
+	store  *fence.Store
+	queue  enqueuer
+	kinds  map[string]Kind
+	log    *slog.Logger
+	m      *Metrics
+	srv    *asynq.Server
+	hb     *heartbeater
+	sweep  *sweeper
+	active sync.WaitGroup
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	cancel   context.CancelCauseFunc // cancels every component and handler
+}
+
+// NewWorker checks cfg and returns a worker.
+func NewWorker(cfg WorkerConfig) (*Worker, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("baton: worker config: %w", err)
+	}
+	w := &Worker{
+		cfg:   cfg,
+		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
+		queue: enqueuer{asynq.NewClientFromRedisClient(cfg.Redis)},
+		kinds: map[string]Kind{},
+		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
+		m:     cfg.Metrics,
+	}
+	w.hb = &heartbeater{store: w.store, ttl: cfg.LeaseTTL, interval: cfg.HeartbeatInterval,
+		log: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), m: cfg.Metrics, leases: map[string]*active{}}
+	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval,
+		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
+			Retry: max(2*cfg.SweepInterval, cfg.Grace)},
+		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics}
+	return w, nil
+}
+
+// ID returns the worker's id.
+func (w *Worker) ID() string { return w.cfg.ID }
+
+// Register adds a node kind. Call it before Start.
+func (w *Worker) Register(kind string, k Kind) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.kinds[kind] = k
+}
+
+// Start loads the scripts and starts the Asynq server, the heartbeater and
+// the sweeper. It returns once they run.
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("baton: worker already started")
+	}
+	if err := w.store.Load(ctx); err != nil {
+		return err
+	}
+	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	w.cancel = cancel
+	w.srv = asynq.NewServerFromRedisClient(w.cfg.Redis, asynq.Config{
+		Concurrency:       w.cfg.Concurrency,
+		Queues:            w.cfg.Queues,
+		TaskCheckInterval: w.cfg.PollInterval,
+		ShutdownTimeout:   w.cfg.ShutdownTimeout,
+		RetryDelayFunc:    retryDelay,
+		IsFailure:         func(err error) bool { return !errors.Is(err, fence.ErrNotDue) },
+		Logger:            asynqLogger{w.cfg.Logger.With("component", "asynq")},
+		LogLevel:          asynq.WarnLevel,
+		BaseContext:       func() context.Context { return base },
+	})
+	if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
+		cancel(ErrShutdown)
+		return fmt.Errorf("baton: start asynq server: %w", err)
+	}
+	w.hb.start(base)
+	w.sweep.start(base)
+	w.started = true
+	w.log.Info("worker_started", "concurrency", w.cfg.Concurrency, "lease_ttl", w.cfg.LeaseTTL,
+		"heartbeat_interval", w.cfg.HeartbeatInterval)
+	return nil
+}
+
+// Shutdown drains the worker: no new deliveries; running handlers are
+// cancelled with ErrShutdown and have until ShutdownTimeout to return; each
+// lease is released and its node re-enqueued so another worker resumes it
+// at once. Leases of handlers that do not return in time are recovered by
+// lease expiry. Shutdown is idempotent.
+func (w *Worker) Shutdown() {
+	w.mu.Lock()
+	if !w.started || w.stopping {
+		w.mu.Unlock()
+		return
+	}
+	w.stopping = true
+	w.mu.Unlock()
+	w.log.Info("worker_stopping", "running", w.hb.count())
+	w.srv.Stop() // stop fetching
+	w.hb.cancelAll(ErrShutdown)
+	done := make(chan struct{})
+	go func() { w.active.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(w.cfg.ShutdownTimeout):
+		w.log.Warn("shutdown_timeout", "still_running", w.hb.count())
+	}
+	w.cancel(ErrShutdown)
+	w.hb.wait()
+	w.sweep.wait()
+	w.srv.Shutdown()
+	_ = w.queue.client.Close()
+	w.log.Info("worker_stopped")
+}
+
+// Kill stops the worker as a crash would: heartbeats stop, handlers are
+// abandoned without releasing or writing anything, and their leases are
+// left to expire. It exists for fault tests and demos.
+func (w *Worker) Kill() {
+	w.mu.Lock()
+	if !w.started || w.stopping {
+		w.mu.Unlock()
+		return
+	}
+	w.stopping = true
+	w.mu.Unlock()
+	w.hb.kill()
+	w.cancel(errKilled)
+	w.srv.Stop()
+	w.hb.wait()
+	w.sweep.wait()
+	w.srv.Shutdown()
+	_ = w.queue.client.Close()
+}
+
+func (w *Worker) isStopping() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopping
+}
+
+var errKilled = errors.New("baton: worker killed")
+
+// retryDelay is Asynq's delay before redelivering a task whose handler
+// returned an error: baton's state was unreachable, or the node is not due.
+func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
+	var nd *fence.NotDueError
+	if errors.As(err, &nd) {
+		return max(time.Until(nd.ReadyAt), 10*time.Millisecond)
+	}
+	return min(time.Duration(1<<min(n, 5))*time.Second, 30*time.Second)
+}
+
+// backoff is the delay before a node's next attempt after a failure.
+func (w *Worker) backoff(attempt int64) time.Duration {
+	d := w.cfg.RetryBase << min(attempt-1, 20)
+	if d <= 0 || d > w.cfg.RetryMax {
+		d = w.cfg.RetryMax
+	}
+	return d/2 + rand.N(d/2+1) // jitter keeps a fleet from retrying in step
+}

@@ -1,0 +1,91 @@
+--[[ claim: take ownership of a node for one attempt.
+
+A claim succeeds on a READY node whose ready_at has passed, or on a RUNNING
+node whose lease ran out more than the grace ago (a takeover). Either way the
+epoch is incremented (HINCRBY) and the caller's claim id stored: every later
+write must carry both. Time is Redis's TIME, never the caller's clock.
+
+KEYS[1] node hash
+KEYS[2] run hash
+KEYS[3] run event stream
+KEYS[4] lease index (zset: ref -> lease_until ms)
+KEYS[5] ready index (zset: ref -> ms when READY)
+
+ARGV[1] node id
+ARGV[2] worker id (owner)
+ARGV[3] claim id (unique per claim, made by the caller)
+ARGV[4] lease ttl, ms
+ARGV[5] grace after lease_until before a takeover, ms
+ARGV[6] ref of the node in the indexes
+ARGV[7] event stream MAXLEN (approximate)
+
+Returns
+  {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
+   max_attempts, dependents_json, descendants_json, prev_owner}
+         claimed; prev_owner is "" unless this was a takeover
+  {-2, lease_until_ms}  busy: another owner's lease is live
+  {-4, ready_at_ms}     READY but not due yet (retry backoff)
+  {-6, epoch, claim_id, owner, descendants_json}
+         the expired owner used the last attempt: fail the node (fail.lua
+         mode "expire") instead of claiming it
+  {-7, epoch, claim_id, owner, descendants_json}
+         the expired owner's run was cancelled: end the node the same way
+  -1  node missing
+  -3  node terminal (SUCCEEDED, FAILED, CANCELLED)
+  -5  node BLOCKED on dependencies
+]]
+local rcall = redis.call
+local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeID, worker, claimID = ARGV[1], ARGV[2], ARGV[3]
+local ttl, grace, ref, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
+
+local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
+  'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants')
+local state = f[1]
+if not state then return -1 end
+if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
+if state == 'BLOCKED' then return -5 end
+
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local prevOwner, prevEpoch = '', f[8]
+if state == 'READY' then
+  local readyAt = tonumber(f[2])
+  if readyAt > now then return {-4, readyAt} end
+elseif state == 'RUNNING' then
+  local leaseUntil = tonumber(f[3])
+  if leaseUntil + grace >= now then return {-2, leaseUntil} end
+  if rcall('HGET', runKey, 'cancel') == '1' then
+    return {-7, tonumber(f[8]), f[9], f[7], f[10]}
+  end
+  if tonumber(f[4]) - tonumber(f[5]) >= tonumber(f[6]) then
+    return {-6, tonumber(f[8]), f[9], f[7], f[10]}
+  end
+  prevOwner = f[7]
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'heartbeat_lost',
+    'node', nodeID, 'epoch', prevEpoch, 'worker', prevOwner, 'at', now,
+    'lease_until', leaseUntil, 'overdue_ms', now - leaseUntil)
+end
+
+local epoch = rcall('HINCRBY', nodeKey, 'epoch', 1)
+local attempt = rcall('HINCRBY', nodeKey, 'attempt', 1)
+local leaseUntil = now + ttl
+rcall('HSET', nodeKey, 'state', 'RUNNING', 'owner', worker, 'claim', claimID,
+  'lease_until', leaseUntil, 'started_at', now, 'updated_at', now)
+rcall('ZADD', leaseKey, leaseUntil, ref)
+rcall('ZREM', readyKey, ref)
+
+if prevOwner ~= '' then
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'takeover',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
+    'attempt', attempt, 'prev_owner', prevOwner, 'prev_epoch', prevEpoch)
+else
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'attempt', attempt)
+end
+
+local d = rcall('HMGET', nodeKey, 'kind', 'queue', 'input', 'timeout_ms',
+  'max_attempts', 'dependents', 'descendants')
+return {1, epoch, attempt, leaseUntil, d[1], d[2], d[3], tonumber(d[4]),
+  tonumber(d[5]), d[6], d[7], prevOwner}

@@ -1,0 +1,84 @@
+--[[ commit: record the caller's result and move the node to SUCCEEDED.
+
+Accepted only while the node is RUNNING under the caller's epoch and claim
+id, compared in this script; a mismatch is recorded as stale_rejected and the
+stored state is untouched. Dependents whose last dependency this was become
+READY and are returned for enqueueing (unless the run was cancelled).
+
+KEYS[1]   node hash
+KEYS[2]   run hash
+KEYS[3]   run event stream
+KEYS[4]   lease index (zset: ref -> lease_until ms)
+KEYS[5]   ready index (zset: ref -> ms when READY)
+KEYS[6..] node hashes of the direct dependents, in the order of ARGV[8..]
+
+ARGV[1]   node id
+ARGV[2]   worker id
+ARGV[3]   epoch the caller claimed under
+ARGV[4]   claim id the caller claimed under
+ARGV[5]   result (JSON text, stored verbatim)
+ARGV[6]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
+ARGV[7]   event stream MAXLEN (approximate)
+ARGV[8..] ids of the direct dependents
+
+Returns
+  {1, run_status, ready_id, ready_queue, ...}
+        committed; pairs of dependents now READY and their queues
+  {2, run_status}               this claim had already committed (a replay)
+  -1   node missing
+  -10  stale epoch: the node was claimed again since
+  -11  not owner: same epoch, another claim id
+  -12  the caller's claim is no longer RUNNING (released or failed)
+]]
+local rcall = redis.call
+local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
+
+local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
+if not f[1] then return -1 end
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if f[2] ~= epoch or f[3] ~= claimID then
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
+    'op', 'commit', 'current_epoch', f[2])
+  if f[2] ~= epoch then return -10 end
+  return -11
+end
+if f[1] == 'SUCCEEDED' then return {2, rcall('HGET', runKey, 'status')} end
+if f[1] ~= 'RUNNING' then return -12 end
+
+rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result,
+  'finished_at', now, 'updated_at', now)
+rcall('ZREM', leaseKey, refPrefix .. nodeID)
+rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
+  'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now)
+
+local out = {1, ''}
+if rcall('HGET', runKey, 'cancel') ~= '1' then
+  for i = 6, #KEYS do
+    local depID = ARGV[i + 2]
+    local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
+    if remaining == 0 and rcall('HGET', KEYS[i], 'state') == 'BLOCKED' then
+      rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now, 'updated_at', now)
+      rcall('ZADD', readyKey, now, refPrefix .. depID)
+      out[#out + 1] = depID
+      out[#out + 1] = rcall('HGET', KEYS[i], 'queue')
+    end
+  end
+end
+
+local r = rcall('HMGET', runKey, 'total', 'failed', 'cancel')
+local terminal = rcall('HINCRBY', runKey, 'terminal', 1)
+local status = 'RUNNING'
+if terminal >= tonumber(r[1]) then
+  status = 'SUCCEEDED'
+  if r[3] == '1' then status = 'CANCELLED' elseif tonumber(r[2]) > 0 then status = 'FAILED' end
+  rcall('HSET', runKey, 'status', status, 'finished_at', now)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
+    'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
+end
+rcall('HSET', runKey, 'updated_at', now)
+out[2] = status
+return out

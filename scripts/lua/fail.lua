@@ -1,0 +1,120 @@
+--[[ fail: record a failed attempt; retry later or end the node.
+
+Modes:
+  retry   the node goes back to READY at now + delay while attempts remain
+          (attempt - releases < max_attempts), else it FAILS
+  final   the node FAILS now (a permanent error)
+  expire  the caller is not the owner: it ends a node whose owner's lease ran
+          out (plus grace) when claim.lua said so (codes -6/-7); epoch and
+          claim id are the expired owner's, read from that reply
+In every mode a cancelled run turns the node CANCELLED instead. A node that
+FAILS or is CANCELLED cancels its BLOCKED descendants, and the run's status
+follows when every node is terminal.
+
+KEYS[1]   node hash
+KEYS[2]   run hash
+KEYS[3]   run event stream
+KEYS[4]   lease index (zset: ref -> lease_until ms)
+KEYS[5]   ready index (zset: ref -> ms when READY)
+KEYS[6..] node hashes of all transitive dependents, in the order of ARGV[11..]
+
+ARGV[1]   node id
+ARGV[2]   worker id
+ARGV[3]   epoch the caller claimed under (mode expire: the expired owner's)
+ARGV[4]   claim id likewise
+ARGV[5]   error message
+ARGV[6]   retry delay, ms
+ARGV[7]   mode: retry | final | expire
+ARGV[8]   grace after lease_until, ms (mode expire)
+ARGV[9]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
+ARGV[10]  event stream MAXLEN (approximate)
+ARGV[11..] ids of all transitive dependents
+
+Returns
+  {1, ready_at_ms}   retry scheduled: READY again at ready_at
+  {2, run_status}    the node FAILED
+  {3, run_status}    the node was CANCELLED (its run was cancelled)
+  -1   node missing
+  -10  stale epoch: the node was claimed again since
+  -11  not owner: same epoch, another claim id
+  -12  the caller's claim is no longer RUNNING
+  -13  mode expire: the lease has not run out (plus grace)
+]]
+local rcall = redis.call
+local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeID, worker, epoch, claimID, errMsg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+local delay, mode, grace = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
+local refPrefix, maxlen = ARGV[9], ARGV[10]
+
+local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'attempt', 'releases',
+  'max_attempts', 'lease_until', 'owner')
+if not f[1] then return -1 end
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if f[2] ~= epoch or f[3] ~= claimID then
+  if mode ~= 'expire' then
+    rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
+      'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
+      'op', 'fail', 'current_epoch', f[2])
+  end
+  if f[2] ~= epoch then return -10 end
+  return -11
+end
+if f[1] ~= 'RUNNING' then return -12 end
+if mode == 'expire' then
+  if tonumber(f[7]) + grace >= now then return -13 end
+  errMsg = 'lease of ' .. f[8] .. ' expired at attempt ' .. f[4] .. ': ' .. errMsg
+end
+rcall('ZREM', leaseKey, refPrefix .. nodeID)
+
+local cancelled = rcall('HGET', runKey, 'cancel') == '1'
+local attemptsLeft = tonumber(f[4]) - tonumber(f[5]) < tonumber(f[6])
+if not cancelled and mode == 'retry' and attemptsLeft then
+  local readyAt = now + delay
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg, 'updated_at', now)
+  rcall('ZADD', readyKey, readyAt, refPrefix .. nodeID)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
+    'attempt', f[4], 'error', errMsg, 'final', 0)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'retry_scheduled',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'ready_at', readyAt)
+  return {1, readyAt}
+end
+
+local code, state, cause = 2, 'FAILED', 'dependency ' .. nodeID .. ' failed'
+if cancelled then
+  code, state, cause = 3, 'CANCELLED', 'run cancelled'
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', errMsg)
+else
+  rcall('HINCRBY', runKey, 'failed', 1)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
+    'attempt', f[4], 'error', errMsg, 'final', 1)
+end
+rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now, 'updated_at', now)
+local ended = 1
+for i = 6, #KEYS do
+  local s = rcall('HGET', KEYS[i], 'state')
+  if s == 'BLOCKED' or s == 'READY' then
+    local depID = ARGV[i + 5]
+    rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', cause, 'finished_at', now, 'updated_at', now)
+    rcall('ZREM', readyKey, refPrefix .. depID)
+    rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
+      'node', depID, 'epoch', 0, 'worker', worker, 'at', now, 'reason', cause)
+    ended = ended + 1
+  end
+end
+
+local r = rcall('HMGET', runKey, 'total', 'failed', 'cancel')
+local terminal = rcall('HINCRBY', runKey, 'terminal', ended)
+local status = 'RUNNING'
+if terminal >= tonumber(r[1]) then
+  status = 'SUCCEEDED'
+  if r[3] == '1' then status = 'CANCELLED' elseif tonumber(r[2]) > 0 then status = 'FAILED' end
+  rcall('HSET', runKey, 'status', status, 'finished_at', now)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
+    'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
+end
+rcall('HSET', runKey, 'updated_at', now)
+return {code, status}

@@ -1,0 +1,71 @@
+--[[ release: give a node back without counting a failed attempt.
+
+Used on graceful shutdown: the node is READY at once so another worker
+resumes it from its last checkpoint. In a cancelled run it is CANCELLED
+instead.
+
+KEYS[1] node hash
+KEYS[2] run hash
+KEYS[3] run event stream
+KEYS[4] lease index (zset: ref -> lease_until ms)
+KEYS[5] ready index (zset: ref -> ms when READY)
+
+ARGV[1] node id
+ARGV[2] worker id
+ARGV[3] epoch the caller claimed under
+ARGV[4] claim id the caller claimed under
+ARGV[5] reason
+ARGV[6] ref of the node in the indexes
+ARGV[7] event stream MAXLEN (approximate)
+
+Returns
+  {1, ""}            released: READY now
+  {3, run_status}    CANCELLED (its run was cancelled)
+  -1   node missing
+  -10  stale epoch: the node was claimed again since
+  -11  not owner: same epoch, another claim id
+  -12  the caller's claim is no longer RUNNING
+]]
+local rcall = redis.call
+local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local reason, ref, maxlen = ARGV[5], ARGV[6], ARGV[7]
+
+local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
+if not f[1] then return -1 end
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if f[2] ~= epoch or f[3] ~= claimID then
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
+    'op', 'release', 'current_epoch', f[2])
+  if f[2] ~= epoch then return -10 end
+  return -11
+end
+if f[1] ~= 'RUNNING' then return -12 end
+rcall('ZREM', leaseKey, ref)
+
+if rcall('HGET', runKey, 'cancel') ~= '1' then
+  rcall('HINCRBY', nodeKey, 'releases', 1)
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'updated_at', now)
+  rcall('ZADD', readyKey, now, ref)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
+  return {1, ''}
+end
+
+rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
+  'finished_at', now, 'updated_at', now)
+rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
+  'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
+local r = rcall('HMGET', runKey, 'total')
+local terminal = rcall('HINCRBY', runKey, 'terminal', 1)
+local status = 'RUNNING'
+if terminal >= tonumber(r[1]) then
+  status = 'CANCELLED'
+  rcall('HSET', runKey, 'status', status, 'finished_at', now)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
+    'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
+end
+rcall('HSET', runKey, 'updated_at', now)
+return {3, status}

@@ -1,0 +1,68 @@
+--[[ submit: create a run and all its nodes in one atomic step.
+
+KEYS[1]   run hash
+KEYS[2]   run event stream
+KEYS[3]   ready index (zset: ref -> ms when READY)
+KEYS[4..] node hashes, one per node, in the order of ARGV[5]'s array
+
+ARGV[1] run id
+ARGV[2] thread id
+ARGV[3] spec digest (idempotency: same id + same digest = same run)
+ARGV[4] ref prefix "thread:run:" (a node's ref is prefix .. node id)
+ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
+        descendants, max_attempts, timeout_ms}; input is a JSON text kept
+        verbatim as a string
+ARGV[6] event stream MAXLEN (approximate)
+
+Returns
+  {1, status, ready_id...}  created; ready_id are the nodes with no deps, now READY
+  {2, status}               the run already exists with the same digest (no change)
+  -20                       the run exists with a different digest
+]]
+local rcall = redis.call
+local runKey, evKey, readyKey = KEYS[1], KEYS[2], KEYS[3]
+local runID, thread, digest, refPrefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local nodes = cjson.decode(ARGV[5])
+local maxlen = ARGV[6]
+
+local existing = rcall('HGET', runKey, 'digest')
+if existing then
+  if existing == digest then
+    return {2, rcall('HGET', runKey, 'status')}
+  end
+  return -20
+end
+
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local ids = {}
+local ready = {}
+for i, n in ipairs(nodes) do
+  ids[i] = n.id
+  local state = 'BLOCKED'
+  if #n.deps == 0 then
+    state = 'READY'
+    ready[#ready + 1] = n.id
+    rcall('ZADD', readyKey, now, refPrefix .. n.id)
+  end
+  rcall('HSET', KEYS[3 + i],
+    'id', n.id, 'run', runID, 'thread', thread, 'state', state,
+    'kind', n.kind, 'queue', n.queue, 'input', n.input,
+    'deps', cjson.encode(n.deps), 'dependents', cjson.encode(n.dependents),
+    'descendants', cjson.encode(n.descendants), 'remaining', #n.deps,
+    'max_attempts', n.max_attempts, 'timeout_ms', n.timeout_ms,
+    'attempt', 0, 'releases', 0, 'epoch', 0, 'claim', '', 'owner', '',
+    'lease_until', 0, 'ready_at', now, 'progress', 0,
+    'created_at', now, 'updated_at', now)
+end
+
+rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest,
+  'status', 'RUNNING', 'nodes', cjson.encode(ids), 'total', #nodes,
+  'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now)
+rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
+  'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes)
+
+local out = {1, 'RUNNING'}
+for _, id in ipairs(ready) do out[#out + 1] = id end
+return out
