@@ -75,9 +75,13 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		if p.State != "RUNNING" && p.State != "READY" {
 			continue // finished since; the index entry goes with its next write
 		}
-		if err := s.queue.enqueue(ctx, ref, p.Queue, p.Attempt+1, time.Time{}); err != nil {
+		fresh, err := s.queue.enqueueNew(ctx, ref, p.Queue, p.Attempt+1, time.Time{})
+		if err != nil {
 			s.log.Warn("sweep_enqueue_failed", "run_id", ref.Run, "node_id", ref.Node, "err", err)
 			continue
+		}
+		if !fresh {
+			continue // that attempt is queued already; its delivery will claim
 		}
 		s.m.SweeperActions.WithLabelValues(action).Inc()
 		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", action, "attempt", p.Attempt+1)

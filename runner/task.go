@@ -54,6 +54,13 @@ type enqueuer struct{ client *asynq.Client }
 // 1) on queue at processAt (zero: now). An attempt that is already queued
 // is not an error.
 func (e enqueuer) enqueue(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) error {
+	_, err := e.enqueueNew(ctx, n, queue, nextAttempt, processAt)
+	return err
+}
+
+// enqueueNew is enqueue that also says whether a new task was queued (false:
+// that attempt was queued already).
+func (e enqueuer) enqueueNew(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) (bool, error) {
 	b, _ := json.Marshal(payload{Thread: n.Thread, Run: n.Run, Node: n.Node}) // cannot fail: strings only
 	opts := []asynq.Option{
 		asynq.TaskID(TaskID(n, nextAttempt)),
@@ -69,8 +76,11 @@ func (e enqueuer) enqueue(ctx context.Context, n fence.NodeRef, queue string, ne
 		opts = append(opts, asynq.ProcessAt(processAt))
 	}
 	_, err := e.client.EnqueueContext(ctx, asynq.NewTask(TaskType, b), opts...)
-	if err != nil && !errors.Is(err, asynq.ErrTaskIDConflict) {
-		return fmt.Errorf("enqueue %s attempt %d: %w", n, nextAttempt, err)
+	switch {
+	case errors.Is(err, asynq.ErrTaskIDConflict):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("enqueue %s attempt %d: %w", n, nextAttempt, err)
 	}
-	return nil
+	return true, nil
 }

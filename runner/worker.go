@@ -163,7 +163,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		log: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), m: cfg.Metrics, leases: map[string]*active{}}
 	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval,
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
-			Retry: max(2*cfg.SweepInterval, cfg.Grace)},
+			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
 		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics}
 	return w, nil
 }
@@ -195,12 +195,15 @@ func (w *Worker) Start(ctx context.Context) error {
 		Concurrency:       w.cfg.Concurrency,
 		Queues:            w.cfg.Queues,
 		TaskCheckInterval: w.cfg.PollInterval,
-		ShutdownTimeout:   w.cfg.ShutdownTimeout,
-		RetryDelayFunc:    retryDelay,
-		IsFailure:         func(err error) bool { return !errors.Is(err, fence.ErrNotDue) },
-		Logger:            asynqLogger{w.cfg.Logger.With("component", "asynq")},
-		LogLevel:          asynq.WarnLevel,
-		BaseContext:       func() context.Context { return base },
+		// Retries wait as scheduled tasks; Asynq's 5s default would add up
+		// to 5s to every backoff.
+		DelayedTaskCheckInterval: max(w.cfg.PollInterval, 100*time.Millisecond),
+		ShutdownTimeout:          w.cfg.ShutdownTimeout,
+		RetryDelayFunc:           retryDelay,
+		IsFailure:                func(err error) bool { return !errors.Is(err, fence.ErrNotDue) },
+		Logger:                   asynqLogger{w.cfg.Logger.With("component", "asynq")},
+		LogLevel:                 asynq.WarnLevel,
+		BaseContext:              func() context.Context { return base },
 	})
 	if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
 		cancel(ErrShutdown)

@@ -1,0 +1,245 @@
+package runner_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/runner"
+)
+
+// dagSpec builds an n-node layered DAG where each node depends on up to
+// three nodes of earlier layers.
+func dagSpec(id string, n int, seed uint64) string {
+	rng := rand.New(rand.NewPCG(seed, seed))
+	var nodes []string
+	for i := 0; i < n; i++ {
+		var deps []string
+		if i >= 5 {
+			for k := 0; k < 1+rng.IntN(3); k++ {
+				d := fmt.Sprintf("%q", fmt.Sprintf("n%02d", rng.IntN(i)))
+				if !strings.Contains(strings.Join(deps, ","), d) {
+					deps = append(deps, d)
+				}
+			}
+		}
+		nodes = append(nodes, fmt.Sprintf(`{"id":"n%02d","kind":"work","deps":[%s]}`, i, strings.Join(deps, ",")))
+	}
+	return fmt.Sprintf(`{"id":%q,"nodes":[%s]}`, id, strings.Join(nodes, ","))
+}
+
+func TestDAGSurvivesWorkerKilledMidNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	victimHolds := make(chan string, 1)
+	rec.block = func(ctx context.Context, task *runner.Task) error {
+		if task.Lease.Owner == "w0" {
+			select { // the victim takes one node and never finishes it
+			case victimHolds <- task.Lease.Node:
+			default:
+			}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	victim := b.worker(b.fastConfig("w0"), map[string]runner.Kind{"work": rec})
+	id := b.submit(dagSpec("dag50", 50, 7))
+	held := recv(t, victimHolds, 10*time.Second)
+	for i := 1; i < 4; i++ {
+		b.worker(b.fastConfig(fmt.Sprintf("w%d", i)), map[string]runner.Kind{"work": rec})
+	}
+	victim.Kill()
+
+	info := b.waitRun(id, 60*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Len(t, info.Nodes, 50)
+	for _, n := range info.Nodes {
+		require.Equal(t, "SUCCEEDED", n.State, n.ID)
+		var res struct{ By string }
+		require.NoError(t, json.Unmarshal(n.Result, &res))
+		require.NotEqual(t, "w0", res.By, "node %s: the killed worker's result must not be stored", n.ID)
+	}
+	evs := b.events(id)
+	committed := countEvents(evs, "committed")
+	require.Len(t, committed, 50)
+	for node, c := range committed {
+		require.Equal(t, 1, c, "node %s committed %d times", node, c)
+	}
+	var takeover bool
+	for _, e := range evs {
+		if e.Type == "takeover" && e.Node == held {
+			takeover = true
+			require.Equal(t, "w0", e.Details["prev_owner"])
+		}
+	}
+	require.True(t, takeover, "no takeover event for %s, which the killed worker held", held)
+}
+
+func TestDuplicateDeliveryIsAckedWithoutRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	rec.block = func(ctx context.Context, _ *runner.Task) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}
+	m := runner.NewMetrics(nil)
+	cfg := b.fastConfig("w1")
+	cfg.Metrics = m
+	b.worker(cfg, map[string]runner.Kind{"work": rec})
+	id := b.submit(`{"id":"dup","nodes":[{"id":"a","kind":"work"}]}`)
+	recv(t, started, 10*time.Second)
+
+	// A second delivery of the same node while its owner runs it, as an
+	// at-least-once queue may make.
+	ac := asynq.NewClientFromRedisClient(b.rdb)
+	defer ac.Close()
+	payload := `{"thread":"dup","run":"dup","node":"a"}`
+	_, err := ac.Enqueue(asynq.NewTask(runner.TaskType, []byte(payload)), asynq.TaskID("dup:a:extra"))
+	require.NoError(t, err)
+	waitFor(t, 10*time.Second, "the duplicate to be refused", func() bool {
+		return counterValue(t, m.Claims.WithLabelValues("busy")) == 1
+	})
+	close(release)
+
+	info := b.waitRun(id, 10*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Equal(t, 1, rec.count("a"), "the handler ran for the duplicate delivery")
+	evs := b.events(id)
+	require.Equal(t, 1, countEvents(evs, "claimed")["a"])
+	require.Equal(t, 1, countEvents(evs, "committed")["a"])
+}
+
+func TestPoisonTaskIsArchivedAndWorkGoesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"work": rec})
+
+	ac := asynq.NewClientFromRedisClient(b.rdb)
+	defer ac.Close()
+	for i, p := range []string{`not json`, `{"thread":"x{y}","run":"r","node":"n"}`, `{}`} {
+		_, err := ac.Enqueue(asynq.NewTask(runner.TaskType, []byte(p)), asynq.TaskID(fmt.Sprintf("poison-%d", i)))
+		require.NoError(t, err)
+	}
+	id := b.submit(`{"id":"ok","nodes":[{"id":"a","kind":"work"},{"id":"b","kind":"work","deps":["a"]}]}`)
+	require.Equal(t, "SUCCEEDED", b.waitRun(id, 10*time.Second).Status)
+
+	insp := asynq.NewInspectorFromRedisClient(b.rdb)
+	waitFor(t, 10*time.Second, "the poison tasks to be archived", func() bool {
+		q, err := insp.GetQueueInfo("default")
+		return err == nil && q.Archived == 3
+	})
+	archived, err := insp.ListArchivedTasks("default")
+	require.NoError(t, err)
+	for _, a := range archived {
+		require.Contains(t, a.LastErr, "payload", "archived task %s should say what was wrong", a.ID)
+	}
+}
+
+func TestPanicFailsTheAttemptAndTheWorkerLivesOn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var panics atomic.Int32
+	boom := runner.KindFunc(func(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+		panics.Add(1)
+		panic("boom at " + t.Lease.Node)
+	})
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"boom": boom, "work": newRecorder()})
+	id := b.submit(`{"id":"p","nodes":[{"id":"a","kind":"boom","max_attempts":2},{"id":"b","kind":"work","deps":["a"]}]}`)
+	info := b.waitRun(id, 15*time.Second)
+	require.Equal(t, "FAILED", info.Status)
+	require.Equal(t, "FAILED", info.Nodes[0].State)
+	require.Contains(t, info.Nodes[0].Error, "panic in boom handler: boom at a")
+	require.Equal(t, int64(2), info.Nodes[0].Attempt)
+	require.Equal(t, "CANCELLED", info.Nodes[1].State)
+	require.Equal(t, int32(2), panics.Load())
+
+	// The worker still runs other work.
+	id2 := b.submit(`{"id":"after","nodes":[{"id":"a","kind":"work"}]}`)
+	require.Equal(t, "SUCCEEDED", b.waitRun(id2, 10*time.Second).Status)
+}
+
+func TestUnknownKindFailsTheNodeWithoutRetries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"work": newRecorder()})
+	id := b.submit(`{"id":"u","nodes":[{"id":"a","kind":"nope","max_attempts":5}]}`)
+	info := b.waitRun(id, 10*time.Second)
+	require.Equal(t, "FAILED", info.Status)
+	require.Contains(t, info.Nodes[0].Error, `unknown node kind "nope"`)
+	require.Equal(t, int64(1), info.Nodes[0].Attempt)
+}
+
+func TestGracefulShutdownReleasesForAnotherWorker(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	started := make(chan string, 4)
+	rec.block = func(ctx context.Context, task *runner.Task) error {
+		if task.Lease.Owner == "w1" {
+			started <- task.Lease.Node
+			<-ctx.Done() // a long node that stops at a safe point when told
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	cfg := b.fastConfig("w1")
+	cfg.LeaseTTL, cfg.HeartbeatInterval = time.Minute, 10*time.Second // expiry cannot be what recovers it
+	w1 := b.worker(cfg, map[string]runner.Kind{"work": rec})
+	id := b.submit(`{"id":"drain","nodes":[{"id":"long","kind":"work"}]}`)
+	recv(t, started, 10*time.Second)
+
+	cfg2 := b.fastConfig("w2")
+	cfg2.LeaseTTL, cfg2.HeartbeatInterval = time.Minute, 10*time.Second
+	b.worker(cfg2, map[string]runner.Kind{"work": rec})
+	begin := time.Now()
+	w1.Shutdown()
+
+	info := b.waitRun(id, 20*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Less(t, time.Since(begin), 30*time.Second, "finished by lease expiry, not by release")
+	require.Equal(t, "w2", info.Nodes[0].Owner)
+	evs := b.events(id)
+	require.Equal(t, 1, countEvents(evs, "released")["long"])
+	require.Equal(t, 0, countEvents(evs, "failed")["long"], "a release is not a failed attempt")
+}
+
+func TestCancelStopsARunningNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	started := make(chan struct{}, 1)
+	causes := make(chan error, 1)
+	rec.block = func(ctx context.Context, _ *runner.Task) error {
+		started <- struct{}{}
+		<-ctx.Done()
+		causes <- context.Cause(ctx)
+		return context.Cause(ctx)
+	}
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"work": rec})
+	id := b.submit(`{"id":"c","nodes":[{"id":"a","kind":"work"},{"id":"b","kind":"work","deps":["a"]}]}`)
+	recv(t, started, 10*time.Second)
+	_, err := b.client.Cancel(context.Background(), id, "test")
+	require.NoError(t, err)
+	require.ErrorIs(t, recv(t, causes, 10*time.Second), runner.ErrRunCancelled)
+	info := b.waitRun(id, 10*time.Second)
+	require.Equal(t, "CANCELLED", info.Status)
+	require.Equal(t, "CANCELLED", info.Nodes[0].State)
+	require.Equal(t, "CANCELLED", info.Nodes[1].State)
+	require.Equal(t, 1, rec.count("a"))
+	require.Equal(t, 0, rec.count("b"))
+}
