@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// maxReasonBytes caps --reason: it is stored on the run and in its events.
+const maxReasonBytes = 1024
+
+// cancel cancels a run and prints its resulting status alone on stdout;
+// what is still running is said on stderr.
+func (a *app) cancel(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("cancel", flag.ContinueOnError)
+	reason := fs.String("reason", "", "")
+	run, err := runArg(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(*reason) > maxReasonBytes {
+		return usagef("--reason: %d bytes, at most %d", len(*reason), maxReasonBytes)
+	}
+	client, done, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := client.Cancel(ctx, run, *reason)
+	switch {
+	case errors.Is(err, fence.ErrRunDone):
+		status := "finished"
+		if info, serr := client.Status(ctx, run); serr == nil {
+			status = info.Status
+		}
+		return fmt.Errorf("run %s already %s; nothing to cancel", run, status)
+	case err != nil:
+		return a.notFound(run, err)
+	}
+	if res.Already {
+		fmt.Fprintf(a.stderr, "enqueue: run %s was already cancelled\n", run)
+	}
+	if res.Running > 0 {
+		fmt.Fprintf(a.stderr, "enqueue: %d node(s) still running; they stop at their next heartbeat\n", res.Running)
+	}
+	_, err = fmt.Fprintln(a.stdout, res.RunStatus)
+	return err
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// eventPage is how many events one read asks for.
+const eventPage = 1000
+
+// eventLine is one event as `events --json` prints it. Every key is always
+// present, so scripts need no defaults; the type's other fields stay under
+// details, as the strings the store recorded, so they can never collide
+// with these keys.
+type eventLine struct {
+	ID      string            `json:"id"` // stream id, increasing
+	Type    string            `json:"type"`
+	Node    string            `json:"node"` // "" for run-level events
+	Epoch   int64             `json:"epoch"`
+	Worker  string            `json:"worker"`
+	At      string            `json:"at"` // RFC 3339 with nanoseconds, UTC
+	Details map[string]string `json:"details"`
+}
+
+// events prints a run's events; with --follow it polls until the run has
+// ended and every event up to its end is printed.
+func (a *app) events(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	asJSON := fs.Bool("json", false, "")
+	follow := fs.Bool("follow", false, "")
+	interval := fs.Duration("interval", 200*time.Millisecond, "")
+	run, err := runArg(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkInterval(*interval); err != nil {
+		return err
+	}
+	client, done, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+
+	write := writeEventText
+	if *asJSON {
+		write = writeEventJSON
+	}
+	o := outage{log: a.log}
+	after := ""
+	for {
+		// Read the status before the events: the script that ends a run
+		// appends run_finished in the same atomic step, so events read after
+		// a terminal status include everything up to the end.
+		status := ""
+		if *follow {
+			info, err := client.Status(ctx, run)
+			if err != nil {
+				if err := o.failed(ctx, err); err != nil {
+					return a.notFound(run, err)
+				}
+				if err := sleep(ctx, *interval); err != nil {
+					return err
+				}
+				continue
+			}
+			status = info.Status
+		}
+		evs, err := client.Events(ctx, run, after, eventPage)
+		if err != nil {
+			if !*follow {
+				return a.notFound(run, err)
+			}
+			if err := o.failed(ctx, err); err != nil {
+				return a.notFound(run, err)
+			}
+			if err := sleep(ctx, *interval); err != nil {
+				return err
+			}
+			continue
+		}
+		o.ok()
+		for _, e := range evs {
+			if err := write(a.stdout, e); err != nil {
+				return err
+			}
+			after = e.ID
+		}
+		switch {
+		case len(evs) == eventPage:
+			continue // more to read now
+		case !*follow || terminal(status):
+			return nil
+		}
+		if err := sleep(ctx, *interval); err != nil {
+			return err
+		}
+	}
+}
+
+func writeEventJSON(w io.Writer, e fence.Event) error {
+	d := e.Details
+	if d == nil {
+		d = map[string]string{}
+	}
+	return writeJSON(w, eventLine{ID: e.ID, Type: e.Type, Node: e.Node, Epoch: e.Epoch, Worker: e.Worker,
+		At: e.At.UTC().Format(time.RFC3339Nano), Details: d})
+}
+
+// writeEventText prints one timeline line:
+//
+//	2025-06-01T12:00:00.123Z  claimed          build@2   worker=w1  attempt=2 prev_owner=w0
+func writeEventText(w io.Writer, e fence.Event) error {
+	target := "run"
+	if e.Node != "" {
+		target = e.Node + "@" + strconv.FormatInt(e.Epoch, 10)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  %-16s %-20s", e.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), oneLine(e.Type, 40), target)
+	if e.Worker != "" {
+		fmt.Fprintf(&b, "  worker=%s", field(e.Worker))
+	}
+	for _, k := range slices.Sorted(maps.Keys(e.Details)) {
+		fmt.Fprintf(&b, "  %s=%s", oneLine(k, 40), field(e.Details[k]))
+	}
+	_, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
+	return err
+}
+
+// field is a value for a key=value pair: one line, quoted if it has spaces.
+func field(v string) string {
+	v = oneLine(v, 200)
+	if v == "" || strings.ContainsAny(v, " \"=") {
+		return strconv.Quote(v)
+	}
+	return v
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+)
+
+// maxSpecBytes caps what submit reads: a spec is at most 1000 nodes of
+// modest inputs, and a mistyped path to a log or a device must not be read
+// to the end.
+const maxSpecBytes = 64 << 20
+
+// submit reads a run spec, validates it before touching Redis, stores it
+// and prints the run id alone on stdout.
+func (a *app) submit(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	switch len(pos) {
+	case 0:
+		return usagef("missing FILE (- reads stdin)")
+	case 1:
+	default:
+		return usagef("unexpected argument %q", pos[1])
+	}
+	name := pos[0]
+	data, err := readSpec(a.stdin, name)
+	if err != nil {
+		return badInput(err)
+	}
+	if name == "-" {
+		name = "stdin"
+	}
+	spec, err := runner.ParseSpec(data)
+	if err != nil {
+		return specErrors(name, err)
+	}
+	if err := spec.Validate(runner.Limits{MaxInputBytes: a.cfg.MaxInputBytes}); err != nil {
+		return specErrors(name, err)
+	}
+
+	client, done, err := a.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	res, err := client.Submit(ctx, spec)
+	switch {
+	case errors.Is(err, runner.ErrInvalidSpec):
+		return specErrors(name, err)
+	case errors.Is(err, fence.ErrRunConflict):
+		return fmt.Errorf("run %s exists with a different spec; submit the new one under another id (%w)", spec.ID, err)
+	case err != nil && res.RunID != "":
+		// Stored, but some ready node was not enqueued: the workers' sweeper
+		// delivers it, so the run is accepted.
+		a.log.Warn("submit_enqueue_incomplete", "run_id", res.RunID, "err", err)
+	case err != nil:
+		return err
+	}
+	if !res.Created {
+		a.log.Info("submit_existing", "run_id", res.RunID, "status", res.Status)
+	}
+	_, err = fmt.Fprintln(a.stdout, res.RunID)
+	return err
+}
+
+// readSpec reads the named file, or stdin for "-", refusing more than
+// maxSpecBytes.
+func readSpec(stdin io.Reader, name string) ([]byte, error) {
+	r, label := stdin, "stdin"
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		r, label = f, name
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxSpecBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", label, err)
+	}
+	if len(data) > maxSpecBytes {
+		return nil, fmt.Errorf("%s: larger than %d MiB; a run spec should be far smaller", label, maxSpecBytes>>20)
+	}
+	return data, nil
+}
+
+// specErrors prefixes each of a spec's problems with where the spec came
+// from, keeping one error per problem.
+func specErrors(name string, err error) error {
+	var out []error
+	for _, e := range leaves(err) {
+		out = append(out, fmt.Errorf("%s: %w", name, e))
+	}
+	return badInput(errors.Join(out...))
+}

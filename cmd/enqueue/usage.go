@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+)
+
+// command is one subcommand: its usage line and what runs it.
+type command struct {
+	args  string // after the command's name, for usage lines
+	short string // one line for the command list
+	help  string
+	flags string // one "  --flag  meaning" line per flag, for the command's usage
+	run   func(a *app, ctx context.Context, args []string) error
+}
+
+// commands are the subcommands by name, with their help.
+var commands = map[string]command{
+	"submit": {args: "FILE|-", run: (*app).submit,
+		short: "submit a run spec; prints the run id",
+		help: "Submit a run spec (JSON or YAML; - reads stdin) and print the run id.\n" +
+			"Resubmitting the same spec under the same id prints the same id; another\n" +
+			"spec under that id is refused (exit 1). Every problem of a bad spec is\n" +
+			"printed on its own line, naming the field (exit 2)."},
+	"status": {args: "RUN [--json]", run: (*app).status,
+		short: "show the run and its nodes",
+		help:  "Show the run and its nodes: state, attempt, epoch, owner, progress, error.",
+		flags: "  --json  print the run as one JSON object (nodes with id, state, attempt,\n          epoch, owner, progress, result, error)\n"},
+	"events": {args: "RUN [--json] [--follow] [--interval D]", run: (*app).events,
+		short: "print the run's events (--follow: until it ends)",
+		help:  "Print the run's events as a timeline, oldest first.",
+		flags: "  --json        one JSON object per line: id, type, node, epoch, worker,\n" +
+			"                at (RFC 3339, UTC) and details (the type's other fields,\n" +
+			"                strings as recorded)\n" +
+			"  --follow      keep polling until the run has ended and every event is printed\n" +
+			"  --interval D  poll interval with --follow (default 200ms)\n"},
+	"watch": {args: "RUN [--interval D]", run: (*app).watch,
+		short: "live progress until the run ends; exit 0 only if it SUCCEEDED",
+		help: "Show live progress until the run ends: a redrawn table on a terminal,\n" +
+			"otherwise one line per change. Exit 0 if the run SUCCEEDED, 1 otherwise.",
+		flags: "  --interval D  poll interval (default 250ms)\n"},
+	"cancel": {args: "RUN [--reason TEXT]", run: (*app).cancel,
+		short: "cancel the run; prints its resulting status",
+		help: "Cancel the run and print its resulting status. Nodes not yet running\n" +
+			"are cancelled at once; running ones stop at their next heartbeat.\n" +
+			"Cancelling a cancelled run is fine; a finished run is refused (exit 1).",
+		flags: "  --reason TEXT  recorded on the run and its events (default \"cancelled by user\")\n"},
+	"list": {args: "[--status S] [--limit N] [--json]", run: (*app).list,
+		short: "list runs, newest first",
+		help:  "List runs, newest first.",
+		flags: "  --status S  only runs in status S: PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED\n" +
+			"  --limit N   at most N runs (default 50)\n" +
+			"  --json      print a JSON array of {id, thread, status, nodes, done}\n"},
+}
+
+// commandOrder is the order usage lists the commands in.
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "list"}
+
+// usage is the top-level help: commands, environment and exit statuses.
+func usage() string {
+	var b strings.Builder
+	b.WriteString("usage: enqueue COMMAND [ARGS]\n\nSubmit, inspect, watch and cancel baton runs.\n\nCommands:\n")
+	for _, name := range commandOrder {
+		c := commands[name]
+		fmt.Fprintf(&b, "  %-6s %s\n         %s\n", name, c.args, c.short)
+	}
+	b.WriteString(`  help [COMMAND]
+         this text, or a command's
+
+Environment:
+  REDIS_URL        redis://[user:password@]host:port/db, rediss:// for TLS
+                   (default redis://127.0.0.1:6379/0)
+  BATON_PREFIX     key prefix shared with the workers (default baton)
+  MAX_INPUT_BYTES  largest node input submit accepts (default 1048576)
+  BATON_LOG_LEVEL  diagnostics on stderr: debug, info, warn, error (default warn)
+
+Exit status: 0 ok; 1 refused or failed (run not found, conflict, run already
+finished, Redis unreachable, watched run did not succeed, interrupted);
+2 bad input (usage, spec, run id, environment).
+`)
+	return b.String()
+}
+
+// commandUsage is one command's help.
+func commandUsage(name string, c command) string {
+	s := fmt.Sprintf("usage: enqueue %s %s\n\n%s\n", name, c.args, c.help)
+	if c.flags != "" {
+		s += "\nFlags:\n" + c.flags
+	}
+	return s
+}
