@@ -50,15 +50,16 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 		thread = a.Run
 	}
 	// The locator is outside the thread's slot: claim the run id first, so a
-	// run id can never live under two threads.
-	if err := s.rdb.SetNX(ctx, s.keys.Locator(a.Run), thread, 0).Err(); err != nil {
+	// run id can never live under two threads. The listing index is written
+	// first too; List skips an entry whose run was never stored.
+	pipe := s.rdb.Pipeline()
+	pipe.SetNX(ctx, s.keys.Locator(a.Run), thread, 0)
+	get := pipe.Get(ctx, s.keys.Locator(a.Run))
+	pipe.ZAddNX(ctx, s.keys.Runs(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: a.Run})
+	if _, err := pipe.Exec(ctx); err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
-	owner, err := s.rdb.Get(ctx, s.keys.Locator(a.Run)).Result()
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
-	}
-	if owner != thread {
+	if owner := get.Val(); owner != thread {
 		return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
 	}
 	nodes, err := json.Marshal(a.Nodes)
@@ -80,9 +81,6 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0])}
 	if res.Created {
 		res.Ready = asStrings(rest[1:])
-		if err := s.rdb.ZAddNX(ctx, s.keys.Runs(), redisZ(float64(time.Now().UnixMilli()), a.Run)).Err(); err != nil {
-			return res, fmt.Errorf("submit %s: index: %w", a.Run, err)
-		}
 	}
 	return res, nil
 }

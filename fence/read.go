@@ -38,6 +38,8 @@ type NodeInfo struct {
 	Queue       string          `json:"queue,omitempty"`
 	MaxAttempts int             `json:"max_attempts,omitempty"`
 	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`  // of the last attempt
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"` // when it became terminal
 }
 
 // Locate returns the thread a run lives under, or ErrNotFound.
@@ -65,7 +67,7 @@ func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, erro
 }
 
 var nodeFields = []string{"id", "kind", "state", "attempt", "epoch", "owner", "progress",
-	"result", "error", "deps", "queue", "max_attempts", "lease_until"}
+	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at"}
 
 // GetRun reads a run and all its nodes: two round trips plus the locator.
 // The nodes are read in one pipeline, not one atomic step; each node's
@@ -113,9 +115,10 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		}
 		_ = json.Unmarshal([]byte(str(9)), &n.Deps)
 		if n.State == "RUNNING" {
-			t := msTime(str(12))
-			n.LeaseUntil = &t
+			n.LeaseUntil = msTimePtr(str(12))
 		}
+		n.StartedAt = msTimePtr(str(13))
+		n.FinishedAt = msTimePtr(str(14))
 		info.Nodes = append(info.Nodes, n)
 	}
 	return info, nil
@@ -184,6 +187,51 @@ func (s *Store) ListRuns(ctx context.Context, offset, limit int64) ([]string, er
 	return s.rdb.ZRevRange(ctx, s.keys.Runs(), offset, offset+limit-1).Result()
 }
 
+// RunSummary is a run's status and counters, read without its nodes.
+type RunSummary struct {
+	ID     string `json:"id"`
+	Thread string `json:"thread,omitempty"`
+	Status string `json:"status"`
+	Nodes  int    `json:"nodes"`
+	Done   int    `json:"done"` // nodes terminal
+}
+
+// Summaries reads many runs' summaries in two pipelined round trips. Runs
+// that do not exist are left out.
+func (s *Store) Summaries(ctx context.Context, runs []string) ([]RunSummary, error) {
+	pipe := s.rdb.Pipeline()
+	locs := make([]*redis.StringCmd, len(runs))
+	for i, r := range runs {
+		locs[i] = pipe.Get(ctx, s.keys.Locator(r))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("summaries: %w", err)
+	}
+	pipe = s.rdb.Pipeline()
+	hs := make([]*redis.SliceCmd, len(runs))
+	for i, r := range runs {
+		if t := locs[i].Val(); t != "" {
+			hs[i] = pipe.HMGet(ctx, s.keys.Run(t, r), "status", "total", "terminal")
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("summaries: %w", err)
+	}
+	out := make([]RunSummary, 0, len(runs))
+	for i, r := range runs {
+		if hs[i] == nil || hs[i].Val()[0] == nil {
+			continue
+		}
+		v := hs[i].Val()
+		sum := RunSummary{ID: r, Status: asString(v[0]), Nodes: int(asInt(asString(v[1]))), Done: int(asInt(asString(v[2])))}
+		if t := locs[i].Val(); t != r {
+			sum.Thread = t
+		}
+		out = append(out, sum)
+	}
+	return out, nil
+}
+
 // NodePeek is the little the sweeper needs to enqueue a node.
 type NodePeek struct {
 	State   string
@@ -209,9 +257,15 @@ func (s *Store) Peek(ctx context.Context, refs []NodeRef) ([]NodePeek, error) {
 	return out, nil
 }
 
+func msTimePtr(s string) *time.Time {
+	if s == "" {
+		return nil
+	}
+	t := msTime(s)
+	return &t
+}
+
 func msTime(s string) time.Time {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return time.UnixMilli(n)
 }
-
-func redisZ(score float64, member string) redis.Z { return redis.Z{Score: score, Member: member} }

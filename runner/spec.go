@@ -96,7 +96,7 @@ func ParseSpec(data []byte) (*RunSpec, error) {
 	if len(data) == 0 {
 		return nil, &SpecError{Field: "spec", Msg: "empty"}
 	}
-	if data[0] != '{' {
+	if data[0] != '{' || !json.Valid(data) { // YAML, including flow style
 		var v any
 		if err := yaml.Unmarshal(data, &v); err != nil {
 			return nil, &SpecError{Field: "spec", Msg: "neither JSON nor YAML: " + err.Error()}
