@@ -1,0 +1,377 @@
+package kinds
+
+import (
+	"bufio"
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/batonrun/baton/runner"
+)
+
+// ExecOptions configures the exec kind. The zero value is ready to use.
+type ExecOptions struct {
+	// KillGrace is how long the command's process group has between
+	// SIGTERM and SIGKILL, so a command can reach a safe point (flush,
+	// release a lock) before it is stopped. It applies when the attempt is
+	// cancelled or times out, and to processes a command leaves behind when
+	// it exits. Default (zero): 5s.
+	KillGrace time.Duration
+}
+
+// Caps on what the exec kind keeps of a command's output.
+const (
+	// execMaxResult is how much stdout is kept for the result: the tail,
+	// where commands print their summary. Longer output becomes a JSON
+	// string led by a "[... N bytes dropped]" line.
+	execMaxResult = 64 << 10
+	// execMaxStderr is how much of stderr's tail goes into an error.
+	execMaxStderr = 4 << 10
+	// execDrain bounds reading output once the process group is gone. Only
+	// a process that left the group (setsid) can still hold the pipes.
+	execDrain = time.Second
+	// execPoll is how often a stopping process group is checked for
+	// survivors; Linux offers no wait on a whole group that is not ours.
+	execPoll = 20 * time.Millisecond
+)
+
+// Exec returns a kind that runs a command. It is the stock way to run
+// anything that is not Go, and it hands the lease's fencing token to the
+// command (BATON_FENCING_TOKEN) so the command can fence its own side
+// effects.
+//
+// Input: {"command": ["argv0", "arg", ...], "env": {"K": "V"}, "dir":
+// "path", "timeout": "30s"}; command is required and is not run through a
+// shell. The child sees the worker's environment, then the input's env,
+// then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH and
+// BATON_FENCING_TOKEN, which input env cannot override. Stdin is empty.
+//
+// Stdout lines "::progress N" (N in 0-100) report progress and are left
+// out of the result; the rest of stdout (its last 64 KiB) is the result.
+// A non-zero exit is an *ExitError, retried while attempts remain.
+//
+// The command runs in its own process group, and nothing in that group
+// outlives the attempt: on cancellation (user, lease lost, shutdown,
+// timeout) the group gets SIGTERM, then SIGKILL after KillGrace, and Run
+// returns an error wrapping context.Cause; when the command exits, what it
+// left running in its group is stopped the same way. A process that must
+// outlive its node has to leave the group itself (setsid), and then runs
+// unfenced.
+func Exec(opts ExecOptions) runner.Kind {
+	return &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second)}
+}
+
+type execKind struct{ grace time.Duration }
+
+type execInput struct {
+	Command []string          `json:"command"`
+	Env     map[string]string `json:"env"`
+	Dir     string            `json:"dir"`
+	Timeout duration          `json:"timeout"`
+}
+
+// ExitError is a command that ran and failed. It is exported so a program
+// wrapping the exec kind can tell exit codes apart (errors.As), e.g. to
+// make a "bad usage" code Permanent.
+type ExitError struct {
+	// Code is the exit status, or -1 when a signal ended the command.
+	Code int
+	// Signal is the signal that ended the command, or 0.
+	Signal syscall.Signal
+	// Stderr is the tail of the command's stderr (at most 4 KiB), trimmed.
+	Stderr string
+}
+
+// Error says how the command ended and what it last wrote to stderr,
+// which is usually why.
+func (e *ExitError) Error() string {
+	var s string
+	if e.Signal != 0 {
+		s = "killed by signal " + e.Signal.String()
+	} else {
+		s = "exit code " + strconv.Itoa(e.Code)
+	}
+	if e.Stderr != "" {
+		s += ": " + e.Stderr
+	}
+	return s
+}
+
+func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	var in execInput
+	if err := decodeInput("exec", t.Input, &in); err != nil {
+		return nil, err
+	}
+	if len(in.Command) == 0 {
+		return nil, permanentf("exec", "command", "required: a non-empty array, [argv0, arg, ...]")
+	}
+	if in.Command[0] == "" {
+		return nil, permanentf("exec", "command", "argv0 is empty")
+	}
+	env, err := execEnv(in.Env, t)
+	if err != nil {
+		return nil, err
+	}
+	name := in.Command[0]
+	if err := context.Cause(ctx); err != nil {
+		return nil, fmt.Errorf("exec %s: not started: %w", name, err)
+	}
+	if in.Timeout > 0 {
+		d := time.Duration(in.Timeout)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, d,
+			fmt.Errorf("input timeout %s: %w", d, context.DeadlineExceeded))
+		defer cancel()
+	}
+
+	// Our own pipes, not exec's copying goroutines: Wait then returns when
+	// the command exits, not when the last process holding stdout does.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("exec %s: %w", name, err)
+	}
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outW.Close()
+		return nil, fmt.Errorf("exec %s: %w", name, err)
+	}
+	defer errR.Close()
+
+	cmd := exec.Command(name, in.Command[1:]...)
+	cmd.Dir = in.Dir
+	cmd.Env = env
+	cmd.Stdout = outW
+	cmd.Stderr = errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		// Retryable: another worker may have the binary or the directory.
+		return nil, fmt.Errorf("exec %s: %w", name, err)
+	}
+	pgid := cmd.Process.Pid // Setpgid: the group is named after its leader
+
+	stdout := &stdoutSink{task: t, tail: tailBuffer{max: execMaxResult}}
+	stderr := &tailBuffer{max: execMaxStderr}
+	var readers sync.WaitGroup
+	readers.Go(func() { stdout.readFrom(outR) })
+	readers.Go(func() { _, _ = io.Copy(stderr, errR) })
+
+	// The watcher stops the group when ctx ends while the leader runs.
+	exited := make(chan struct{})
+	watched := make(chan struct{})
+	var termAt time.Time // set by the watcher; read after watched closes
+	var killed bool
+	go func() {
+		defer close(watched)
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+		}
+		termAt = time.Now()
+		signalGroup(pgid, syscall.SIGTERM)
+		grace := time.NewTimer(k.grace)
+		defer grace.Stop()
+		select {
+		case <-exited:
+		case <-grace.C:
+			killed = true
+			signalGroup(pgid, syscall.SIGKILL)
+		}
+	}()
+	waitErr := cmd.Wait()
+	close(exited)
+	<-watched
+	if k.stopGroup(pgid, termAt) {
+		killed = true
+	}
+
+	// Every process of the group is gone, so the pipes are closed unless a
+	// process left the group holding them; stop reading after execDrain.
+	drained := make(chan struct{})
+	go func() { readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(execDrain):
+		outR.Close()
+		errR.Close()
+		<-drained
+	}
+
+	if !termAt.IsZero() {
+		how := "stopped with SIGTERM"
+		if killed {
+			how = fmt.Sprintf("killed with SIGKILL after %s grace", k.grace)
+		}
+		return nil, fmt.Errorf("exec %s: %s: %w", name, how, context.Cause(ctx))
+	}
+	if waitErr != nil {
+		var ee *exec.ExitError
+		if !errors.As(waitErr, &ee) {
+			return nil, fmt.Errorf("exec %s: %w", name, waitErr)
+		}
+		xe := &ExitError{Code: ee.ExitCode()}
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			xe.Signal = ws.Signal()
+		}
+		tail, dropped := stderr.Bytes()
+		xe.Stderr = strings.ToValidUTF8(string(bytes.TrimSpace(tail)), "?")
+		if dropped > 0 {
+			xe.Stderr = "..." + xe.Stderr
+		}
+		return nil, fmt.Errorf("exec %s: %w", name, xe)
+	}
+	tail, dropped := stdout.tail.Bytes()
+	if dropped > 0 {
+		return textResult(fmt.Sprintf("[... %d bytes dropped]\n%s", dropped, bytes.TrimSpace(tail))), nil
+	}
+	return result(tail), nil
+}
+
+// execEnv is the worker's environment, then the input's, then the lease's.
+func execEnv(in map[string]string, t *runner.Task) ([]string, error) {
+	env := os.Environ()
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(in[k], 0) {
+			return nil, permanentf("exec", "env", "%q is not a valid variable", k)
+		}
+		env = append(env, k+"="+in[k])
+	}
+	l := t.Lease
+	return append(env,
+		"BATON_RUN_ID="+l.Run,
+		"BATON_NODE_ID="+l.Node,
+		"BATON_ATTEMPT="+strconv.FormatInt(l.Attempt, 10),
+		"BATON_EPOCH="+strconv.FormatInt(l.Epoch, 10),
+		"BATON_FENCING_TOKEN="+t.Token().String(),
+	), nil // exec keeps the last value of a duplicated name
+}
+
+// stopGroup stops what is left of the group once its leader has exited:
+// SIGTERM (unless the watcher sent it at termAt), then SIGKILL when the
+// grace runs out. It reports whether SIGKILL was needed.
+func (k *execKind) stopGroup(pgid int, termAt time.Time) bool {
+	if !groupAlive(pgid) {
+		return false
+	}
+	if termAt.IsZero() {
+		termAt = time.Now()
+		signalGroup(pgid, syscall.SIGTERM)
+	}
+	grace := time.NewTimer(time.Until(termAt.Add(k.grace)))
+	defer grace.Stop()
+	poll := time.NewTicker(execPoll)
+	defer poll.Stop()
+	for groupAlive(pgid) {
+		select {
+		case <-poll.C:
+		case <-grace.C:
+			signalGroup(pgid, syscall.SIGKILL)
+			return true
+		}
+	}
+	return false
+}
+
+func signalGroup(pgid int, sig syscall.Signal) { _ = syscall.Kill(-pgid, sig) }
+
+// groupAlive reports whether a live process of the group remains. Zombies
+// do not count: an orphan's zombie lingers for as long as PID 1 leaves it
+// unreaped, which is forever when PID 1 is a worker that does not reap
+// (a container started as CMD ["runner"]). Without /proc, a zombie counts.
+func groupAlive(pgid int) bool {
+	if err := syscall.Kill(-pgid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	alive, ok := liveInGroup(pgid)
+	return alive || !ok
+}
+
+// liveInGroup scans /proc for a process of group pgid that is not a zombie;
+// ok is false when /proc cannot be read.
+func liveInGroup(pgid int) (alive, ok bool) {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return false, false
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return false, false
+	}
+	want := strconv.Itoa(pgid)
+	for _, n := range names {
+		if n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + n + "/stat")
+		if err != nil {
+			continue // exited meanwhile
+		}
+		// "pid (comm) state ppid pgrp ...": comm may hold spaces and ')'.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// stdoutSink reads a command's stdout: progress lines go to the task, the
+// rest to the result's tail.
+type stdoutSink struct {
+	task *runner.Task
+	tail tailBuffer
+}
+
+func (s *stdoutSink) readFrom(r io.Reader) {
+	br := bufio.NewReaderSize(r, 4096)
+	midLine := false // the next fragment continues a line too long for br
+	for {
+		line, err := br.ReadSlice('\n')
+		whole := !midLine && !errors.Is(err, bufio.ErrBufferFull)
+		if p, ok := progressLine(line); whole && ok {
+			s.task.SetProgress(p)
+		} else {
+			_, _ = s.tail.Write(line)
+		}
+		midLine = errors.Is(err, bufio.ErrBufferFull)
+		if err != nil && !midLine {
+			return
+		}
+	}
+}
+
+// progressLine parses "::progress N" (N a number, clamped to 0-100).
+func progressLine(line []byte) (int, bool) {
+	rest, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte("::progress"))
+	if !ok || len(rest) == 0 || (rest[0] != ' ' && rest[0] != '\t') {
+		return 0, false
+	}
+	f, err := strconv.ParseFloat(string(bytes.TrimSpace(rest)), 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, false
+	}
+	return int(max(0, min(f, 100))), true
+}

@@ -1,0 +1,191 @@
+package kinds
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonrun/baton/runner"
+)
+
+// HTTP header names the http kind sets on every request. They are exported
+// so a downstream service (or fence's guard middleware) reads the same
+// names the runner writes.
+const (
+	// HeaderEpoch carries the lease's epoch as a decimal integer.
+	HeaderEpoch = "Baton-Epoch"
+	// HeaderFencingToken carries Token().String(), "run/node@epoch/claim":
+	// what a service compares to reject a paused, superseded owner.
+	HeaderFencingToken = "Baton-Fencing-Token"
+	// HeaderIdempotencyKey is "run/node/attempt", so a service can drop a
+	// second delivery of the same attempt.
+	HeaderIdempotencyKey = "Idempotency-Key"
+)
+
+// Caps on what the http kind keeps of a response.
+const (
+	// httpMaxResult is how much of a 2xx body becomes the result; the head
+	// is kept and a longer body becomes a truncated JSON string.
+	httpMaxResult = 1 << 20
+	// httpMaxExcerpt is how much of an error body goes into the error.
+	httpMaxExcerpt = 512
+)
+
+// HTTP returns a kind that POSTs the input's body to a URL, with the lease's
+// fencing token in headers, and makes the response its result. It is the
+// stock way to fence a side effect in another service: the service checks
+// Baton-Fencing-Token (see fence.Guard) and rejects a stale owner.
+//
+// Input: {"url": "https://...", "body": any JSON (null when absent),
+// "headers": {"K": "V"}, "timeout": "10s"}. The Baton-* and
+// Idempotency-Key headers cannot be overridden by input headers.
+//
+// Outcomes: 2xx succeeds with the body (JSON kept as JSON, other text as a
+// JSON string, the first 1 MiB). 4xx is Permanent, except 408 and 429,
+// which mean "later" and are retried. 5xx, connection errors and timeouts
+// are retried. Redirects are followed only when they keep the method and
+// body (307, 308); any other 3xx is Permanent, since silently turning the
+// POST into a GET would lose the side effect.
+//
+// client is used as given, except that when its CheckRedirect is nil the
+// policy above replaces Go's default; nil means a client of its own with
+// http.DefaultTransport. Timeouts come from ctx and the input.
+func HTTP(client *http.Client) runner.Kind {
+	c := &http.Client{}
+	if client != nil {
+		*c = *client
+	}
+	if c.CheckRedirect == nil {
+		c.CheckRedirect = keepPostRedirects
+	}
+	return &httpKind{client: c}
+}
+
+type httpKind struct{ client *http.Client }
+
+type httpInput struct {
+	URL     string            `json:"url"`
+	Body    json.RawMessage   `json:"body"`
+	Headers map[string]string `json:"headers"`
+	Timeout duration          `json:"timeout"`
+}
+
+func keepPostRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if s := req.Response.StatusCode; s != http.StatusTemporaryRedirect && s != http.StatusPermanentRedirect {
+		return http.ErrUseLastResponse
+	}
+	return nil
+}
+
+func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	var in httpInput
+	if err := decodeInput("http", t.Input, &in); err != nil {
+		return nil, err
+	}
+	if in.URL == "" {
+		return nil, permanentf("http", "url", "required")
+	}
+	u, err := url.Parse(in.URL)
+	if err != nil {
+		return nil, permanentf("http", "url", "%v", err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, permanentf("http", "url", "%q is not an absolute http or https URL", in.URL)
+	}
+	for name, v := range in.Headers {
+		if !validHeader(name, v) {
+			return nil, permanentf("http", "headers", "%q is not a valid header", name)
+		}
+	}
+	body := in.Body
+	if len(body) == 0 {
+		body = json.RawMessage("null")
+	}
+
+	if in.Timeout > 0 {
+		var cancel context.CancelFunc
+		d := time.Duration(in.Timeout)
+		ctx, cancel = context.WithTimeoutCause(ctx, d,
+			fmt.Errorf("input timeout %s: %w", d, context.DeadlineExceeded))
+		defer cancel()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, permanentf("http", "url", "%v", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "baton")
+	for name, v := range in.Headers {
+		req.Header.Set(name, v)
+	}
+	l := t.Lease
+	req.Header.Set(HeaderEpoch, strconv.FormatInt(l.Epoch, 10))
+	req.Header.Set(HeaderFencingToken, t.Token().String())
+	req.Header.Set(HeaderIdempotencyKey, l.Run+"/"+l.Node+"/"+strconv.FormatInt(l.Attempt, 10))
+
+	where := "POST " + u.Redacted()
+	resp, err := k.client.Do(req)
+	if err != nil {
+		if cause := context.Cause(ctx); cause != nil {
+			// Cancelled, lease lost, shutdown or timed out: say which.
+			return nil, fmt.Errorf("http: %s: %w", where, cause)
+		}
+		return nil, fmt.Errorf("http: %s: %w", where, err)
+	}
+	defer resp.Body.Close()
+
+	switch s := resp.StatusCode; {
+	case s >= 200 && s < 300:
+		b, err := io.ReadAll(io.LimitReader(resp.Body, httpMaxResult+1))
+		if err != nil {
+			if cause := context.Cause(ctx); cause != nil {
+				err = cause
+			}
+			return nil, fmt.Errorf("http: %s: %s: reading body: %w", where, resp.Status, err)
+		}
+		if len(b) > httpMaxResult {
+			return textResult(string(b[:httpMaxResult]) + "\n[... truncated at 1 MiB]"), nil
+		}
+		return result(b), nil
+	default:
+		excerpt, _ := io.ReadAll(io.LimitReader(resp.Body, httpMaxExcerpt))
+		err := fmt.Errorf("http: %s: %s", where, resp.Status)
+		if loc := resp.Header.Get("Location"); s >= 300 && s < 400 && loc != "" {
+			err = fmt.Errorf("%w (redirect to %s not followed)", err, loc)
+		}
+		if e := strings.TrimSpace(strings.ToValidUTF8(string(excerpt), "?")); e != "" {
+			err = fmt.Errorf("%w: %s", err, e)
+		}
+		if s >= 500 || s == http.StatusRequestTimeout || s == http.StatusTooManyRequests {
+			return nil, err
+		}
+		return nil, runner.Permanent(err)
+	}
+}
+
+// validHeader checks what net/http would reject at send time, so a bad
+// input header fails the node once instead of on every attempt.
+func validHeader(name, value string) bool {
+	if name == "" || strings.ContainsAny(value, "\r\n\x00") {
+		return false
+	}
+	for _, c := range []byte(name) {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
