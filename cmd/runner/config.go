@@ -1,0 +1,298 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/admin"
+)
+
+// Config is the runner's environment. Every default works on a laptop with
+// a Redis on 127.0.0.1:6379.
+type Config struct {
+	// RedisURL is the Redis of the queue and of every run's state:
+	// redis://[user:password@]host:port/db, rediss:// for TLS.
+	// Default: redis://127.0.0.1:6379/0. Ignored with --embedded.
+	RedisURL string `env:"REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// RunnerID names this worker in leases, events and logs
+	// ([A-Za-z0-9._-], at most 128 bytes). Default: empty, meaning
+	// host-pid-random.
+	RunnerID string `env:"RUNNER_ID"`
+	// Concurrency is how many nodes run at once. Default: 10.
+	Concurrency int `env:"CONCURRENCY" envDefault:"10"`
+	// Queues are the Asynq queues served, with their weights:
+	// "critical=6,default=3,low=1". Default: "default=1".
+	Queues string `env:"QUEUES" envDefault:"default=1"`
+	// LeaseTTL is how long a claim or a renewal is trusted; a dead worker's
+	// node is taken over about LEASE_TTL + GRACE + SWEEP_INTERVAL after its
+	// last heartbeat. Default: 30s.
+	LeaseTTL time.Duration `env:"LEASE_TTL" envDefault:"30s"`
+	// HeartbeatInterval is the lease renewal period; LEASE_TTL must be at
+	// least 3 × HEARTBEAT_INTERVAL. Default: unset or 0, meaning
+	// LEASE_TTL/3.
+	HeartbeatInterval time.Duration `env:"HEARTBEAT_INTERVAL"`
+	// Grace is how long after a lease's end a takeover waits, to absorb
+	// clock and network jitter. Default: 1s.
+	Grace time.Duration `env:"GRACE" envDefault:"1s"`
+	// SweepInterval is how often expired leases and forgotten READY nodes
+	// are looked for. Default: 1s.
+	SweepInterval time.Duration `env:"SWEEP_INTERVAL" envDefault:"1s"`
+	// ShutdownTimeout is how long SIGTERM waits for running nodes to reach
+	// a safe point before their leases are released. Default: 10s.
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
+	// AdminAddr is where the admin HTTP server listens (probes, metrics,
+	// the Asynq UI, the run API). A host that is not loopback requires
+	// API_TOKEN. Default: 127.0.0.1:8080; set but empty: no admin server.
+	AdminAddr string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8080"`
+	// APIToken, when set, is required as "Authorization: Bearer <token>"
+	// by the run API and the UI (at least 16 characters). Default: empty.
+	APIToken string `env:"API_TOKEN"`
+	// LogLevel is debug, info, warn or error. Default: info.
+	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
+	// LogFormat is text or json. Default: text.
+	LogFormat string `env:"LOG_FORMAT" envDefault:"text"`
+	// MaxInputBytes caps each node's input in runs submitted through the
+	// API. Default: 1048576 (1 MiB).
+	MaxInputBytes int `env:"MAX_INPUT_BYTES" envDefault:"1048576"`
+	// Prefix starts every baton key; workers and clients of one deployment
+	// must agree on it. Default: baton.
+	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
+
+	// Embedded is the --embedded flag: Redis is an in-process miniredis.
+	Embedded bool `env:"-"`
+}
+
+// Bounds that keep a typo from becoming an outage.
+const (
+	minLeaseTTL      = 100 * time.Millisecond
+	maxConcurrency   = 10000
+	maxQueuePriority = 1000
+	maxInputLimit    = 64 << 20
+	minTokenLen      = 16
+	maxPrefixLen     = 64
+)
+
+// loadConfig reads the configuration from environ and validates it. The
+// error lists every problem, one per line.
+func loadConfig(environ map[string]string, embedded bool) (Config, error) {
+	var c Config
+	err := env.ParseWithOptions(&c, env.Options{Environment: environ})
+	var errs []error
+	failed := map[string]bool{} // variables that did not parse
+	if err != nil {
+		keys := envKeys()
+		var agg env.AggregateError
+		if !errors.As(err, &agg) {
+			agg.Errors = []error{err}
+		}
+		for _, e := range agg.Errors {
+			var pe env.ParseError
+			if errors.As(e, &pe) {
+				key := cmp.Or(keys[pe.Name], pe.Name)
+				failed[key] = true
+				errs = append(errs, fmt.Errorf("%s %q: %v", key, environ[key], unwrapAll(pe.Err)))
+				continue
+			}
+			errs = append(errs, e)
+		}
+	}
+	// env treats a set but empty variable as unset; ADMIN_ADDR= disables.
+	if v, ok := environ["ADMIN_ADDR"]; ok && strings.TrimSpace(v) == "" {
+		c.AdminAddr = ""
+	}
+	c.Embedded = embedded
+	if err := c.validate(failed); err != nil {
+		errs = append(errs, err)
+	}
+	return c, errors.Join(errs...)
+}
+
+// validate returns every problem at once. skip names variables already
+// reported as unparsable.
+func (c Config) validate(skip map[string]bool) error {
+	var errs []error
+	bad := func(key, format string, a ...any) {
+		if !skip[key] {
+			errs = append(errs, fmt.Errorf(key+" "+format, a...))
+		}
+	}
+	if !c.Embedded {
+		if rdb, err := runner.OpenRedis(c.RedisURL); err != nil {
+			bad("REDIS_URL", "%s", strings.TrimPrefix(err.Error(), "redis url "))
+		} else {
+			_ = rdb.Close() // opening dials nothing; this only checked the URL
+		}
+	}
+	if c.RunnerID != "" {
+		if err := fence.ValidateID("RUNNER_ID", c.RunnerID); err != nil {
+			bad("RUNNER_ID", "%q: %s", c.RunnerID, strings.TrimPrefix(err.Error(), "RUNNER_ID: "))
+		}
+	}
+	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
+		bad("CONCURRENCY", "%d: want 1 to %d", c.Concurrency, maxConcurrency)
+	}
+	if _, err := parseQueues(c.Queues); err != nil {
+		bad("QUEUES", "%q: %v", c.Queues, err)
+	}
+	if c.LeaseTTL < minLeaseTTL {
+		bad("LEASE_TTL", "%s: want at least %s", c.LeaseTTL, minLeaseTTL)
+	}
+	if c.HeartbeatInterval < 0 {
+		bad("HEARTBEAT_INTERVAL", "%s: want a positive duration (0: LEASE_TTL/3)", c.HeartbeatInterval)
+	} else if hb := c.heartbeat(); c.LeaseTTL < 3*hb && !skip["LEASE_TTL"] && !skip["HEARTBEAT_INTERVAL"] {
+		errs = append(errs, fmt.Errorf("LEASE_TTL %s must be at least 3 × HEARTBEAT_INTERVAL %s (%s): "+
+			"a lease must survive two missed heartbeats", c.LeaseTTL, hb, 3*hb))
+	}
+	for _, v := range []struct {
+		key string
+		d   time.Duration
+	}{{"GRACE", c.Grace}, {"SWEEP_INTERVAL", c.SweepInterval}, {"SHUTDOWN_TIMEOUT", c.ShutdownTimeout}} {
+		if v.d <= 0 {
+			bad(v.key, "%s: want a positive duration", v.d)
+		}
+	}
+	if c.AdminAddr != "" {
+		host, port, err := net.SplitHostPort(c.AdminAddr)
+		if p, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || (p == 0 && port != "0") {
+			bad("ADMIN_ADDR", "%q: want host:port, e.g. 127.0.0.1:8080 (empty: no admin server)", c.AdminAddr)
+		} else if c.APIToken == "" && !admin.IsLoopback(host) {
+			errs = append(errs, fmt.Errorf("ADMIN_ADDR %s is not a loopback address (127.0.0.0/8, ::1, localhost) "+
+				"and API_TOKEN is empty: set API_TOKEN, or listen on 127.0.0.1", c.AdminAddr))
+		}
+	}
+	if c.APIToken != "" {
+		if len(c.APIToken) < minTokenLen {
+			bad("API_TOKEN", "is %d characters: want at least %d", len(c.APIToken), minTokenLen)
+		}
+		if strings.IndexFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+			bad("API_TOKEN", "holds whitespace or control characters")
+		}
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		bad("LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch strings.ToLower(c.LogFormat) {
+	case "text", "json":
+	default:
+		bad("LOG_FORMAT", "%q: want text or json", c.LogFormat)
+	}
+	if c.MaxInputBytes < 1 || c.MaxInputBytes > maxInputLimit {
+		bad("MAX_INPUT_BYTES", "%d: want 1 to %d", c.MaxInputBytes, maxInputLimit)
+	}
+	switch {
+	case c.Prefix == "":
+		bad("BATON_PREFIX", "is empty")
+	case len(c.Prefix) > maxPrefixLen:
+		bad("BATON_PREFIX", "is %d bytes: at most %d", len(c.Prefix), maxPrefixLen)
+	case strings.ContainsAny(c.Prefix, "{} \t\r\n"):
+		bad("BATON_PREFIX", "%q: no braces or whitespace", c.Prefix)
+	}
+	return errors.Join(errs...)
+}
+
+// heartbeat is HEARTBEAT_INTERVAL with its default applied.
+func (c Config) heartbeat() time.Duration {
+	if c.HeartbeatInterval == 0 {
+		return c.LeaseTTL / 3
+	}
+	return c.HeartbeatInterval
+}
+
+// parseQueues reads "critical=6,default=3,low=1".
+func parseQueues(s string) (map[string]int, error) {
+	out := map[string]int{}
+	var errs []error
+	for item := range strings.SplitSeq(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, weight, ok := strings.Cut(item, "=")
+		name = strings.TrimSpace(name)
+		if !ok {
+			errs = append(errs, fmt.Errorf("%q: want name=weight", item))
+			continue
+		}
+		if err := fence.ValidateID(fmt.Sprintf("queue %q", name), name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w, err := strconv.Atoi(strings.TrimSpace(weight))
+		if err != nil || w < 1 || w > maxQueuePriority {
+			errs = append(errs, fmt.Errorf("queue %s: weight %q, want 1 to %d", name, weight, maxQueuePriority))
+			continue
+		}
+		if _, dup := out[name]; dup {
+			errs = append(errs, fmt.Errorf("queue %s listed twice", name))
+			continue
+		}
+		out[name] = w
+	}
+	if len(out) == 0 && len(errs) == 0 {
+		errs = append(errs, errors.New("no queue: want e.g. default=1"))
+	}
+	if len(errs) > 0 {
+		return nil, joinInline(errs)
+	}
+	return out, nil
+}
+
+// parseLevel reads debug, info, warn or error.
+func parseLevel(s string) (slog.Level, error) {
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug":
+		return slog.LevelDebug, nil
+	case "info":
+		return slog.LevelInfo, nil
+	case "warn", "warning":
+		return slog.LevelWarn, nil
+	case "error":
+		return slog.LevelError, nil
+	}
+	return 0, fmt.Errorf("log level %q", s)
+}
+
+// envKeys maps Config's field names to their variables, so that a parse
+// error names what the operator wrote.
+func envKeys() map[string]string {
+	out := map[string]string{}
+	t := reflect.TypeFor[Config]()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if key, _, _ := strings.Cut(f.Tag.Get("env"), ","); key != "" && key != "-" {
+			out[f.Name] = key
+		}
+	}
+	return out
+}
+
+// unwrapAll returns the innermost error: env and strconv wrap the message
+// that matters several times.
+func unwrapAll(err error) error {
+	for {
+		next := errors.Unwrap(err)
+		if next == nil {
+			return err
+		}
+		err = next
+	}
+}
+
+func joinInline(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, e := range errs {
+		msgs[i] = e.Error()
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}

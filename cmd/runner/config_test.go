@@ -1,0 +1,195 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadConfig(map[string]string{}, false)
+	require.NoError(t, err)
+	assert.Equal(t, Config{
+		RedisURL:        "redis://127.0.0.1:6379/0",
+		Concurrency:     10,
+		Queues:          "default=1",
+		LeaseTTL:        30 * time.Second,
+		Grace:           time.Second,
+		SweepInterval:   time.Second,
+		ShutdownTimeout: 10 * time.Second,
+		AdminAddr:       "127.0.0.1:8080",
+		LogLevel:        "info",
+		LogFormat:       "text",
+		MaxInputBytes:   1 << 20,
+		Prefix:          "baton",
+	}, cfg)
+	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
+}
+
+// An operator fixing a config sees every problem in one go, each naming
+// its variable.
+func TestEveryProblemAtOnce(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(map[string]string{
+		"REDIS_URL":          "http://127.0.0.1:6379",
+		"RUNNER_ID":          "a b",
+		"CONCURRENCY":        "0",
+		"QUEUES":             "critical=0,b{ad=1",
+		"LEASE_TTL":          "3s",
+		"HEARTBEAT_INTERVAL": "2s",
+		"GRACE":              "0s",
+		"SWEEP_INTERVAL":     "-1s",
+		"SHUTDOWN_TIMEOUT":   "0",
+		"ADMIN_ADDR":         "0.0.0.0:8080",
+		"LOG_LEVEL":          "loud",
+		"LOG_FORMAT":         "xml",
+		"MAX_INPUT_BYTES":    "0",
+		"BATON_PREFIX":       "a{b",
+	}, false)
+	require.Error(t, err)
+	msg := err.Error()
+	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "QUEUES", "LEASE_TTL",
+		"GRACE", "SWEEP_INTERVAL", "SHUTDOWN_TIMEOUT", "ADMIN_ADDR", "LOG_LEVEL", "LOG_FORMAT",
+		"MAX_INPUT_BYTES", "BATON_PREFIX"} {
+		assert.Contains(t, msg, key)
+	}
+	assert.Contains(t, msg, "critical", "each bad queue is named")
+	assert.Contains(t, msg, "b{ad")
+	assert.Contains(t, msg, "API_TOKEN")
+	assert.Len(t, strings.Split(msg, "\n"), 13, "one line per problem:\n%s", msg)
+}
+
+// A value that does not parse is reported once, with its variable and
+// value, and does not drag in follow-on complaints.
+func TestUnparsableValues(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(map[string]string{"LEASE_TTL": "thirty", "CONCURRENCY": "ten", "HEARTBEAT_INTERVAL": "5"}, false)
+	require.Error(t, err)
+	lines := strings.Split(err.Error(), "\n")
+	require.Len(t, lines, 3, "%s", err)
+	assert.Contains(t, err.Error(), `LEASE_TTL "thirty"`)
+	assert.Contains(t, err.Error(), `CONCURRENCY "ten"`)
+	assert.Contains(t, err.Error(), `HEARTBEAT_INTERVAL "5"`)
+	assert.Contains(t, err.Error(), "missing unit", "the reason is kept")
+}
+
+func TestLeaseVsHeartbeat(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		ttl, hb string
+		ok      bool
+	}{
+		{"30s", "", true},
+		{"30s", "10s", true},
+		{"30s", "10001ms", false},
+		{"3s", "2s", false},
+		{"1s", "0", true},
+		{"50ms", "", false}, // below the 100ms floor
+		{"30s", "-1s", false},
+	}
+	for _, tc := range cases {
+		env := map[string]string{"LEASE_TTL": tc.ttl}
+		if tc.hb != "" {
+			env["HEARTBEAT_INTERVAL"] = tc.hb
+		}
+		_, err := loadConfig(env, false)
+		if tc.ok {
+			assert.NoError(t, err, "LEASE_TTL=%s HEARTBEAT_INTERVAL=%s", tc.ttl, tc.hb)
+			continue
+		}
+		if assert.Error(t, err, "LEASE_TTL=%s HEARTBEAT_INTERVAL=%s", tc.ttl, tc.hb) {
+			assert.Contains(t, err.Error(), "LEASE_TTL")
+		}
+	}
+	_, err := loadConfig(map[string]string{"LEASE_TTL": "3s", "HEARTBEAT_INTERVAL": "2s"}, false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "LEASE_TTL 3s must be at least 3 × HEARTBEAT_INTERVAL 2s")
+}
+
+func TestAdminAddr(t *testing.T) {
+	t.Parallel()
+	const token = "0123456789abcdef-token"
+	cases := []struct {
+		addr, token string
+		ok          bool
+		says        string
+	}{
+		{"127.0.0.1:8080", "", true, ""},
+		{"127.0.0.2:0", "", true, ""},
+		{"localhost:8080", "", true, ""},
+		{"[::1]:9000", "", true, ""},
+		{"0.0.0.0:8080", "", false, "API_TOKEN"},
+		{":8080", "", false, "API_TOKEN"},
+		{"10.0.0.5:8080", "", false, "API_TOKEN"},
+		{"runner.internal:8080", "", false, "API_TOKEN"},
+		{"0.0.0.0:8080", token, true, ""},
+		{":8080", token, true, ""},
+		{"0.0.0.0:8080", "short", false, "at least 16"},
+		{"0.0.0.0:8080", "has a space in it!!", false, "whitespace"},
+		{"8080", "", false, "host:port"},
+		{"127.0.0.1:99999", "", false, "host:port"},
+		{"127.0.0.1:http", "", false, "host:port"},
+	}
+	for _, tc := range cases {
+		env := map[string]string{"ADMIN_ADDR": tc.addr}
+		if tc.token != "" {
+			env["API_TOKEN"] = tc.token
+		}
+		_, err := loadConfig(env, false)
+		if tc.ok {
+			assert.NoError(t, err, "ADMIN_ADDR=%s", tc.addr)
+			continue
+		}
+		if assert.Error(t, err, "ADMIN_ADDR=%s API_TOKEN=%q", tc.addr, tc.token) {
+			assert.Contains(t, err.Error(), tc.says)
+		}
+	}
+
+	cfg, err := loadConfig(map[string]string{"ADMIN_ADDR": ""}, false)
+	require.NoError(t, err)
+	assert.Empty(t, cfg.AdminAddr, "ADMIN_ADDR set but empty disables the admin server")
+}
+
+func TestQueues(t *testing.T) {
+	t.Parallel()
+	q, err := parseQueues(" critical=6, default=3,low=1,")
+	require.NoError(t, err)
+	assert.Equal(t, map[string]int{"critical": 6, "default": 3, "low": 1}, q)
+
+	for in, says := range map[string]string{
+		"":                  "no queue",
+		"default":           "name=weight",
+		"default=0":         "weight",
+		"default=x":         "weight",
+		"a=1,a=2":           "twice",
+		"a:b=1":             "invalid id",
+		"default=1,low=-1x": "queue low",
+	} {
+		_, err := parseQueues(in)
+		if assert.Error(t, err, "%q", in) {
+			assert.Contains(t, err.Error(), says, "%q", in)
+		}
+	}
+}
+
+func TestEmbeddedIgnoresRedisURL(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(map[string]string{"REDIS_URL": "not a url"}, false)
+	assert.ErrorContains(t, err, "REDIS_URL")
+	_, err = loadConfig(map[string]string{"REDIS_URL": "not a url"}, true)
+	assert.NoError(t, err)
+}
+
+// `runner -h` documents every variable the runner reads.
+func TestUsageListsEveryVariable(t *testing.T) {
+	t.Parallel()
+	keys := envKeys()
+	require.Len(t, keys, 15)
+	for _, key := range keys {
+		assert.Contains(t, envHelp, "\n  "+key+" ")
+	}
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/admin"
+	"github.com/batonrun/baton/runner/kinds"
+)
+
+// adminStopTimeout bounds how long in-flight admin requests may take to
+// finish once the worker has drained.
+const adminStopTimeout = 5 * time.Second
+
+// run starts the worker and the admin server, and drains both when ctx is
+// cancelled. It returns nil after a clean shutdown.
+func run(ctx context.Context, cfg Config, log *slog.Logger) error {
+	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
+	redisURL := cfg.RedisURL
+	if cfg.Embedded {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			return fmt.Errorf("embedded redis: %w", err)
+		}
+		defer m.Close()
+		redisURL = "redis://" + m.Addr() + "/0"
+		log.Warn("embedded_redis", "redis_url", redisURL,
+			"note", "in-process miniredis for trying baton out: runs are lost on exit, one runner only")
+	}
+	rdb, err := runner.OpenRedis(redisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	queues, _ := parseQueues(cfg.Queues) // validated
+	w, err := runner.NewWorker(runner.WorkerConfig{
+		Redis:             rdb,
+		Prefix:            cfg.Prefix,
+		ID:                cfg.RunnerID,
+		Concurrency:       cfg.Concurrency,
+		Queues:            queues,
+		LeaseTTL:          cfg.LeaseTTL,
+		HeartbeatInterval: cfg.heartbeat(),
+		Grace:             cfg.Grace,
+		SweepInterval:     cfg.SweepInterval,
+		ShutdownTimeout:   cfg.ShutdownTimeout,
+		Logger:            log,
+		Metrics:           runner.NewMetrics(reg),
+	})
+	if err != nil {
+		return err
+	}
+	kinds.RegisterStock(w)
+	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
+		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}})
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+
+	// Listen before starting the worker: a taken port fails the start
+	// instead of leaving a worker nobody can probe.
+	var (
+		srv *http.Server
+		ln  net.Listener
+	)
+	if cfg.AdminAddr != "" {
+		h, err := admin.New(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
+			Logger: log, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes))})
+		if err != nil {
+			return err
+		}
+		if ln, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+			return fmt.Errorf("admin server: %w", err)
+		}
+		defer ln.Close()
+		srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			ErrorLog: slog.NewLogLogger(log.With("component", "admin").Handler(), slog.LevelWarn)}
+	}
+
+	if err := w.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped by a signal while starting: nothing ran
+		}
+		return fmt.Errorf("start worker (is Redis up at %s?): %w", redactedURL(redisURL), err)
+	}
+	serveErr := make(chan error, 1)
+	if srv != nil {
+		go func() { serveErr <- srv.Serve(ln) }()
+		base := "http://" + ln.Addr().String()
+		log.Info("admin_listening", "addr", ln.Addr().String(), "url", base+"/",
+			"monitor", base+admin.MonitorPath+"/", "api", base+"/v1/runs", "token_required", cfg.APIToken != "")
+	}
+	log.Info("runner_ready", "worker", w.ID(), "queues", cfg.Queues)
+
+	var failure error
+	select {
+	case <-ctx.Done():
+	case err := <-serveErr:
+		failure = fmt.Errorf("admin server: %w", err)
+	}
+	w.Shutdown()
+	if srv != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminStopTimeout)
+		defer cancel()
+		if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			log.Warn("admin_shutdown", "err", err)
+		}
+	}
+	if failure == nil {
+		log.Info("runner_stopped")
+	}
+	return failure
+}
+
+// redisLogger routes go-redis's internal messages (pool dial failures)
+// through slog instead of the standard logger.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn("redis_client", "msg", fmt.Sprintf(format, v...))
+}
+
+// redactedURL hides a Redis URL's password.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
+}

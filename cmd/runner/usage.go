@@ -1,0 +1,34 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+)
+
+// envHelp is the configuration table of `runner -h`; a test checks it
+// names every variable Config reads.
+const envHelp = `Environment (default in brackets):
+  REDIS_URL           [redis://127.0.0.1:6379/0] Redis of the queue and the run state; rediss:// for TLS
+  RUNNER_ID           [host-pid-random] worker id in leases, events and logs ([A-Za-z0-9._-])
+  CONCURRENCY         [10] nodes run at once
+  QUEUES              [default=1] queues and weights, e.g. critical=6,default=3,low=1
+  LEASE_TTL           [30s] how long a claim or renewal is trusted
+  HEARTBEAT_INTERVAL  [LEASE_TTL/3] lease renewal period; LEASE_TTL >= 3 x HEARTBEAT_INTERVAL
+  GRACE               [1s] wait after a lease's end before a takeover
+  SWEEP_INTERVAL      [1s] how often expired leases and forgotten READY nodes are looked for
+  SHUTDOWN_TIMEOUT    [10s] how long SIGTERM waits for running nodes before releasing them
+  ADMIN_ADDR          [127.0.0.1:8080] admin HTTP listen address; set empty to disable
+  API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars); required
+                      when ADMIN_ADDR is not loopback
+  LOG_LEVEL           [info] debug, info, warn or error
+  LOG_FORMAT          [text] text or json
+  MAX_INPUT_BYTES     [1048576] cap on each node's input in runs submitted through the API
+  BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
+`
+
+func usage(fs *flag.FlagSet, w io.Writer) {
+	fmt.Fprint(w, "Usage: runner [--embedded] [--version]\n\nbaton's worker and admin server.\n\nFlags:\n")
+	fs.PrintDefaults()
+	fmt.Fprint(w, "\n"+envHelp+"\nExit status: 0 clean shutdown, 1 failure or second signal, 2 bad flags or configuration.\n")
+}

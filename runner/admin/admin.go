@@ -1,0 +1,190 @@
+package admin
+
+import (
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/hibiken/asynqmon"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/runner"
+)
+
+// DefaultMaxBodyBytes caps a request body when Config.MaxBodyBytes is zero.
+const DefaultMaxBodyBytes = 8 << 20
+
+// MonitorPath is where the Asynq web UI is mounted.
+const MonitorPath = "/monitor"
+
+// Config configures the admin handler.
+type Config struct {
+	// Client submits, reads and cancels runs. Required.
+	Client *runner.Client
+	// Redis is probed by /readyz and read by the Asynq UI. Required; the
+	// handler never closes it.
+	Redis redis.UniversalClient
+	// Gatherer is exposed on /metrics. Zero value:
+	// prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Token, when set, is required as "Authorization: Bearer <token>" on
+	// /v1/ and /monitor/. Zero value: no token; those routes then answer
+	// loopback hosts only.
+	Token string
+	// Logger receives the handler's logs. Zero value: slog.Default().
+	Logger *slog.Logger
+	// MaxBodyBytes caps a request body; a larger one is refused with 413.
+	// Zero value: DefaultMaxBodyBytes (8 MiB).
+	MaxBodyBytes int64
+	// ReadyTimeout bounds /readyz's PING. Zero value: 2s.
+	ReadyTimeout time.Duration
+	// MonitorReadOnly restricts the Asynq UI to GET requests (no deleting,
+	// archiving or re-running tasks from the UI). Zero value: read-write.
+	MonitorReadOnly bool
+}
+
+// New returns the admin handler. Mount it at the server's root: its routes
+// are absolute.
+func New(cfg Config) (http.Handler, error) {
+	var errs []error
+	if cfg.Client == nil {
+		errs = append(errs, errors.New("Client is required"))
+	}
+	if cfg.Redis == nil {
+		errs = append(errs, errors.New("Redis is required"))
+	}
+	if cfg.MaxBodyBytes < 0 {
+		errs = append(errs, errors.New("MaxBodyBytes is negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, errors.Join(errors.New("admin: config"), err)
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.Default())
+	cfg.MaxBodyBytes = cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes)
+	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 2*time.Second)
+	log := cfg.Logger.With("component", "admin")
+
+	a := &api{client: cfg.Client, maxBody: cfg.MaxBodyBytes, log: log}
+	mon := asynqmon.New(asynqmon.Options{
+		RootPath:     MonitorPath,
+		RedisConnOpt: sharedRedis{cfg.Redis},
+		ReadOnly:     cfg.MonitorReadOnly,
+	}) // never closed: its Close would close the shared client
+
+	guard := guard{token: cfg.Token, log: log}
+	csrf := http.NewCrossOriginProtection()
+	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusForbidden, "cross-origin request refused")
+	}))
+	protect := func(h http.Handler) http.Handler { return guard.wrap(csrf.Handler(h)) }
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeText(w, http.StatusOK, "ok\n")
+	})
+	mux.Handle("GET /readyz", readyz{rdb: cfg.Redis, timeout: cfg.ReadyTimeout, log: log})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.Handle(MonitorPath+"/", protect(mon))
+	mux.Handle("/v1/", protect(a.routes()))
+	return mux, nil
+}
+
+// sharedRedis hands asynqmon the caller's client instead of a new pool:
+// asynq.RedisConnOpt is only "something that makes a client".
+type sharedRedis struct{ c redis.UniversalClient }
+
+func (s sharedRedis) MakeRedisClient() any { return s.c }
+
+type readyz struct {
+	rdb     redis.UniversalClient
+	timeout time.Duration
+	log     *slog.Logger
+}
+
+func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	if err := h.rdb.Ping(ctx).Err(); err != nil {
+		h.log.Warn("not_ready", "err", err)
+		writeError(w, http.StatusServiceUnavailable, "redis: "+err.Error())
+		return
+	}
+	writeText(w, http.StatusOK, "ok\n")
+}
+
+// guard admits a request to the API or the UI: with a token, by bearer
+// token; without one, only when addressed to a loopback host.
+type guard struct {
+	token string
+	log   *slog.Logger
+}
+
+func (g guard) wrap(next http.Handler) http.Handler {
+	var want [sha256.Size]byte
+	if g.token != "" {
+		want = sha256.Sum256([]byte(g.token))
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if g.token == "" {
+			if !IsLoopback(r.Host) {
+				g.log.Warn("host_refused", "host", r.Host, "remote_addr", r.RemoteAddr)
+				writeError(w, http.StatusForbidden, "host "+r.Host+" refused: without API_TOKEN only loopback hosts are served")
+				return
+			}
+			next.ServeHTTP(w, r)
+			return
+		}
+		got, ok := bearer(r.Header.Get("Authorization"))
+		// Hashing first makes the comparison constant-time in the token's
+		// length too.
+		sum := sha256.Sum256([]byte(got))
+		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			g.log.Warn("unauthorized", "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
+			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// bearer returns the token of an "Authorization: Bearer <token>" header.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// IsLoopback reports whether host (a Host header or a listen address, with
+// or without a port) names this machine only: localhost, *.localhost,
+// 127.0.0.0/8 or ::1. An empty host (all interfaces) is not loopback.
+func IsLoopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if host == "" {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

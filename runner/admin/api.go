@@ -1,0 +1,341 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+)
+
+// Paging bounds of the list routes.
+const (
+	defaultEvents = 1000
+	maxEvents     = 10000
+	defaultRuns   = 50
+	maxRuns       = 1000
+	maxReason     = 1024
+	maxCancelBody = 64 << 10
+)
+
+// api serves /v1/: the run API over a runner.Client.
+type api struct {
+	client  *runner.Client
+	maxBody int64
+	log     *slog.Logger
+}
+
+func (a *api) routes() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/runs", a.submit)
+	mux.HandleFunc("GET /v1/runs", a.list)
+	mux.HandleFunc("GET /v1/runs/{id}", a.status)
+	mux.HandleFunc("GET /v1/runs/{id}/events", a.events)
+	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.cancel)
+	// Without these, ServeMux would answer a wrong method or path in plain
+	// text; API clients get JSON.
+	mux.Handle("/v1/runs", methodNotAllowed("GET, HEAD, POST"))
+	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD"))
+	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
+	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no route "+r.URL.Path)
+	})
+	return mux
+}
+
+func methodNotAllowed(allow string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed; allowed: "+allow)
+	})
+}
+
+// Problem is one wrong field of a refused run spec.
+type Problem struct {
+	Field   string `json:"field"`
+	Message string `json:"message"`
+}
+
+// ErrorBody is every error response of /v1/.
+type ErrorBody struct {
+	Error    string    `json:"error"`
+	Problems []Problem `json:"problems,omitempty"`
+}
+
+// SubmitBody answers POST /v1/runs: runner.Submitted, and Warning when the
+// run was stored but some of its nodes could not be enqueued (the sweeper
+// delivers them).
+type SubmitBody struct {
+	runner.Submitted
+	Warning string `json:"warning,omitempty"`
+}
+
+func (a *api) submit(w http.ResponseWriter, r *http.Request) {
+	body, ok := a.readBody(w, r, a.maxBody)
+	if !ok {
+		return
+	}
+	spec, err := runner.ParseSpec(body)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	out, err := a.client.Submit(r.Context(), spec)
+	if err != nil && out.RunID == "" {
+		a.fail(w, r, err)
+		return
+	}
+	resp := SubmitBody{Submitted: out}
+	if err != nil {
+		// Stored, but an enqueue failed: the run exists and will run.
+		a.log.Warn("submit_enqueue_failed", "run_id", out.RunID, "err", err)
+		resp.Warning = err.Error()
+	}
+	code := http.StatusOK
+	if out.Created {
+		code = http.StatusCreated
+	}
+	w.Header().Set("Location", "/v1/runs/"+out.RunID)
+	writeJSON(w, code, resp)
+}
+
+func (a *api) status(w http.ResponseWriter, r *http.Request) {
+	info, err := a.client.Status(r.Context(), r.PathValue("id"))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, info)
+}
+
+// EventsBody answers GET /v1/runs/{id}/events. Next is the id of the last
+// event returned (or the after given, when none was): pass it as after to
+// read on.
+type EventsBody struct {
+	Events []fence.Event `json:"events"`
+	Next   string        `json:"next,omitempty"`
+}
+
+var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
+
+func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after := q.Get("after")
+	if after != "" && !streamID.MatchString(after) {
+		writeError(w, http.StatusBadRequest, "after "+strconv.Quote(after)+": want an event id such as 1700000000000-0")
+		return
+	}
+	limit, ok := intParam(w, q.Get("limit"), "limit", defaultEvents, maxEvents)
+	if !ok {
+		return
+	}
+	evs, err := a.client.Events(r.Context(), r.PathValue("id"), after, int64(limit))
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	body := EventsBody{Events: evs, Next: after}
+	if len(evs) > 0 {
+		body.Next = evs[len(evs)-1].ID
+	}
+	writeJSON(w, http.StatusOK, body)
+}
+
+// CancelRequest is the optional body of POST /v1/runs/{id}/cancel.
+type CancelRequest struct {
+	Reason string `json:"reason"`
+}
+
+// CancelBody answers POST /v1/runs/{id}/cancel.
+type CancelBody struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"`  // the run's status after the cancel
+	Running int    `json:"running"` // nodes still RUNNING; they stop at their next heartbeat
+	Already bool   `json:"already"` // the run had been cancelled before
+}
+
+func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := fence.ValidateID("run id", id); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	body, ok := a.readBody(w, r, maxCancelBody)
+	if !ok {
+		return
+	}
+	var req CancelRequest
+	if len(bytes.TrimSpace(body)) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			writeError(w, http.StatusBadRequest, "body: want {\"reason\": \"...\"} or nothing: "+err.Error())
+			return
+		}
+	}
+	if len(req.Reason) > maxReason {
+		writeError(w, http.StatusBadRequest, "reason: "+strconv.Itoa(len(req.Reason))+" bytes, at most "+strconv.Itoa(maxReason))
+		return
+	}
+	res, err := a.client.Cancel(r.Context(), id, req.Reason)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, CancelBody{ID: id, Status: res.RunStatus, Running: res.Running, Already: res.Already})
+}
+
+// ListBody answers GET /v1/runs.
+type ListBody struct {
+	Runs []runner.RunSummary `json:"runs"`
+}
+
+var runStatuses = []string{"PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	status := strings.ToUpper(q.Get("status"))
+	if status != "" && !slices.Contains(runStatuses, status) {
+		writeError(w, http.StatusBadRequest, "status "+strconv.Quote(q.Get("status"))+": want one of "+strings.Join(runStatuses, ", "))
+		return
+	}
+	limit, ok := intParam(w, q.Get("limit"), "limit", defaultRuns, maxRuns)
+	if !ok {
+		return
+	}
+	runs, err := a.client.List(r.Context(), status, limit)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	if runs == nil {
+		runs = []runner.RunSummary{}
+	}
+	writeJSON(w, http.StatusOK, ListBody{Runs: runs})
+}
+
+// readBody reads the whole body, at most limit bytes; past that it answers
+// 413 and returns false.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, bool) {
+	tooLarge := func() ([]byte, bool) {
+		writeError(w, http.StatusRequestEntityTooLarge, "body larger than "+strconv.FormatInt(limit, 10)+" bytes")
+		return nil, false
+	}
+	if r.ContentLength > limit {
+		return tooLarge()
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge()
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return nil, false
+	}
+	return body, true
+}
+
+// intParam parses an optional positive integer query parameter.
+func intParam(w http.ResponseWriter, raw, name string, def, maxV int) (int, bool) {
+	if raw == "" {
+		return def, true
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n < 1 || n > maxV {
+		writeError(w, http.StatusBadRequest, name+" "+strconv.Quote(raw)+": want 1 to "+strconv.Itoa(maxV))
+		return 0, false
+	}
+	return n, true
+}
+
+// fail answers err with the status it stands for. Bad input never becomes a
+// 5xx; a 5xx is logged.
+func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	body := ErrorBody{Error: strings.ReplaceAll(err.Error(), "\n", "; ")}
+	if code == http.StatusBadRequest {
+		body.Problems = problems(err)
+	}
+	switch {
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		return // the caller went away; nobody reads the answer
+	case code >= 500:
+		a.log.Error("api_error", "method", r.Method, "path", r.URL.Path, "status", code, "err", err)
+	}
+	writeJSON(w, code, body)
+}
+
+func statusOf(err error) int {
+	var ne net.Error
+	switch {
+	case errors.Is(err, runner.ErrInvalidSpec), errors.Is(err, fence.ErrInvalidID):
+		return http.StatusBadRequest
+	case errors.Is(err, fence.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone):
+		return http.StatusConflict
+	case errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+// problems lists every *runner.SpecError inside err (a tree built with
+// errors.Join).
+func problems(err error) []Problem {
+	var out []Problem
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, c := range j.Unwrap() {
+				walk(c)
+			}
+			return
+		}
+		var se *runner.SpecError
+		if errors.As(e, &se) {
+			out = append(out, Problem{Field: se.Field, Message: se.Msg})
+		}
+	}
+	walk(err)
+	return out
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"encoding the response failed"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = w.Write(append(b, '\n'))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, ErrorBody{Error: msg})
+}
+
+func writeText(w http.ResponseWriter, code int, s string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, s)
+}

@@ -1,0 +1,236 @@
+package admin_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/admin"
+)
+
+const twoNodes = `{"id": "rt-1", "nodes": [
+	{"id": "a", "kind": "noop"},
+	{"id": "b", "kind": "noop", "deps": ["a"]}]}`
+
+// The whole life of a run through the API, on a real redis-server: submit,
+// resubmit, conflict, read, events, list, cancel, cancel again.
+func TestRunRoundTrip(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{real: true, token: "round-trip-token-0123456789"})
+
+	var sub admin.SubmitBody
+	resp := b.call(t, "POST", "/v1/runs", twoNodes, http.StatusCreated, &sub)
+	assert.Equal(t, "rt-1", sub.RunID)
+	assert.True(t, sub.Created)
+	assert.Equal(t, "RUNNING", sub.Status)
+	assert.Equal(t, "/v1/runs/rt-1", resp.Header.Get("Location"))
+
+	// The same spec again is a no-op that says so.
+	b.call(t, "POST", "/v1/runs", twoNodes, http.StatusOK, &sub)
+	assert.False(t, sub.Created)
+
+	// Another spec under the same id is a conflict.
+	e := b.errorBody(t, "POST", "/v1/runs", `{"id": "rt-1", "nodes": [{"id": "x", "kind": "noop"}]}`, http.StatusConflict)
+	assert.Contains(t, e.Error, "different spec")
+
+	var info fence.RunInfo
+	b.call(t, "GET", "/v1/runs/rt-1", "", http.StatusOK, &info)
+	assert.Equal(t, "RUNNING", info.Status)
+	require.Len(t, info.Nodes, 2)
+	assert.Equal(t, "a", info.Nodes[0].ID)
+	assert.Equal(t, "READY", info.Nodes[0].State)
+	assert.Equal(t, "BLOCKED", info.Nodes[1].State)
+	assert.Equal(t, []string{"a"}, info.Nodes[1].Deps)
+
+	var evs admin.EventsBody
+	b.call(t, "GET", "/v1/runs/rt-1/events", "", http.StatusOK, &evs)
+	require.NotEmpty(t, evs.Events)
+	assert.Equal(t, "submitted", evs.Events[0].Type)
+	assert.Equal(t, evs.Events[len(evs.Events)-1].ID, evs.Next)
+	// Reading on from next returns nothing new, and next stays put.
+	first := evs.Next
+	b.call(t, "GET", "/v1/runs/rt-1/events?after="+first, "", http.StatusOK, &evs)
+	assert.Empty(t, evs.Events)
+	assert.Equal(t, first, evs.Next)
+
+	var list admin.ListBody
+	b.call(t, "GET", "/v1/runs?status=running&limit=10", "", http.StatusOK, &list)
+	require.Len(t, list.Runs, 1)
+	assert.Equal(t, runner.RunSummary{ID: "rt-1", Status: "RUNNING", Nodes: 2}, list.Runs[0])
+
+	var c admin.CancelBody
+	b.call(t, "POST", "/v1/runs/rt-1/cancel", `{"reason": "test over"}`, http.StatusOK, &c)
+	assert.Equal(t, admin.CancelBody{ID: "rt-1", Status: "CANCELLED"}, c)
+
+	b.call(t, "GET", "/v1/runs/rt-1", "", http.StatusOK, &info)
+	assert.Equal(t, "CANCELLED", info.Status)
+	assert.Equal(t, "test over", info.CancelReason)
+	for _, n := range info.Nodes {
+		assert.Equal(t, "CANCELLED", n.State, "node %s", n.ID)
+	}
+
+	// Cancelling again (no body) is harmless and says it was already done.
+	b.call(t, "POST", "/v1/runs/rt-1/cancel", "", http.StatusOK, &c)
+	assert.True(t, c.Already)
+
+	b.call(t, "GET", "/v1/runs/rt-1/events?after="+first, "", http.StatusOK, &evs)
+	var types []string
+	for _, e := range evs.Events {
+		types = append(types, e.Type)
+	}
+	assert.Contains(t, types, "cancel_requested")
+	assert.Contains(t, types, "run_finished")
+
+	b.call(t, "GET", "/v1/runs?status=running", "", http.StatusOK, &list)
+	assert.Empty(t, list.Runs)
+	b.call(t, "GET", "/v1/runs?status=CANCELLED", "", http.StatusOK, &list)
+	require.Len(t, list.Runs, 1)
+	assert.Equal(t, 2, list.Runs[0].Done)
+}
+
+// A run a worker finished cannot be cancelled (409), and the worker's
+// commit shows on /metrics.
+func TestCancelFinishedRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{real: true})
+	w, err := runner.NewWorker(runner.WorkerConfig{Redis: b.rdb, Metrics: b.metrics,
+		PollInterval: 10 * time.Millisecond, Logger: testLogger(t)})
+	require.NoError(t, err)
+	w.Register("noop", runner.KindFunc(func(context.Context, *runner.Task) (json.RawMessage, error) {
+		return json.RawMessage(`{"ok":true}`), nil
+	}))
+	require.NoError(t, w.Start(t.Context()))
+	t.Cleanup(w.Shutdown)
+
+	b.call(t, "POST", "/v1/runs", `{"id": "done-1", "nodes": [{"id": "only", "kind": "noop"}]}`, http.StatusCreated, nil)
+	var info fence.RunInfo
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		resp, raw := send(t, b.request(t, "GET", "/v1/runs/done-1", ""))
+		require.Equal(c, http.StatusOK, resp.StatusCode)
+		require.NoError(c, json.Unmarshal(raw, &info))
+		assert.Equal(c, "SUCCEEDED", info.Status)
+	}, 10*time.Second, 10*time.Millisecond, "polling the run's status: the user-visible signal")
+	assert.JSONEq(t, `{"ok":true}`, string(info.Nodes[0].Result))
+
+	e := b.errorBody(t, "POST", "/v1/runs/done-1/cancel", "", http.StatusConflict)
+	assert.Contains(t, e.Error, "run done")
+
+	resp, raw := send(t, b.request(t, "GET", "/metrics", ""))
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(raw), "baton_commits_total 1")
+}
+
+// Bad input is a 4xx with a JSON error naming what is wrong, never a 5xx.
+func TestBadInput(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	b.call(t, "POST", "/v1/runs", `{"id": "exists", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
+
+	t.Run("spec problems name every field", func(t *testing.T) {
+		t.Parallel()
+		e := b.errorBody(t, "POST", "/v1/runs", `{"id": "bad{id", "nodes": [
+			{"id": "a"},
+			{"id": "b", "kind": "noop", "deps": ["zz"], "max_attempts": -1}]}`, http.StatusBadRequest)
+		var fields []string
+		for _, p := range e.Problems {
+			assert.NotEmpty(t, p.Message, p.Field)
+			fields = append(fields, p.Field)
+		}
+		assert.ElementsMatch(t, []string{"id", "nodes[0].kind", "nodes[1].deps[0]", "nodes[1].max_attempts"}, fields)
+	})
+
+	cases := []struct {
+		name, method, path, body string
+		want                     int
+		field                    string // a problem naming this field, if set
+		says                     string // the error mentions this, if set
+	}{
+		{"unknown spec field", "POST", "/v1/runs", `{"nodes": [{"id": "a", "kind": "noop", "max_attempt": 3}]}`, 400, "spec", "max_attempt"},
+		{"not JSON", "POST", "/v1/runs", `{"nodes": [`, 400, "spec", ""},
+		{"empty body", "POST", "/v1/runs", "", 400, "spec", "empty"},
+		{"no nodes", "POST", "/v1/runs", `{"nodes": []}`, 400, "nodes", ""},
+		{"cycle", "POST", "/v1/runs", `{"nodes": [{"id": "a", "kind": "noop", "deps": ["b"]}, {"id": "b", "kind": "noop", "deps": ["a"]}]}`, 400, "nodes", "cycle"},
+		{"invalid run id", "GET", "/v1/runs/bad%7Bid", "", 400, "", "invalid id"},
+		{"invalid run id on events", "GET", "/v1/runs/a%20b/events", "", 400, "", "invalid id"},
+		{"invalid run id on cancel", "POST", "/v1/runs/a:b/cancel", "", 400, "", "invalid id"},
+		{"unknown run", "GET", "/v1/runs/nope", "", 404, "", "not found"},
+		{"unknown run events", "GET", "/v1/runs/nope/events", "", 404, "", "not found"},
+		{"unknown run cancel", "POST", "/v1/runs/nope/cancel", "", 404, "", "not found"},
+		{"bad after", "GET", "/v1/runs/exists/events?after=abc", "", 400, "", "after"},
+		{"zero limit", "GET", "/v1/runs/exists/events?limit=0", "", 400, "", "limit"},
+		{"huge limit", "GET", "/v1/runs?limit=99999", "", 400, "", "limit"},
+		{"bad status", "GET", "/v1/runs?status=bogus", "", 400, "", "status"},
+		{"cancel body with unknown field", "POST", "/v1/runs/exists/cancel", `{"why": "x"}`, 400, "", "reason"},
+		{"cancel reason too long", "POST", "/v1/runs/exists/cancel", `{"reason": "` + strings.Repeat("x", 2000) + `"}`, 400, "", "reason"},
+		{"wrong method", "DELETE", "/v1/runs/exists", "", 405, "", "DELETE"},
+		{"wrong method on the collection", "PUT", "/v1/runs", "", 405, "", "PUT"},
+		{"unknown route", "GET", "/v1/nothing", "", 404, "", "no route"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := b.errorBody(t, tc.method, tc.path, tc.body, tc.want)
+			if tc.field != "" {
+				var fields []string
+				for _, p := range e.Problems {
+					fields = append(fields, p.Field)
+				}
+				assert.Contains(t, fields, tc.field)
+			}
+			if tc.says != "" {
+				assert.Contains(t, e.Error, tc.says)
+			}
+		})
+	}
+
+	t.Run("wrong method lists the allowed ones", func(t *testing.T) {
+		t.Parallel()
+		resp := b.call(t, "GET", "/v1/runs/exists/cancel", "", http.StatusMethodNotAllowed, &admin.ErrorBody{})
+		assert.Equal(t, "POST", resp.Header.Get("Allow"))
+	})
+
+	t.Run("YAML specs are accepted", func(t *testing.T) {
+		t.Parallel()
+		var sub admin.SubmitBody
+		b.call(t, "POST", "/v1/runs", "id: yaml-1\nnodes:\n  - id: a\n    kind: noop\n", http.StatusCreated, &sub)
+		assert.Equal(t, "yaml-1", sub.RunID)
+	})
+}
+
+// A body over MaxBodyBytes is refused with 413, whether it announces its
+// length or streams without one.
+func TestBodyLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{maxBody: 1024})
+	big := `{"nodes": [{"id": "a", "kind": "noop", "input": "` + strings.Repeat("x", 2048) + `"}]}`
+
+	e := b.errorBody(t, "POST", "/v1/runs", big, http.StatusRequestEntityTooLarge)
+	assert.Contains(t, e.Error, "1024")
+
+	req := b.request(t, "POST", "/v1/runs", "")
+	req.Body = io.NopCloser(strings.NewReader(big)) // no length: sent chunked
+	req.ContentLength = -1
+	resp, raw := send(t, req)
+	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, "%s", raw)
+
+	// Under the limit the same route works.
+	b.call(t, "POST", "/v1/runs", `{"nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
+}
+
+// The default cap is 8 MiB.
+func TestBodyLimitDefault(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{})
+	body := `{"nodes": [{"id": "a", "kind": "noop", "input": "` + strings.Repeat("x", admin.DefaultMaxBodyBytes) + `"}]}`
+	e := b.errorBody(t, "POST", "/v1/runs", body, http.StatusRequestEntityTooLarge)
+	assert.Contains(t, e.Error, "8388608")
+}
