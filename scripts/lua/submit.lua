@@ -25,6 +25,13 @@ local runID, thread, digest, refPrefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local nodes = cjson.decode(ARGV[5])
 local maxlen = ARGV[6]
 
+-- Redis's cjson encodes an empty table as {} (an object) and decodes null as
+-- a userdata; lists are stored as JSON arrays whatever the input.
+local function list(v)
+  if type(v) ~= 'table' or #v == 0 then return '[]' end
+  return cjson.encode(v)
+end
+
 local existing = rcall('HGET', runKey, 'digest')
 if existing then
   if existing == digest then
@@ -40,8 +47,10 @@ local ids = {}
 local ready = {}
 for i, n in ipairs(nodes) do
   ids[i] = n.id
+  local deps = n.deps
+  if type(deps) ~= 'table' then deps = {} end
   local state = 'BLOCKED'
-  if #n.deps == 0 then
+  if #deps == 0 then
     state = 'READY'
     ready[#ready + 1] = n.id
     rcall('ZADD', readyKey, now, refPrefix .. n.id)
@@ -49,8 +58,8 @@ for i, n in ipairs(nodes) do
   rcall('HSET', KEYS[3 + i],
     'id', n.id, 'run', runID, 'thread', thread, 'state', state,
     'kind', n.kind, 'queue', n.queue, 'input', n.input,
-    'deps', cjson.encode(n.deps), 'dependents', cjson.encode(n.dependents),
-    'descendants', cjson.encode(n.descendants), 'remaining', #n.deps,
+    'deps', list(deps), 'dependents', list(n.dependents),
+    'descendants', list(n.descendants), 'remaining', #deps,
     'max_attempts', n.max_attempts, 'timeout_ms', n.timeout_ms,
     'attempt', 0, 'releases', 0, 'epoch', 0, 'claim', '', 'owner', '',
     'lease_until', 0, 'ready_at', now, 'progress', 0,

@@ -1,0 +1,255 @@
+package fence
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"maps"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/redistest"
+	"github.com/batonrun/baton/scripts/lua"
+)
+
+// header is what a script's header documents.
+type header struct {
+	keys, args       int     // fixed KEYS[1..keys] and ARGV[1..args]
+	varKeys, varArgs int     // n of a trailing KEYS[n..] / ARGV[n..], 0 if none
+	codes            []int64 // negative codes listed under Returns
+}
+
+var (
+	reKey    = regexp.MustCompile(`^\s*KEYS\[(\d+)(\.\.)?\]\s`)
+	reArg    = regexp.MustCompile(`^\s*ARGV\[(\d+)(\.\.)?\]\s`)
+	reCode   = regexp.MustCompile(`(?:^\s*|\{)(-\d+)\b`)
+	reReturn = regexp.MustCompile(`return\s*\{?\s*(-\d+)\b`)
+)
+
+// parseHeader reads the --[[ ... ]] block that opens a script.
+func parseHeader(t *testing.T, name, src string) header {
+	t.Helper()
+	require.True(t, strings.HasPrefix(src, "--[["), "%s: starts with a --[[ header", name)
+	end := strings.Index(src, "]]")
+	require.Positive(t, end, "%s: header is closed", name)
+	var h header
+	inReturns := false
+	for _, line := range strings.Split(src[:end], "\n") {
+		if strings.TrimSpace(line) == "Returns" {
+			inReturns = true
+			continue
+		}
+		if inReturns {
+			for _, m := range reCode.FindAllStringSubmatch(line, -1) {
+				c, _ := strconv.ParseInt(m[1], 10, 64)
+				h.codes = append(h.codes, c)
+			}
+			continue
+		}
+		for _, p := range []struct {
+			re       *regexp.Regexp
+			fixed, v *int
+			what     string
+		}{{reKey, &h.keys, &h.varKeys, "KEYS"}, {reArg, &h.args, &h.varArgs, "ARGV"}} {
+			m := p.re.FindStringSubmatch(line)
+			if m == nil {
+				continue
+			}
+			n, _ := strconv.Atoi(m[1])
+			require.Zero(t, *p.v, "%s: %s[%d] after the variadic %s[%d..]", name, p.what, n, p.what, *p.v)
+			if m[2] != "" {
+				require.Equal(t, *p.fixed+1, n, "%s: %s[%d..] follows the fixed ones", name, p.what, n)
+				*p.v = n
+				continue
+			}
+			require.Equal(t, *p.fixed+1, n, "%s: %s numbered 1, 2, 3, ... without gaps", name, p.what)
+			*p.fixed = n
+		}
+	}
+	require.True(t, inReturns, "%s: header has a Returns section", name)
+	return h
+}
+
+// bindings is what the Go side passes to each script: fixed keys and args,
+// and whether a list of node keys and a list of node ids follow (submit
+// passes its node ids inside one JSON ARGV). TestBindings checks this table
+// against the calls the Store really makes.
+var bindings = map[string]struct {
+	keys, args       int
+	varKeys, varArgs bool
+}{
+	"submit":    {3, 6, true, false},
+	"claim":     {5, 7, false, false},
+	"heartbeat": {4, 8, false, false},
+	"commit":    {5, 7, true, true},
+	"fail":      {5, 10, true, true},
+	"release":   {5, 7, false, false},
+	"cancel":    {3, 4, true, true},
+	"sweep":     {2, 4, false, false},
+}
+
+func scriptHeaders(t *testing.T) map[string]header {
+	t.Helper()
+	files, err := fs.Glob(lua.FS, "*.lua")
+	require.NoError(t, err)
+	out := map[string]header{}
+	for _, f := range files {
+		src, err := lua.FS.ReadFile(f)
+		require.NoError(t, err)
+		out[strings.TrimSuffix(f, ".lua")] = parseHeader(t, f, string(src))
+	}
+	return out
+}
+
+// TestScriptHeaders: every script's header agrees with its Go binding and
+// every code it documents maps to a sentinel, and back.
+func TestScriptHeaders(t *testing.T) {
+	t.Parallel()
+	headers := scriptHeaders(t)
+	names := slices.Sorted(maps.Keys(headers))
+	require.ElementsMatch(t, scriptNames, names, "every embedded script is bound, and only those")
+
+	documented := map[int64]bool{}
+	for _, name := range names {
+		h, b := headers[name], bindings[name]
+		require.Equal(t, b.keys, h.keys, "%s: fixed KEYS", name)
+		require.Equal(t, b.args, h.args, "%s: fixed ARGV", name)
+		require.Equal(t, b.varKeys, h.varKeys > 0, "%s: variadic KEYS", name)
+		require.Equal(t, b.varArgs, h.varArgs > 0, "%s: variadic ARGV", name)
+		for _, c := range h.codes {
+			_, ok := codeErrors[c]
+			require.True(t, ok, "%s: code %d has no sentinel in codeErrors", name, c)
+			documented[c] = true
+		}
+
+		// Every negative code the body returns is documented.
+		src, err := lua.FS.ReadFile(name + ".lua")
+		require.NoError(t, err)
+		body := string(src)[strings.Index(string(src), "]]"):]
+		for _, m := range reReturn.FindAllStringSubmatch(body, -1) {
+			c, _ := strconv.ParseInt(m[1], 10, 64)
+			require.Contains(t, h.codes, c, "%s returns %d but its header does not say so", name, c)
+		}
+	}
+	for c, err := range codeErrors {
+		require.True(t, documented[c], "code %d (%v) appears in no script header", c, err)
+	}
+}
+
+// evalRecorder records the EVALSHA/EVAL calls a client sends.
+type evalRecorder struct {
+	mu    sync.Mutex
+	calls [][]any
+}
+
+func (r *evalRecorder) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *evalRecorder) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		r.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+
+func (r *evalRecorder) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			r.record(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func (r *evalRecorder) record(cmd redis.Cmder) {
+	if n := strings.ToLower(cmd.Name()); n == "evalsha" || n == "eval" {
+		r.mu.Lock()
+		r.calls = append(r.calls, cmd.Args())
+		r.mu.Unlock()
+	}
+}
+
+// TestBindings: the keys and args the Store really passes to each script
+// match its header, including the lists of node keys and ids.
+func TestBindings(t *testing.T) {
+	t.Parallel()
+	_, rdb := redistest.Mini(t)
+	rec := &evalRecorder{}
+	rdb.(*redis.Client).AddHook(rec)
+	s := New(rdb, nil)
+	ctx := t.Context()
+	byScript := map[string]string{}
+	for name, sc := range s.scripts {
+		byScript[sc.Hash()] = name
+	}
+
+	_, err := s.Submit(ctx, SubmitArgs{Run: "r", Digest: "d", Nodes: []NodeSpec{
+		{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{"b"}, Descendants: []string{"b"}, MaxAttempts: 3},
+		{ID: "b", Input: "null", Deps: []string{"a"}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 3},
+	}})
+	require.NoError(t, err)
+	nr := func(id string) NodeRef { return NodeRef{Thread: "r", Run: "r", Node: id} }
+	a, err := s.Claim(ctx, nr("a"), "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	_, err = s.Heartbeat(ctx, a.Lease, time.Minute, 10)
+	require.NoError(t, err)
+	_, errs := s.HeartbeatBatch(ctx, []Beat{{Lease: a.Lease, Progress: 20}}, time.Minute)
+	require.NoError(t, errs[0])
+	_, err = s.Commit(ctx, a.Lease, []byte(`1`), a.Dependents)
+	require.NoError(t, err)
+	b, err := s.Claim(ctx, nr("b"), "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	_, err = s.Release(ctx, b.Lease, "x")
+	require.NoError(t, err)
+	b, err = s.Claim(ctx, nr("b"), "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	_, err = s.Fail(ctx, b.Lease, Failure{Err: "x"}, b.Descendants)
+	require.NoError(t, err)
+	_, err = s.Cancel(ctx, "r", "x", "w")
+	require.NoError(t, err)
+	_, err = s.Sweep(ctx, SweepOptions{Limit: 1})
+	require.NoError(t, err)
+
+	headers := scriptHeaders(t)
+	seen := map[string]bool{}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, args := range rec.calls {
+		name := byScript[fmt.Sprint(args[1])]
+		if name == "" { // EVAL carries the source
+			for n := range s.scripts {
+				if src, _ := lua.FS.ReadFile(n + ".lua"); string(src) == fmt.Sprint(args[1]) {
+					name = n
+				}
+			}
+		}
+		require.NotEmpty(t, name, "a call to an unknown script")
+		seen[name] = true
+		numKeys, err := strconv.Atoi(fmt.Sprint(args[2]))
+		require.NoError(t, err)
+		numArgs := len(args) - 3 - numKeys
+		h := headers[name]
+		switch {
+		case h.varKeys == 0:
+			require.Equal(t, h.keys, numKeys, "%s: keys passed", name)
+		case h.varArgs == 0: // submit: one node key per node in the JSON ARGV
+			require.Greater(t, numKeys, h.keys, "%s: node keys passed", name)
+		default:
+			require.GreaterOrEqual(t, numKeys, h.keys, "%s: keys passed", name)
+			require.Equal(t, numKeys-h.keys, numArgs-h.args, "%s: one ARGV id per listed key", name)
+		}
+		if h.varArgs == 0 {
+			require.Equal(t, h.args, numArgs, "%s: args passed", name)
+		} else {
+			require.GreaterOrEqual(t, numArgs, h.args, "%s: args passed", name)
+		}
+	}
+	require.ElementsMatch(t, scriptNames, slices.Sorted(maps.Keys(seen)), "the flow called every script")
+}

@@ -1,0 +1,104 @@
+package fence_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// TestSweep: the sweeper is handed an expired lease only after ttl + grace,
+// a READY node only after the threshold, and the same entry at most once
+// per retry interval.
+func TestSweep(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		const (
+			threshold = 300 * time.Millisecond
+			retry     = time.Second
+		)
+		opt := fence.SweepOptions{Grace: grace, Threshold: threshold, Limit: 10, Retry: retry}
+		tb.submit(t, spec("lease", node("x")))
+		tb.claim(t, "lease", "x", "w", shortTTL)
+		tb.submit(t, spec("ready", node("r")))
+		expired, ready := []fence.NodeRef{ref("lease", "x")}, []fence.NodeRef{ref("ready", "r")}
+
+		sw, err := tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired, "the lease is live")
+		require.Empty(t, sw.Ready, "r became READY just now")
+
+		tb.advance(t, pastExpiry) // > ttl + grace and > threshold
+		sw, err = tb.store.Sweep(tb.ctx, fence.SweepOptions{Grace: time.Minute, Threshold: time.Minute, Limit: 10, Retry: retry})
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired, "expired, but within a longer grace")
+		require.Empty(t, sw.Ready, "READY, but within a longer threshold")
+
+		sw, err = tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Equal(t, expired, sw.Expired)
+		require.Equal(t, ready, sw.Ready)
+		require.WithinDuration(t, tb.redisNow(t), sw.Now, time.Second)
+
+		sw, err = tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired, "handed out already within the retry interval")
+		require.Empty(t, sw.Ready)
+
+		tb.advance(t, retry+50*time.Millisecond)
+		sw, err = tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Equal(t, expired, sw.Expired, "still expired: handed out again")
+		require.Equal(t, ready, sw.Ready)
+
+		// Claimed or finished nodes leave the indexes.
+		tb.claim(t, "ready", "r", "w", longTTL)
+		c := tb.claim(t, "lease", "x", "w2", longTTL)
+		tb.commit(t, c, `1`)
+		tb.advance(t, retry+50*time.Millisecond)
+		sw, err = tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired)
+		require.Empty(t, sw.Ready)
+	})
+}
+
+// TestPeek: the sweeper reads what it needs to enqueue many nodes in one
+// round trip; a node that is gone reads as empty.
+func TestPeek(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		args := spec("pk", node("a"), node("b", "a"))
+		args.Nodes[1].Queue = "critical"
+		tb.submit(t, args)
+		tb.claim(t, "pk", "a", "w", longTTL)
+		got, err := tb.store.Peek(tb.ctx, []fence.NodeRef{ref("pk", "a"), ref("pk", "b"), ref("pk", "gone")})
+		require.NoError(t, err)
+		require.Equal(t, []fence.NodePeek{
+			{State: "RUNNING", Queue: "default", Attempt: 1},
+			{State: "BLOCKED", Queue: "critical", Attempt: 0},
+			{},
+		}, got)
+	})
+}
+
+// TestSweepLimit: at most Limit entries of each kind per call; the rest
+// come with the next call.
+func TestSweepLimit(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("many", node("a"), node("b"), node("c")))
+		tb.advance(t, 100*time.Millisecond)
+		opt := fence.SweepOptions{Threshold: 50 * time.Millisecond, Limit: 2, Retry: time.Minute}
+		sw, err := tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Len(t, sw.Ready, 2)
+		sw2, err := tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Len(t, sw2.Ready, 1)
+		require.ElementsMatch(t, []fence.NodeRef{ref("many", "a"), ref("many", "b"), ref("many", "c")},
+			append(sw.Ready, sw2.Ready...))
+	})
+}
