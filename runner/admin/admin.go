@@ -37,7 +37,8 @@ type Config struct {
 	// prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
 	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// /v1/ and /monitor/. Zero value: no token; those routes then answer
+	// /v1/ and /monitor/ (a browser logs in once at /login, which sets an
+	// HttpOnly cookie). Zero value: no token; those routes then answer
 	// loopback hosts only.
 	Token string
 	// Logger receives the handler's logs. Zero value: slog.Default().
@@ -97,6 +98,9 @@ func New(cfg Config) (http.Handler, error) {
 	mux.Handle("GET /readyz", readyz{rdb: cfg.Redis, timeout: cfg.ReadyTimeout, log: log})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	mux.Handle(MonitorPath+"/", protect(mon))
+	if cfg.Token != "" {
+		mux.Handle("/login", csrf.Handler(login{guard: guard}))
+	}
 	mux.Handle("/v1/", protect(a.routes()))
 	return mux, nil
 }
@@ -147,11 +151,22 @@ func (g guard) wrap(next http.Handler) http.Handler {
 			return
 		}
 		got, ok := bearer(r.Header.Get("Authorization"))
+		if !ok { // a browser on the UI sends the cookie /login set
+			if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
+				got, ok = c.Value, true
+			}
+		}
 		// Hashing first makes the comparison constant-time in the token's
 		// length too.
 		sum := sha256.Sum256([]byte(got))
 		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			g.log.Warn("unauthorized", "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
+			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" &&
+				strings.Contains(r.Header.Get("Accept"), "text/html") &&
+				strings.HasPrefix(r.URL.Path, MonitorPath+"/") {
+				http.Redirect(w, r, "/login", http.StatusSeeOther) // a person in a browser
+				return
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
 			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
 			return
@@ -187,4 +202,39 @@ func IsLoopback(hostport string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// cookieName carries the API token for a browser on the UI, which cannot
+// send a bearer header.
+const cookieName = "baton_token"
+
+// login lets a person open the UI when a token is required: GET shows a
+// form, POST checks the token and sets an HttpOnly, SameSite=Strict cookie.
+type login struct{ guard guard }
+
+const loginPage = `<!doctype html><title>baton</title>
+<form method="post" action="/login"><label>API token <input type="password" name="token" autofocus></label>
+<button>Open the dashboard</button></form>`
+
+func (l login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet:
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write([]byte(loginPage))
+	case http.MethodPost:
+		r.Body = http.MaxBytesReader(w, r.Body, 4096)
+		tok := r.PostFormValue("token")
+		sum, want := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(l.guard.token))
+		if tok == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+			l.guard.log.Warn("login_refused", "remote_addr", r.RemoteAddr)
+			writeError(w, http.StatusUnauthorized, "wrong token")
+			return
+		}
+		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: "/", HttpOnly: true,
+			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: 12 * 3600})
+		http.Redirect(w, r, MonitorPath+"/", http.StatusSeeOther)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
+	}
 }

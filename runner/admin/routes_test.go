@@ -160,3 +160,47 @@ func TestConfigRequired(t *testing.T) {
 	assert.Contains(t, err.Error(), "Client is required")
 	assert.Contains(t, err.Error(), "Redis is required")
 }
+
+// A person opens the UI in a browser, which cannot send a bearer header:
+// the login form sets a cookie that stands in for it.
+func TestBrowserLoginToTheUI(t *testing.T) {
+	t.Parallel()
+	const token = "browser-token-0123456789"
+	b := setup(t, options{token: token})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
+	req := b.request(t, "GET", "/monitor/", "")
+	req.Header.Del("Authorization")
+	req.Header.Set("Accept", "text/html")
+	resp, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	assert.Equal(t, "/login", resp.Header.Get("Location"))
+
+	post := func(tok string) *http.Response {
+		req := b.request(t, "POST", "/login", "token="+tok)
+		req.Header.Del("Authorization")
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := noRedirect.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	assert.Equal(t, http.StatusUnauthorized, post("wrong").StatusCode)
+	assert.Empty(t, post("wrong").Cookies())
+
+	ok := post(token)
+	assert.Equal(t, http.StatusSeeOther, ok.StatusCode)
+	require.Len(t, ok.Cookies(), 1)
+	c := ok.Cookies()[0]
+	assert.True(t, c.HttpOnly)
+	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+
+	req = b.request(t, "GET", "/monitor/api/queues", "")
+	req.Header.Del("Authorization")
+	req.AddCookie(c)
+	resp, raw := send(t, req)
+	assert.Equal(t, http.StatusOK, resp.StatusCode, string(raw))
+	assert.Contains(t, string(raw), `"queues"`)
+}
