@@ -11,8 +11,10 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 )
 
@@ -242,4 +244,45 @@ func TestCancelStopsARunningNode(t *testing.T) {
 	require.Equal(t, "CANCELLED", info.Nodes[1].State)
 	require.Equal(t, 1, rec.count("a"))
 	require.Equal(t, 0, rec.count("b"))
+}
+
+// Asynq's own recoverer redelivers a task whose Asynq lease expired (its
+// worker looked dead to Asynq) while baton's lease is still held: the
+// redelivery is acked without running the handler, and the owner's commit
+// still counts.
+func TestAsynqRecovererRedeliveryIsAckedWithoutRunning(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	release := make(chan struct{})
+	started := make(chan struct{}, 1)
+	rec.block = func(ctx context.Context, _ *runner.Task) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}
+	m := runner.NewMetrics(nil) // shared: either worker may get the redelivery
+	cfg1 := b.fastConfig("w1")
+	cfg1.Metrics = m
+	b.worker(cfg1, map[string]runner.Kind{"work": rec})
+	id := b.submit(`{"id":"rec","nodes":[{"id":"a","kind":"work"}]}`)
+	recv(t, started, 10*time.Second)
+
+	// Make Asynq believe w1 died a minute ago: its lease on the task ran out.
+	// A new server's recoverer runs at start and redelivers the task.
+	require.NoError(t, b.rdb.ZAdd(context.Background(), "asynq:{default}:lease",
+		redis.Z{Score: 0, Member: runner.TaskID(fence.NodeRef{Thread: "rec", Run: "rec", Node: "a"}, 1)}).Err())
+	cfg2 := b.fastConfig("w2")
+	cfg2.Metrics = m
+	b.worker(cfg2, map[string]runner.Kind{"work": rec})
+	waitFor(t, 15*time.Second, "the redelivery to be refused", func() bool {
+		return counterValue(t, m.Claims.WithLabelValues("busy")) >= 1
+	})
+	close(release)
+
+	info := b.waitRun(id, 10*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Equal(t, "w1", info.Nodes[0].Owner)
+	require.Equal(t, 1, rec.count("a"), "the redelivered task ran the handler again")
+	require.Equal(t, 1, countEvents(b.events(id), "committed")["a"])
 }
