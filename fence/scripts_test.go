@@ -94,6 +94,7 @@ var bindings = map[string]struct {
 	"release":   {5, 7, false, false},
 	"cancel":    {3, 4, true, true},
 	"sweep":     {2, 4, false, false},
+	"guard":     {1, 3, false, false},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -216,6 +217,8 @@ func TestBindings(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Sweep(ctx, SweepOptions{Limit: 1})
 	require.NoError(t, err)
+	// guard.lua is bound by Guard (a downstream service's), not by Store.
+	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Lease.Token()))
 
 	headers := scriptHeaders(t)
 	seen := map[string]bool{}

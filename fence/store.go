@@ -35,7 +35,7 @@ type Store struct {
 }
 
 // scriptNames are the operations, one file each under scripts/lua.
-var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep"}
+var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard"}
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, opt *Options) *Store {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 )
 
@@ -24,7 +25,7 @@ const (
 	HeaderEpoch = "Baton-Epoch"
 	// HeaderFencingToken carries Token().String(), "run/node@epoch/claim":
 	// what a service compares to reject a paused, superseded owner.
-	HeaderFencingToken = "Baton-Fencing-Token"
+	HeaderFencingToken = fence.HeaderFencingToken
 	// HeaderIdempotencyKey is "run/node/attempt", so a service can drop a
 	// second delivery of the same attempt.
 	HeaderIdempotencyKey = "Idempotency-Key"
