@@ -41,6 +41,12 @@ var (
 	ErrLeaseActive = errors.New("fence: lease still active")
 	// ErrRunConflict: a run with this id exists with a different spec.
 	ErrRunConflict = errors.New("fence: run exists with a different spec")
+	// ErrThreadBusy: the thread's active run has not finished and the new
+	// run's multitask strategy is "reject".
+	ErrThreadBusy = errors.New("fence: thread busy")
+	// errActiveChanged: the thread's active run changed between the read
+	// and the submit; Submit retries.
+	errActiveChanged = errors.New("fence: thread's active run changed")
 	// ErrRunDone: the run has finished; it cannot be cancelled.
 	ErrRunDone = errors.New("fence: run done")
 )
@@ -59,6 +65,8 @@ var codeErrors = map[int64]error{
 	-12: ErrNotRunning,
 	-13: ErrLeaseActive,
 	-20: ErrRunConflict,
+	-21: ErrThreadBusy,
+	-23: errActiveChanged,
 	-22: ErrRunDone,
 }
 

@@ -29,6 +29,10 @@ func (k Keys) Run(thread, run string) string { return k.tagged(thread, "run", ru
 // Node is one node's hash: state, owner, epoch, claim id, lease, result.
 func (k Keys) Node(thread, run, node string) string { return k.tagged(thread, "node", run, node) }
 
+// Active names the thread's active run (threads with a multitask
+// strategy).
+func (k Keys) Active(thread string) string { return k.tagged(thread, "active") }
+
 // Events is the run's event stream.
 func (k Keys) Events(thread, run string) string { return k.tagged(thread, "events", run) }
 

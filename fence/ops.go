@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,8 +30,11 @@ type NodeSpec struct {
 type SubmitArgs struct {
 	Run    string
 	Thread string // empty: the run is its own thread
-	Digest string // same run id and digest: the submit is a no-op
-	Nodes  []NodeSpec
+	// Multitask is what happens when Thread has an active run: "reject"
+	// (ErrThreadBusy). Empty: "reject" when Thread is set.
+	Multitask string
+	Digest    string // same run id and digest: the submit is a no-op
+	Nodes     []NodeSpec
 }
 
 // SubmitResult says what Submit did.
@@ -49,32 +53,57 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 	if thread == "" {
 		thread = a.Run
 	}
+	multitask := ""
+	if a.Thread != "" && a.Thread != a.Run {
+		multitask = cmp.Or(a.Multitask, "reject")
+	}
+	nodes, err := json.Marshal(a.Nodes)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	}
+	for try := 0; ; try++ {
+		res, err := s.submit(ctx, a, thread, multitask, nodes)
+		if errors.Is(err, errActiveChanged) && try < 5 {
+			continue // another submit to the thread won the race: read again
+		}
+		return res, err
+	}
+}
+
+func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask string, nodes []byte) (SubmitResult, error) {
 	// The locator is outside the thread's slot: claim the run id first, so a
 	// run id can never live under two threads. The listing index is written
 	// first too; List skips an entry whose run was never stored.
 	pipe := s.rdb.Pipeline()
 	pipe.SetNX(ctx, s.keys.Locator(a.Run), thread, 0)
 	get := pipe.Get(ctx, s.keys.Locator(a.Run))
+	active := pipe.Get(ctx, s.keys.Active(thread))
 	pipe.ZAddNX(ctx, s.keys.Runs(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: a.Run})
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	if owner := get.Val(); owner != thread {
 		return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
 	}
-	nodes, err := json.Marshal(a.Nodes)
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	activeRun := active.Val()
+	activeKey := s.keys.Run(thread, a.Run)
+	if activeRun != "" {
+		activeKey = s.keys.Run(thread, activeRun)
 	}
-	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready()}
+	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(),
+		s.keys.Active(thread), activeKey}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
-	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen)
+	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
+		activeRun, multitask)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	code, rest, err := reply(v)
+	if errors.Is(err, ErrThreadBusy) {
+		return SubmitResult{}, fmt.Errorf("submit %s: thread %s is running %s: %w", a.Run, thread, asString(rest[0]), err)
+	}
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}

@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -97,5 +98,43 @@ func TestSubmitThread(t *testing.T) {
 		require.ErrorIs(t, err, fence.ErrNotFound, "keys are under the thread's tag")
 		_, err = tb.store.GetRun(tb.ctx, "unknown")
 		require.ErrorIs(t, err, fence.ErrNotFound)
+	})
+}
+
+// A thread runs one run at a time: a second run is rejected while the
+// first is active and accepted once it has finished.
+func TestThreadRejectsASecondActiveRun(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, b *testBundle) {
+		ctx := b.ctx
+		one := fence.SubmitArgs{Run: "turn-1", Thread: "chat-7", Digest: "d1",
+			Nodes: []fence.NodeSpec{{ID: "a", Kind: "noop", Queue: "default", Input: "null",
+				Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}}
+		res, err := b.store.Submit(ctx, one)
+		require.NoError(t, err)
+		require.True(t, res.Created)
+		require.Equal(t, "chat-7", res.Thread)
+
+		two := one
+		two.Run, two.Digest = "turn-2", "d2"
+		_, err = b.store.Submit(ctx, two)
+		require.ErrorIs(t, err, fence.ErrThreadBusy)
+		require.Contains(t, err.Error(), "turn-1")
+		_, err = b.store.GetRun(ctx, "turn-2")
+		require.ErrorIs(t, err, fence.ErrNotFound, "a rejected run is not stored")
+
+		// Resubmitting the active run itself is still idempotent.
+		again, err := b.store.Submit(ctx, one)
+		require.NoError(t, err)
+		require.False(t, again.Created)
+
+		c, err := b.store.Claim(ctx, fence.NodeRef{Thread: "chat-7", Run: "turn-1", Node: "a"}, "w1", time.Minute, time.Second)
+		require.NoError(t, err)
+		_, err = b.store.Commit(ctx, c.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+
+		res, err = b.store.Submit(ctx, two)
+		require.NoError(t, err, "the thread is free once its run finished")
+		require.True(t, res.Created)
 	})
 }

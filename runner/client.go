@@ -59,7 +59,8 @@ type Submitted struct {
 
 // Submit validates spec, stores the run atomically and enqueues its ready
 // nodes. A spec error is a *SpecError (errors.Is ErrInvalidSpec); the same
-// run id with another spec is fence.ErrRunConflict. If enqueueing fails
+// run id with another spec is fence.ErrRunConflict; a run for a thread whose
+// active run has not finished is fence.ErrThreadBusy. If enqueueing fails
 // after the run was stored, the run is not lost: the sweeper enqueues its
 // READY nodes; the error is still returned.
 func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
@@ -77,7 +78,8 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if runID == "" {
 		runID = "run-" + fence.NewClaimID()
 	}
-	res, err := c.store.Submit(ctx, fence.SubmitArgs{Run: runID, Thread: spec.Thread, Digest: digest, Nodes: nodes})
+	res, err := c.store.Submit(ctx, fence.SubmitArgs{Run: runID, Thread: spec.Thread,
+		Multitask: spec.Multitask, Digest: digest, Nodes: nodes})
 	if err != nil {
 		return Submitted{}, err
 	}

@@ -27,8 +27,10 @@ type RunSpec struct {
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
 	// Thread groups runs of one conversation; empty: the run is its own.
 	Thread string `json:"thread,omitempty" yaml:"thread,omitempty"`
-	// Multitask says what to do when the thread has an active run. Only
-	// "" and "reject" are accepted for now.
+	// Multitask says what to do when the thread has an active run:
+	// "reject" (the default with a thread) refuses the new run with
+	// fence.ErrThreadBusy. enqueue, interrupt and rollback are not
+	// supported yet.
 	Multitask string     `json:"multitask,omitempty" yaml:"multitask,omitempty"`
 	Nodes     []NodeSpec `json:"nodes" yaml:"nodes"`
 }
@@ -182,9 +184,13 @@ func (s *RunSpec) Validate(lim Limits) error {
 		badID("thread", s.Thread)
 	}
 	switch s.Multitask {
-	case "", "reject":
+	case "":
+	case "reject":
+		if s.Thread == "" {
+			bad("multitask", "needs a thread")
+		}
 	default:
-		bad("multitask", "%q is not supported (threads accept only \"reject\" for now)", s.Multitask)
+		bad("multitask", "%q is not supported (only \"reject\" for now)", s.Multitask)
 	}
 	if len(s.Nodes) == 0 {
 		bad("nodes", "a run needs at least one node")

@@ -286,7 +286,7 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, fence.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone):
+	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone), errors.Is(err, fence.ErrThreadBusy):
 		return http.StatusConflict
 	case errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):

@@ -3,7 +3,9 @@
 KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
-KEYS[4..] node hashes, one per node, in the order of ARGV[5]'s array
+KEYS[4]   the thread's active-run key
+KEYS[5]   hash of the run ARGV[7] names (any key of the thread when none)
+KEYS[6..] node hashes, one per node, in the order of ARGV[5]'s array
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -13,17 +15,23 @@ ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
         descendants, max_attempts, timeout_ms}; input is a JSON text kept
         verbatim as a string
 ARGV[6] event stream MAXLEN (approximate)
+ARGV[7] the thread's active run id as the caller read it ("" if none)
+ARGV[8] multitask strategy: "" (the run is its own thread) or "reject"
 
 Returns
   {1, status, ready_id...}  created; ready_id are the nodes with no deps, now READY
   {2, status}               the run already exists with the same digest (no change)
   -20                       the run exists with a different digest
+  {-21, active_run_id}      reject: the thread's active run has not finished
+  -23                       the thread's active run changed since the caller
+                            read it: read again and retry
 ]]
 local rcall = redis.call
 local runKey, evKey, readyKey = KEYS[1], KEYS[2], KEYS[3]
 local runID, thread, digest, refPrefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local nodes = cjson.decode(ARGV[5])
 local maxlen = ARGV[6]
+local activeKey, activeRunKey, expectedActive, multitask = KEYS[4], KEYS[5], ARGV[7], ARGV[8]
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
 -- a userdata; lists are stored as JSON arrays whatever the input.
@@ -38,6 +46,16 @@ if existing then
     return {2, rcall('HGET', runKey, 'status')}
   end
   return -20
+end
+
+if multitask ~= '' then
+  local cur = rcall('GET', activeKey) or ''
+  if cur ~= expectedActive then return -23 end
+  if cur ~= '' then
+    local st = rcall('HGET', activeRunKey, 'status')
+    if st == 'RUNNING' or st == 'PENDING' then return {-21, cur} end
+  end
+  rcall('SET', activeKey, runID)
 end
 
 local t = rcall('TIME')
@@ -55,7 +73,7 @@ for i, n in ipairs(nodes) do
     ready[#ready + 1] = n.id
     rcall('ZADD', readyKey, now, refPrefix .. n.id)
   end
-  rcall('HSET', KEYS[3 + i],
+  rcall('HSET', KEYS[5 + i],
     'id', n.id, 'run', runID, 'thread', thread, 'state', state,
     'kind', n.kind, 'queue', n.queue, 'input', n.input,
     'deps', list(deps), 'dependents', list(n.dependents),
