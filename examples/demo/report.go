@@ -1,0 +1,189 @@
+package main
+
+import (
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// report prints the timeline, the run's final state and what they show.
+func report(out io.Writer, o *outcome) {
+	rows := timeline(o)
+	fmt.Fprintf(out, "\nTimeline of run %s: its event stream in Redis, the downstream's log, and (demo) steps\n\n", o.Run.ID)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\tTIME\tWORKER\tNODE\tEPOCH\tEVENT\tDETAILS")
+	var t0 time.Time
+	if len(rows) > 0 {
+		t0 = rows[0].at
+	}
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t+%.3fs\t%s\t%s\t%s\t%s\t%s\n", r.mark, r.at.Sub(t0).Seconds(),
+			r.who, r.node, r.epoch, r.event, r.details)
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintf(out, "\nRun %s: %s\n\n", o.Run.ID, o.Run.Status)
+	tw = tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tKIND\tSTATE\tATTEMPT\tEPOCH\tOWNER\tRESULT")
+	for _, n := range o.Run.Nodes {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", n.ID, n.Kind, n.State, n.Attempt, n.Epoch, n.Owner,
+			clip(string(n.Result), 72))
+	}
+	_ = tw.Flush()
+
+	v := o.Victim
+	deploy := nodeOf(o.Run, v.Node)
+	fmt.Fprintln(out, "\nWhat this shows")
+	if !o.Paused[1].IsZero() {
+		fmt.Fprintf(out, "  - %s stood still for %s holding %s under epoch %d, past its %s lease.\n",
+			v.Owner, o.Paused[1].Sub(o.Paused[0]).Round(time.Millisecond), v.Node, v.Epoch, leaseTTL)
+	}
+	if hasTakeover(o) {
+		fmt.Fprintf(out, "  - Once the lease (plus grace) ran out on Redis's clock, %s claimed %s under epoch %d,\n"+
+			"    redid the deploy call and committed.\n", deploy.Owner, v.Node, deploy.Epoch)
+	}
+	if slices.ContainsFunc(o.Events, func(e fence.Event) bool { return isLateCommit(e, v) }) {
+		fmt.Fprintf(out, "  - %s woke up and committed under epoch %d: the commit script refused it (stale_rejected);\n"+
+			"    the stored result is %s's.\n", v.Owner, v.Epoch, cmp.Or(deployedBy(o), "nobody"))
+	}
+	if o.Late == http.StatusConflict {
+		fmt.Fprintf(out, "  - The deploy API checks Baton-Fencing-Token: having seen epoch %d, it refuses epoch %d (409).\n",
+			deploy.Epoch, v.Epoch)
+	}
+}
+
+// row is one line of the timeline.
+type row struct {
+	at                                     time.Time
+	rank                                   int // orders rows within one millisecond
+	mark, who, node, epoch, event, details string
+}
+
+// ranks order rows stamped with the same millisecond in the order they
+// must have happened: a node is claimed, then calls out, then commits.
+var ranks = map[string]int{"submitted": 0, "heartbeat_lost": 1, "takeover": 2, "claimed": 2, "progress": 3,
+	"api_admitted": 4, "api_refused": 4, "(paused)": 5, "(resumed)": 5, "committed": 6, "stale_rejected": 7,
+	"run_finished": 8}
+
+// timeline merges the run's events, the downstream's calls and the demo's
+// own steps in time order. Redis stamps events with its TIME in
+// milliseconds; the rest is truncated to match, and ties go by rank.
+func timeline(o *outcome) []row {
+	v := o.Victim
+	var rows []row
+	for _, e := range o.Events {
+		r := row{at: e.At, who: cmp.Or(e.Worker, "client"), node: cmp.Or(e.Node, "-"), epoch: epoch(e.Epoch),
+			event: e.Type, details: details(e)}
+		switch {
+		case e.Type == "heartbeat_lost" && e.Worker == v.Owner:
+			r.details += "  <- no heartbeat got through; lease over"
+		case e.Type == "takeover" && e.Details["prev_owner"] == v.Owner:
+			r.mark = ">>"
+			r.details += "  <- new owner, epoch+1"
+		case isLateCommit(e, v):
+			r.mark = ">>"
+			r.details += "  <- the paused worker's late commit: refused, not stored"
+		case e.Type == "stale_rejected" && e.Worker == v.Owner && e.Details["op"] == "heartbeat":
+			r.details += "  <- its heartbeat, now that Redis is reachable: refused too"
+		}
+		rows = append(rows, r)
+	}
+	for _, c := range o.Calls {
+		r := row{at: c.At.Truncate(time.Millisecond), who: "downstream", node: c.Token.Node,
+			epoch: epoch(c.Token.Epoch), event: "api_admitted", details: "POST " + c.Path}
+		if !c.Admitted() {
+			r.mark, r.event = ">>", "api_refused"
+			r.details += fmt.Sprintf(" -> %d, newest epoch seen %d", c.Status, c.Newest)
+			if c.Token == v.Token() {
+				r.details += "  <- the paused worker's token, sent again by the demo"
+			}
+		}
+		rows = append(rows, r)
+	}
+	if at := o.Paused[0]; !at.IsZero() {
+		rows = append(rows, row{at: at.Truncate(time.Millisecond), who: v.Owner, node: v.Node, epoch: epoch(v.Epoch),
+			event: "(paused)", details: "(demo) Redis connection cut; handler stops the world, ignoring ctx"})
+	}
+	if at := o.Paused[1]; !at.IsZero() {
+		rows = append(rows, row{at: at.Truncate(time.Millisecond), who: v.Owner, node: v.Node, epoch: epoch(v.Epoch),
+			event: "(resumed)", details: "(demo) partition healed; handler returns its result"})
+	}
+	for i := range rows {
+		rows[i].rank = ranks[rows[i].event]
+	}
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.rank, b.rank)) })
+	return rows
+}
+
+func epoch(e int64) string {
+	if e == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("e%d", e)
+}
+
+// details formats an event's other fields as k=v, sorted.
+func details(e fence.Event) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(e.Details)) {
+		if k == "lease_until" { // an absolute ms timestamp; overdue_ms says it better
+			continue
+		}
+		parts = append(parts, k+"="+e.Details[k])
+	}
+	return strings.Join(parts, " ")
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func hasTakeover(o *outcome) bool {
+	return slices.ContainsFunc(o.Events, func(e fence.Event) bool {
+		return e.Type == "takeover" && e.Node == o.Victim.Node && e.Details["prev_owner"] == o.Victim.Owner
+	})
+}
+
+// deployedBy returns the worker named in the stored deploy result.
+func deployedBy(o *outcome) string {
+	var res struct {
+		By string `json:"deployed_by"`
+	}
+	_ = json.Unmarshal(nodeOf(o.Run, o.Victim.Node).Result, &res)
+	return res.By
+}
+
+// verify checks what the demo promises; main exits 1 when it fails.
+func verify(o *outcome) error {
+	var errs []error
+	if o.Run.Status != "SUCCEEDED" {
+		errs = append(errs, fmt.Errorf("run %s is %s, want SUCCEEDED", o.Run.ID, o.Run.Status))
+	}
+	v := o.Victim
+	if !hasTakeover(o) {
+		errs = append(errs, fmt.Errorf("no takeover of %s from %s", v.Node, v.Owner))
+	}
+	if !slices.ContainsFunc(o.Events, func(e fence.Event) bool { return isLateCommit(e, v) }) {
+		errs = append(errs, fmt.Errorf("%s's late commit of %s under epoch %d was not rejected", v.Owner, v.Node, v.Epoch))
+	}
+	if by := deployedBy(o); by == "" || by == v.Owner {
+		errs = append(errs, fmt.Errorf("the stored %s result is %q's, want the successor's", v.Node, by))
+	}
+	if o.Late != http.StatusConflict {
+		errs = append(errs, fmt.Errorf("the deploy API answered the stale token with %d, want 409", o.Late))
+	}
+	return errors.Join(errs...)
+}

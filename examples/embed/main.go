@@ -1,0 +1,177 @@
+// Command embed shows a Go program that embeds baton's runtime: it runs a
+// worker with the stock kinds and a kind of its own, submits a small run
+// with the Client, waits for it and prints its results. SIGINT or SIGTERM
+// shuts the worker down gracefully: a running node reaches a safe point
+// and is released, so another worker resumes it at once.
+//
+//	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/embed
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/kinds"
+)
+
+func main() {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, log)
+	stop()
+	if err != nil {
+		log.Error("embed_failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, log *slog.Logger) error {
+	rdb, err := runner.OpenRedis(cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"))
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+
+	w, err := runner.NewWorker(runner.WorkerConfig{Redis: rdb, Logger: log})
+	if err != nil {
+		return err
+	}
+	kinds.RegisterStock(w)
+	w.Register("summarize", runner.KindFunc(summarize))
+	if err := w.Start(ctx); err != nil {
+		return err
+	}
+	defer w.Shutdown() // on a signal too: handlers see ErrShutdown and their nodes are released
+
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sub, err := c.Submit(ctx, &runner.RunSpec{Nodes: []runner.NodeSpec{
+		{ID: "summarize", Kind: "summarize",
+			Input: json.RawMessage(`{"text": "A worker that is only paused must never get a late write accepted after another worker took over."}`)},
+		{ID: "announce", Kind: "exec", Deps: []string{"summarize"},
+			Input: json.RawMessage(`{"command": ["sh", "-c", "echo \"summary ready (token $BATON_FENCING_TOKEN)\""]}`)},
+	}})
+	if err != nil {
+		return err
+	}
+	log.Info("submitted", "run_id", sub.RunID)
+
+	info, err := wait(ctx, c, sub.RunID)
+	if ctx.Err() != nil {
+		// A signal: the deferred Shutdown releases the running node, and
+		// any worker on the same Redis resumes the run from there.
+		log.Info("interrupted", "run_id", sub.RunID)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range info.Nodes {
+		fmt.Printf("%-10s %-9s %s\n", n.ID, n.State, n.Result)
+	}
+	if info.Status != "SUCCEEDED" {
+		return fmt.Errorf("run %s %s", info.ID, info.Status)
+	}
+	return nil
+}
+
+// wait polls the run until it ends or ctx is done.
+func wait(ctx context.Context, c *runner.Client, id string) (*fence.RunInfo, error) {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		info, err := c.Status(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		if info.Status != "PENDING" && info.Status != "RUNNING" {
+			return info, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("waiting for run %s: %w", id, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// summarize is this program's own node kind. It works in steps, reports
+// progress (stored with the next heartbeat), stops at a safe point between
+// steps when its context ends, and hands the lease's fencing token to its
+// one side effect.
+func summarize(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	var in struct {
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(t.Input, &in); err != nil || in.Text == "" {
+		return nil, runner.Permanent(errors.New(`summarize: input: want {"text": "..."}`)) // retrying cannot help
+	}
+	words := strings.Fields(in.Text)
+	var keep []string
+	for i, word := range words {
+		select {
+		case <-ctx.Done():
+			// The cause says why: ErrShutdown (the node is released and
+			// resumed elsewhere), ErrLeaseLost (another worker owns it now;
+			// nothing this attempt writes will count) or ErrRunCancelled.
+			// Return it wrapped so the runtime records the right outcome.
+			return nil, fmt.Errorf("summarize: stopped after %d of %d words: %w", i, len(words), context.Cause(ctx))
+		case <-time.After(50 * time.Millisecond): // one step of real work
+		}
+		if len(word) > 5 {
+			keep = append(keep, strings.Trim(word, ".,"))
+		}
+		t.SetProgress(100 * (i + 1) / len(words))
+	}
+	summary := strings.Join(keep, " ")
+	if err := publish(ctx, t.Token(), summary); err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{"summary": summary, "words": len(words)})
+}
+
+// publish is the side effect: it POSTs the summary to SUMMARY_URL, if set,
+// with the fencing token, so that service can refuse a paused owner whose
+// successor already wrote (fence.Token.Epoch older than the newest it saw).
+func publish(ctx context.Context, tok fence.Token, summary string) error {
+	url := os.Getenv("SUMMARY_URL")
+	if url == "" {
+		return nil
+	}
+	body, _ := json.Marshal(map[string]string{"summary": summary})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return runner.Permanent(fmt.Errorf("summarize: SUMMARY_URL: %w", err))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(kinds.HeaderFencingToken, tok.String())
+	req.Header.Set(kinds.HeaderEpoch, strconv.FormatInt(tok.Epoch, 10))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("summarize: publish: %w", err) // retried while attempts remain
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		// 409 means a newer owner has published: this attempt is stale, and
+		// whatever it records next is refused by Redis as well.
+		return fmt.Errorf("summarize: publish: %s", resp.Status)
+	}
+	return nil
+}
