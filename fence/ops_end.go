@@ -169,7 +169,7 @@ type SweepOptions struct {
 	Grace     time.Duration // a lease is due when lease_until + Grace has passed
 	Threshold time.Duration // a READY node is due when it stayed unclaimed this long
 	Limit     int           // at most this many of each kind per call
-	Retry     time.Duration // a returned entry is not returned again for this long
+	Retry     time.Duration // an expired lease is not returned again for this long; a READY node, for max(Retry, Threshold)
 }
 
 // Swept lists the nodes a sweeper should re-enqueue.
