@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/bintest"
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
 )
@@ -26,20 +26,7 @@ import (
 var binary string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "enqueue-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "enqueue")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	bintest.Main(m, func(dir string) { binary = filepath.Join(dir, "enqueue") }, ".")
 }
 
 // testBundle is one test's Redis, the environment the command runs with,

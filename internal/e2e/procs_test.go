@@ -19,27 +19,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/internal/bintest"
 	"github.com/batonrun/baton/internal/redistest"
 )
 
 var binDir string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "baton-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	build := exec.Command("go", "build", "-race", "-o", dir, "github.com/batonrun/baton/cmd/runner", "github.com/batonrun/baton/cmd/enqueue")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build binaries:", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	bintest.Main(m, func(dir string) { binDir = dir },
+		"github.com/batonrun/baton/cmd/runner", "github.com/batonrun/baton/cmd/enqueue")
 }
 
 // cluster is one redis-server and the runner processes of a test.
