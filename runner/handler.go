@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -151,6 +152,7 @@ func (w *Worker) kindNames() []string {
 	for k := range w.kinds {
 		out = append(out, k)
 	}
+	slices.Sort(out)
 	return out
 }
 
