@@ -70,6 +70,12 @@ func (h *heartbeater) remove(l fence.Lease) {
 	}
 }
 
+func (h *heartbeater) tracked(a *active) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.leases[a.lease.Ref()] == a
+}
+
 func (h *heartbeater) lost(a *active, why string) {
 	h.log.Warn("lease_lost", "run_id", a.lease.Run, "node_id", a.lease.Node, "epoch", a.lease.Epoch, "reason", why)
 	a.cancel(ErrLeaseLost)
@@ -144,6 +150,9 @@ func (h *heartbeater) tick(ctx context.Context) {
 	h.m.HeartbeatRTT.Observe(time.Since(started).Seconds())
 	for i, a := range list {
 		err := errs[i]
+		if !h.tracked(a) {
+			continue // the handler finished (committed) while the renewal was in flight
+		}
 		switch {
 		case err == nil:
 			r := renewals[i]

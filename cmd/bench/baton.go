@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/runner"
+)
+
+// batonScenario is one runner.Worker running no-op nodes: every node is
+// claimed under a fenced lease and committed by the scripts, as in
+// production.
+type batonScenario struct {
+	o     options
+	t     *target
+	log   *slog.Logger
+	shape string // single, wide or chain
+	w     *runner.Worker
+	cli   *runner.Client
+	p     progress
+}
+
+func (s *batonScenario) system() string { return "baton" }
+
+func (s *batonScenario) mode() string {
+	if s.shape == "single" {
+		return s.shape
+	}
+	return fmt.Sprintf("%s k=%d", s.shape, s.o.k)
+}
+
+func (s *batonScenario) progress() *progress { return &s.p }
+
+// size is the nodes per run.
+func (s *batonScenario) size() int {
+	if s.shape == "single" {
+		return 1
+	}
+	return s.o.k
+}
+
+func (s *batonScenario) start(ctx context.Context) error {
+	s.p.reset()
+	var err error
+	if s.cli, err = runner.NewClient(runner.ClientConfig{Redis: s.t.rdb}); err != nil {
+		return err
+	}
+	s.w, err = runner.NewWorker(runner.WorkerConfig{
+		Redis:          s.t.rdb,
+		ID:             "bench-worker",
+		Concurrency:    s.o.concurrency,
+		PollInterval:   s.o.poll,
+		ReadyThreshold: s.o.readyAfter,
+		Logger:         s.log,
+	})
+	if err != nil {
+		_ = s.cli.Close()
+		return err
+	}
+	s.w.Register("noop", runner.KindFunc(s.noop))
+	if err := s.w.Start(ctx); err != nil {
+		_ = s.cli.Close()
+		return err
+	}
+	return nil
+}
+
+func (s *batonScenario) stop() {
+	s.w.Shutdown()
+	_ = s.cli.Close()
+}
+
+func (s *batonScenario) noop(_ context.Context, _ *runner.Task) (json.RawMessage, error) {
+	s.p.delivered()
+	s.p.done.Add(1)
+	return json.RawMessage("{}"), nil
+}
+
+func runID(tag string, i int) string { return fmt.Sprintf("%s-%06d", tag, i) }
+
+// spec is run i of the measurement tagged tag.
+func (s *batonScenario) spec(tag string, i int) *runner.RunSpec {
+	spec := &runner.RunSpec{ID: runID(tag, i), Nodes: make([]runner.NodeSpec, s.size())}
+	for j := range spec.Nodes {
+		spec.Nodes[j] = runner.NodeSpec{ID: fmt.Sprintf("n%d", j), Kind: "noop"}
+		if s.shape == "chain" && j > 0 {
+			spec.Nodes[j].Deps = []string{fmt.Sprintf("n%d", j-1)}
+		}
+	}
+	return spec
+}
+
+// fill submits n/size runs (rounded up).
+func (s *batonScenario) fill(ctx context.Context, tag string, n int) (int, error) {
+	runs := (n + s.size() - 1) / s.size()
+	err := parallel(ctx, runs, s.o.submitters, func(ctx context.Context, i int) error {
+		_, err := s.cli.Submit(ctx, s.spec(tag, i))
+		return err
+	})
+	return runs * s.size(), err
+}
+
+// verify checks that every node ran once and every run SUCCEEDED.
+func (s *batonScenario) verify(ctx context.Context, tag string, nodes int) error {
+	if got := s.p.done.Load(); got != int64(nodes) {
+		return fmt.Errorf("baton %s %s: %d nodes ran, want %d", s.mode(), tag, got, nodes)
+	}
+	keys := s.cli.Store().Keys()
+	runs := nodes / s.size()
+	const batch = 1000
+	for lo := 0; lo < runs; lo += batch {
+		pipe := s.t.raw.Pipeline()
+		cmds := make([]*redis.StringCmd, 0, batch)
+		for i := lo; i < min(lo+batch, runs); i++ {
+			id := runID(tag, i)
+			cmds = append(cmds, pipe.HGet(ctx, keys.Run(id, id), "status"))
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("verify %s: %w", tag, err)
+		}
+		for i, c := range cmds {
+			if c.Val() != "SUCCEEDED" {
+				return fmt.Errorf("baton %s: run %s is %q, want SUCCEEDED", s.mode(), runID(tag, lo+i), c.Val())
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+)
+
+// options are the bench's flags and environment.
+type options struct {
+	n           int           // nodes (tasks) per measurement
+	concurrency int           // handlers at once, both systems
+	poll        time.Duration // idle poll interval, both systems
+	mode        string        // single, wide, chain or all
+	k           int           // nodes per run in wide and chain modes
+	runs        int           // measurements of each system and mode
+	warmup      int           // nodes (tasks) before each measurement
+	submitters  int           // goroutines that enqueue or submit
+	db          int           // the Redis database the bench owns
+	flush       bool          // FLUSHDB the database even if it holds keys
+	redisURL    string        // REDIS_URL
+	readyAfter  time.Duration // the worker's ReadyThreshold; zero: its default
+	cpuProfile  string        // directory for CPU profiles of the first drains
+	timeout     time.Duration // bound on each phase
+	verbose     bool          // print each round and the command breakdown
+	logLevel    slog.Level    // the worker's log level
+	resp        int           // go-redis protocol version, both systems
+}
+
+// modes are the baton shapes; "all" runs each.
+var modes = []string{"single", "wide", "chain"}
+
+const usageText = `usage: bench [flags]
+
+Drains N no-op tasks through bare Asynq and N no-op nodes through a baton
+worker on the same Redis, and prints throughput, baton/asynq and Redis round
+trips per task. Tasks are enqueued (runs submitted) while the queue is
+paused; the drain clock runs from the first delivery to the last task's end.
+
+Modes (baton): single = N runs of one node; wide = N/k runs of k independent
+nodes; chain = N/k runs of k nodes in a chain (each commit enqueues the next).
+Asynq's baseline is N independent tasks, or for chain N/k chains of k tasks
+whose handlers enqueue the next one.
+
+Redis: REDIS_URL (default redis://127.0.0.1:6379/0) names the server; the
+bench uses database -db instead of the URL's, FLUSHDBs it before each
+measurement and at the end, and refuses a database holding keys unless
+-flush is given.
+
+Flags:
+`
+
+func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageText)
+		fs.PrintDefaults()
+	}
+	fs.IntVar(&o.n, "n", 20000, "nodes (tasks) per measurement")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers at once, for both systems")
+	fs.DurationVar(&o.poll, "poll", 50*time.Millisecond, "idle queue poll interval (TaskCheckInterval), for both systems")
+	fs.StringVar(&o.mode, "mode", "single", "baton shape: single, wide, chain or all")
+	fs.IntVar(&o.k, "k", 10, "nodes per run in wide and chain modes (1 to 1000)")
+	fs.IntVar(&o.runs, "runs", 3, "measurements of each system and mode; the table shows medians")
+	fs.IntVar(&o.warmup, "warmup", 2000, "nodes (tasks) processed before each measurement")
+	fs.IntVar(&o.submitters, "submitters", 8, "goroutines enqueueing tasks or submitting runs")
+	fs.IntVar(&o.db, "db", 15, "Redis database the bench owns and empties (0 to 15)")
+	fs.BoolVar(&o.flush, "flush", false, "FLUSHDB the database even if it holds keys")
+	fs.DurationVar(&o.readyAfter, "ready-threshold", 0, "the worker's ReadyThreshold (0: its default, 15s)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "directory for CPU profiles of each system's first drain (<system>-<mode>.pprof)")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on each submit, warm-up and drain")
+	fs.BoolVar(&o.verbose, "v", false, "print each round and the Redis commands per node")
+	fs.IntVar(&o.resp, "resp", 3, "Redis protocol the client speaks, for both systems: 2 or 3 (go-redis's default)")
+	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	o.redisURL = cmp.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
+	var errs []error
+	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
+		errs = append(errs, fmt.Errorf("-log-level %q: want debug, info, warn or error", *level))
+	}
+	if err := errors.Join(append(errs, o.validate())...); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, "bench:", line)
+		}
+		return o, err
+	}
+	return o, nil
+}
+
+// validate returns every problem at once.
+func (o options) validate() error {
+	var errs []error
+	positive := func(name string, v int) {
+		if v < 1 {
+			errs = append(errs, fmt.Errorf("-%s %d: want at least 1", name, v))
+		}
+	}
+	positive("n", o.n)
+	positive("concurrency", o.concurrency)
+	positive("runs", o.runs)
+	positive("submitters", o.submitters)
+	if o.k < 1 || o.k > 1000 {
+		errs = append(errs, fmt.Errorf("-k %d: want 1 to 1000 (a run holds at most 1000 nodes)", o.k))
+	}
+	if o.warmup < 0 {
+		errs = append(errs, fmt.Errorf("-warmup %d: want 0 or more", o.warmup))
+	}
+	if o.poll <= 0 {
+		errs = append(errs, fmt.Errorf("-poll %s: want a positive duration", o.poll))
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("-timeout %s: want a positive duration", o.timeout))
+	}
+	if o.readyAfter < 0 {
+		errs = append(errs, fmt.Errorf("-ready-threshold %s: want 0 or a positive duration", o.readyAfter))
+	}
+	if o.resp != 2 && o.resp != 3 {
+		errs = append(errs, fmt.Errorf("-resp %d: want 2 or 3", o.resp))
+	}
+	if o.db < 0 || o.db > 15 {
+		errs = append(errs, fmt.Errorf("-db %d: want 0 to 15", o.db))
+	}
+	if o.mode != "all" && !slices.Contains(modes, o.mode) {
+		errs = append(errs, fmt.Errorf("-mode %q: want %s or all", o.mode, strings.Join(modes, ", ")))
+	}
+	return errors.Join(errs...)
+}
+
+// batonModes are the modes this invocation measures.
+func (o options) batonModes() []string {
+	if o.mode == "all" {
+		return modes
+	}
+	return []string{o.mode}
+}

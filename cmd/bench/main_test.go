@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/redistest"
+)
+
+func runBench(t *testing.T, url string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	getenv := func(k string) string {
+		if k == "REDIS_URL" {
+			return url
+		}
+		return ""
+	}
+	code = run(context.Background(), args, getenv, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestBadFlags(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"-n", "0"},
+		{"-mode", "diamond"},
+		{"-k", "1001"},
+		{"-db", "16"},
+		{"-poll", "0s"},
+		{"-nosuchflag"},
+		{"extra"},
+	} {
+		code, _, stderr := runBench(t, "redis://127.0.0.1:1/0", args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+		require.NotEmpty(t, stderr, "%v", args)
+	}
+	// Every problem at once, each naming its flag.
+	_, _, stderr := runBench(t, "", "-n", "-1", "-concurrency", "0")
+	require.Contains(t, stderr, "-n -1")
+	require.Contains(t, stderr, "-concurrency 0")
+
+	code, _, _ := runBench(t, "", "-h")
+	require.Equal(t, 0, code)
+}
+
+// The bench empties its database: it must refuse one that holds keys unless
+// told to flush it, and leave those keys alone.
+func TestRefusesDatabaseWithKeys(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	other := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
+	t.Cleanup(func() { _ = other.Close() })
+	require.NoError(t, other.Set(ctx, "precious", "1", 0).Err())
+
+	code, _, stderr := runBench(t, srv.URL(), "-n", "10", "-runs", "1", "-warmup", "0")
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "-flush")
+	require.Equal(t, "1", other.Get(ctx, "precious").Val())
+
+	// The URL's own database is never touched: only -db.
+	db0 := srv.Client(t)
+	require.NoError(t, db0.Set(ctx, "also-precious", "1", 0).Err())
+	code, _, stderr = runBench(t, srv.URL(), "-n", "10", "-runs", "1", "-warmup", "0", "-db", "3", "-mode", "single")
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, "1", db0.Get(ctx, "also-precious").Val())
+	require.Equal(t, "1", other.Get(ctx, "precious").Val())
+}
+
+// A small run of every mode prints a row for each and leaves the database
+// empty.
+func TestSmallRun(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	code, stdout, stderr := runBench(t, srv.URL(), "-n", "200", "-k", "5", "-runs", "1", "-warmup", "20",
+		"-mode", "all", "-poll", "10ms", "-v")
+	require.Equal(t, 0, code, stderr)
+	for _, row := range []string{`asynq +flat +200 `, `baton +single +200 `, `baton +wide k=5 +200 `,
+		`asynq +chain k=5 +200 `, `baton +chain k=5 +200 `} {
+		require.Regexp(t, row, stdout)
+	}
+	// Baton's drain spends asynq's two round trips plus a claim and a commit.
+	require.Regexp(t, `evalsha baton:claim +1\.000`, stdout)
+	require.Regexp(t, `evalsha baton:commit +1\.000`, stdout)
+
+	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
+	t.Cleanup(func() { _ = db.Close() })
+	require.Zero(t, db.DBSize(context.Background()).Val())
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hibiken/asynq"
+)
+
+// scenario is one system in one shape, driven through a measurement by
+// bench.measure: start, warm up, pause, fill, drain, verify, stop.
+type scenario interface {
+	system() string // "asynq" or "baton"
+	mode() string   // "flat", "single", "wide k=10", "chain k=10"
+	// start brings the server (worker) up.
+	start(ctx context.Context) error
+	// fill enqueues tasks (submits runs) named by tag: at least n nodes.
+	// It returns how many nodes will run.
+	fill(ctx context.Context, tag string, n int) (int, error)
+	// verify checks that the work tagged tag ran, each node exactly once.
+	verify(ctx context.Context, tag string, nodes int) error
+	stop()
+	progress() *progress
+}
+
+// progress is what the handlers report.
+type progress struct {
+	done  atomic.Int64 // handlers (kinds) that ran to the end
+	first atomic.Int64 // unix nanos of the first delivery since reset; 0: none
+}
+
+func (p *progress) reset() {
+	p.done.Store(0)
+	p.first.Store(0)
+}
+
+// delivered marks a handler's start.
+func (p *progress) delivered() {
+	if p.first.Load() == 0 {
+		p.first.CompareAndSwap(0, time.Now().UnixNano())
+	}
+}
+
+// result is one measurement.
+type result struct {
+	system, mode string
+	nodes        int
+	submit       time.Duration // enqueueing (submitting) every node, queue paused
+	drain        time.Duration // first delivery to the last task's end
+	submitRT     counts        // client-side, submit phase
+	drainRT      counts        // client-side, drain phase
+	server       serverStats   // Redis's own, drain phase
+	proc         time.Duration // this process's CPU, drain phase
+}
+
+func (r result) drainRate() float64  { return float64(r.nodes) / r.drain.Seconds() }
+func (r result) submitRate() float64 { return float64(r.nodes) / r.submit.Seconds() }
+
+// bench runs measurements against one target.
+type bench struct {
+	o       options
+	t       *target
+	log     *slog.Logger    // the worker's
+	profile map[string]bool // scenarios already profiled
+}
+
+// measure runs one measurement of sc on an empty database.
+func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result, err error) {
+	res = result{system: sc.system(), mode: sc.mode()}
+	if err := b.t.flush(ctx); err != nil {
+		return res, err
+	}
+	if err := sc.start(ctx); err != nil {
+		return res, fmt.Errorf("start %s: %w", sc.system(), err)
+	}
+	defer sc.stop()
+	p := sc.progress()
+	if b.o.warmup > 0 {
+		tag := fmt.Sprintf("w%d", round)
+		n, err := sc.fill(ctx, tag, b.o.warmup)
+		if err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+		if _, err := b.drained(ctx, p, n); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+		if err := sc.verify(ctx, tag, n); err != nil {
+			return res, fmt.Errorf("warm-up: %w", err)
+		}
+	}
+
+	insp := asynq.NewInspectorFromRedisClient(b.t.raw)
+	defer insp.Close()
+	if err := insp.PauseQueue(queue); err != nil {
+		return res, fmt.Errorf("pause queue: %w", err)
+	}
+	p.reset()
+	tag := fmt.Sprintf("m%d", round)
+	c0 := b.t.count.snapshot()
+	start := time.Now()
+	res.nodes, err = sc.fill(ctx, tag, b.o.n)
+	res.submit = time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("submit: %w", err)
+	}
+	c1 := b.t.count.snapshot()
+	s1, err := b.t.serverStats(ctx)
+	if err != nil {
+		return res, err
+	}
+	cpu1 := procCPU()
+	stopProfile, err := b.startProfile(sc)
+	if err != nil {
+		return res, err
+	}
+	if err := insp.UnpauseQueue(queue); err != nil {
+		stopProfile()
+		return res, fmt.Errorf("unpause queue: %w", err)
+	}
+	end, err := b.drained(ctx, p, res.nodes)
+	stopProfile()
+	if err != nil {
+		return res, fmt.Errorf("drain: %w", err)
+	}
+	res.proc = procCPU() - cpu1
+	c2 := b.t.count.snapshot()
+	s2, err := b.t.serverStats(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.drain = end.Sub(time.Unix(0, p.first.Load()))
+	res.submitRT, res.drainRT = c1.since(c0), c2.since(c1)
+	res.server = s2.since(s1)
+	if err := sc.verify(ctx, tag, res.nodes); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// drained waits until nodes handlers have finished and the queue holds
+// nothing, and returns when that was seen.
+func (b *bench) drained(ctx context.Context, p *progress, nodes int) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
+	defer cancel()
+	tick := time.NewTicker(time.Millisecond) // polls a local counter; Redis only at the end
+	defer tick.Stop()
+	for {
+		if p.done.Load() >= int64(nodes) {
+			empty, err := b.t.queueEmpty(ctx)
+			if err != nil {
+				return time.Time{}, err
+			}
+			if empty {
+				return time.Now(), nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("%d of %d done after %s: %w", p.done.Load(), nodes, b.o.timeout, context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// startProfile profiles the drain of sc's first measurement when
+// -cpuprofile is set.
+func (b *bench) startProfile(sc scenario) (stop func(), err error) {
+	name := sc.system() + "-" + firstWord(sc.mode())
+	if b.o.cpuProfile == "" || b.profile[name] {
+		return func() {}, nil
+	}
+	b.profile[name] = true
+	if err := os.MkdirAll(b.o.cpuProfile, 0o755); err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	f, err := os.Create(filepath.Join(b.o.cpuProfile, name+".pprof"))
+	if err != nil {
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+func firstWord(s string) string {
+	w, _, _ := strings.Cut(s, " ")
+	return w
+}
+
+// procCPU is the CPU time this process has used.
+func procCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// parallel calls fn(i) for i in [0, count) from workers goroutines and
+// returns the first error.
+func parallel(ctx context.Context, count, workers int, fn func(ctx context.Context, i int) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(workers, count) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1) - 1)
+				if i >= count {
+					return
+				}
+				if err := fn(ctx, i); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return context.Cause(ctx) // nil unless fn or the caller stopped it
+}

@@ -1,0 +1,77 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+)
+
+// run is the whole command; it returns the exit status.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, getenv, stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case err != nil:
+		return 2
+	}
+	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d\n",
+		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters)
+	fmt.Fprintf(stdout, "host:   %d CPUs, GOMAXPROCS %d, load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
+	t, err := openTarget(ctx, o, stdout)
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	defer t.close()
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if err := t.flush(fctx); err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+		}
+	}()
+
+	b := &bench{o: o, t: t, profile: map[string]bool{},
+		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))}
+	var scenarios []scenario
+	var rows []*row
+	add := func(sc scenario) {
+		scenarios = append(scenarios, sc)
+		rows = append(rows, &row{system: sc.system(), mode: sc.mode()})
+	}
+	flat := false // single and wide share asynq's flat baseline
+	for _, m := range o.batonModes() {
+		switch {
+		case m == "chain":
+			add(&asynqScenario{o: o, t: t, chain: true})
+		case !flat:
+			add(&asynqScenario{o: o, t: t})
+			flat = true
+		}
+		add(&batonScenario{o: o, t: t, log: b.log, shape: m})
+	}
+
+	for round := 1; round <= o.runs; round++ {
+		for i, sc := range scenarios {
+			res, err := b.measure(ctx, sc, round)
+			if err != nil {
+				fmt.Fprintf(stderr, "bench: %s %s, round %d: %v\n", sc.system(), sc.mode(), round, err)
+				return 1
+			}
+			rows[i].results = append(rows[i].results, res)
+			fmt.Fprintf(stderr, "round %d/%d  %-5s %-11s submit %7.0f/s  drain %7.0f/s  (load %s)\n",
+				round, o.runs, sc.system(), sc.mode(), res.submitRate(), res.drainRate(), loadAverage())
+		}
+	}
+	printTable(stdout, rows)
+	if o.verbose {
+		printBreakdown(stdout, rows)
+	}
+	return 0
+}
