@@ -2,7 +2,7 @@
 
 A claim succeeds on a READY node whose ready_at has passed, or on a RUNNING
 node whose lease ran out more than the grace ago (a takeover). Either way the
-epoch is incremented (HINCRBY) and the caller's claim id stored: every later
+epoch is incremented and the caller's claim id stored: every later
 write must carry both. Time is Redis's TIME, never the caller's clock.
 
 KEYS[1] node hash
@@ -40,7 +40,8 @@ local nodeID, worker, claimID = ARGV[1], ARGV[2], ARGV[3]
 local ttl, grace, ref, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
-  'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants')
+  'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
+  'kind', 'queue', 'input', 'timeout_ms', 'dependents')
 local state = f[1]
 if not state then return -1 end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
@@ -68,11 +69,12 @@ elseif state == 'RUNNING' then
     'lease_until', leaseUntil, 'overdue_ms', now - leaseUntil)
 end
 
-local epoch = rcall('HINCRBY', nodeKey, 'epoch', 1)
-local attempt = rcall('HINCRBY', nodeKey, 'attempt', 1)
+-- The epoch only ever grows: this script is the only writer of the field.
+local epoch = tonumber(f[8]) + 1
+local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl
-rcall('HSET', nodeKey, 'state', 'RUNNING', 'owner', worker, 'claim', claimID,
-  'lease_until', leaseUntil, 'started_at', now, 'updated_at', now)
+rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epoch, 'attempt', attempt,
+  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now)
 rcall('ZADD', leaseKey, leaseUntil, ref)
 rcall('ZREM', readyKey, ref)
 
@@ -85,7 +87,5 @@ else
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'attempt', attempt)
 end
 
-local d = rcall('HMGET', nodeKey, 'kind', 'queue', 'input', 'timeout_ms',
-  'max_attempts', 'dependents', 'descendants')
-return {1, epoch, attempt, leaseUntil, d[1], d[2], d[3], tonumber(d[4]),
-  tonumber(d[5]), d[6], d[7], prevOwner}
+return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], tonumber(f[14]),
+  tonumber(f[6]), f[15], f[10], prevOwner}

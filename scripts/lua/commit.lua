@@ -55,8 +55,9 @@ rcall('ZREM', leaseKey, refPrefix .. nodeID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now)
 
+local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal')
 local out = {1, ''}
-if rcall('HGET', runKey, 'cancel') ~= '1' then
+if r[1] ~= '1' then
   for i = 6, #KEYS do
     local depID = ARGV[i + 2]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
@@ -69,16 +70,16 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
   end
 end
 
-local r = rcall('HMGET', runKey, 'total', 'failed', 'cancel')
-local terminal = rcall('HINCRBY', runKey, 'terminal', 1)
+local terminal = tonumber(r[4]) + 1
 local status = 'RUNNING'
-if terminal >= tonumber(r[1]) then
+if terminal >= tonumber(r[2]) then
   status = 'SUCCEEDED'
-  if r[3] == '1' then status = 'CANCELLED' elseif tonumber(r[2]) > 0 then status = 'FAILED' end
-  rcall('HSET', runKey, 'status', status, 'finished_at', now)
+  if r[1] == '1' then status = 'CANCELLED' elseif tonumber(r[3]) > 0 then status = 'FAILED' end
+  rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now, 'updated_at', now)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
+else
+  rcall('HSET', runKey, 'terminal', terminal, 'updated_at', now)
 end
-rcall('HSET', runKey, 'updated_at', now)
 out[2] = status
 return out
