@@ -31,6 +31,7 @@ type options struct {
 	verbose     bool          // print each round and the command breakdown
 	logLevel    slog.Level    // the worker's log level
 	resp        int           // go-redis protocol version, both systems
+	rtt         time.Duration // added to every round trip, both systems: a network in between
 }
 
 // modes are the baton shapes; "all" runs each.
@@ -79,6 +80,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "bound on each submit, warm-up and drain")
 	fs.BoolVar(&o.verbose, "v", false, "print each round and the Redis commands per node")
 	fs.IntVar(&o.resp, "resp", 3, "Redis protocol the client speaks, for both systems: 2 or 3 (go-redis's default)")
+	fs.DurationVar(&o.rtt, "rtt", 0, "delay added to every Redis round trip of both systems, as a network between workers and Redis would")
 	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -45,6 +45,9 @@ func openTarget(ctx context.Context, o options, out io.Writer) (*target, error) 
 	rawOpt.PoolSize = 4
 	t := &target{rdb: redis.NewClient(opt), raw: redis.NewClient(&rawOpt), count: newRTCounter(), db: o.db}
 	t.rdb.AddHook(t.count)
+	if o.rtt > 0 {
+		t.rdb.AddHook(latency(o.rtt))
+	}
 
 	size, err := t.raw.DBSize(ctx).Result()
 	if err != nil {

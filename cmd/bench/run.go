@@ -20,8 +20,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case err != nil:
 		return 2
 	}
-	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d\n",
-		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters)
+	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d rtt=%s\n",
+		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters, o.rtt)
 	fmt.Fprintf(stdout, "host:   %d CPUs, GOMAXPROCS %d, load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
 	t, err := openTarget(ctx, o, stdout)
 	if err != nil {
