@@ -180,7 +180,7 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 		return
 	}
 	w.m.Commits.Inc()
-	log.Info("committed", "ready", len(res.Ready), "run_status", res.RunStatus)
+	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus) // the event stream keeps every commit
 	for i, id := range res.Ready {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
 		if err := w.queue.enqueue(ctx, n, res.Queues[i], 1, time.Time{}); err != nil {
