@@ -16,6 +16,7 @@ import (
 
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/kinds"
 )
 
 // dagSpec builds an n-node layered DAG where each node depends on up to
@@ -285,4 +286,23 @@ func TestAsynqRecovererRedeliveryIsAckedWithoutRunning(t *testing.T) {
 	require.Equal(t, "w1", info.Nodes[0].Owner)
 	require.Equal(t, 1, rec.count("a"), "the redelivered task ran the handler again")
 	require.Equal(t, 1, countEvents(b.events(id), "committed")["a"])
+}
+
+// A node that works for several lease TTLs keeps its lease through
+// heartbeats: no takeover, one attempt, progress stored on the way.
+func TestLongNodeOutlivesManyLeases(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.fastConfig("w1")
+	b.worker(cfg, map[string]runner.Kind{"sleep": kinds.Sleep()})
+	b.worker(b.fastConfig("w2"), map[string]runner.Kind{"sleep": kinds.Sleep()}) // a would-be taker
+	id := b.submit(`{"id":"long","nodes":[{"id":"a","kind":"sleep","input":{"duration":"4s"}}]}`)
+	info := b.waitRun(id, 30*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Equal(t, int64(1), info.Nodes[0].Attempt)
+	require.Equal(t, int64(1), info.Nodes[0].Epoch, "4s of work under a %s lease needed no second claim", cfg.LeaseTTL)
+	evs := b.events(id)
+	require.Empty(t, countEvents(evs, "takeover"))
+	require.Empty(t, countEvents(evs, "heartbeat_lost"))
+	require.GreaterOrEqual(t, countEvents(evs, "progress")["a"], 3, "progress reported with the heartbeats")
 }
