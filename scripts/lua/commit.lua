@@ -16,7 +16,7 @@ ARGV[1]   node id
 ARGV[2]   worker id
 ARGV[3]   epoch the caller claimed under
 ARGV[4]   claim id the caller claimed under
-ARGV[5]   result (JSON text, stored verbatim)
+ARGV[5]   result (JSON text, stored verbatim; progress becomes 100)
 ARGV[6]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[7]   event stream MAXLEN (approximate)
 ARGV[8..] ids of the direct dependents
@@ -49,7 +49,7 @@ end
 if f[1] == 'SUCCEEDED' then return {2, rcall('HGET', runKey, 'status')} end
 if f[1] ~= 'RUNNING' then return -12 end
 
-rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result,
+rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'progress', 100,
   'finished_at', now, 'updated_at', now)
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
