@@ -198,12 +198,14 @@ func (w *Worker) Start(ctx context.Context) error {
 		// Retries wait as scheduled tasks; Asynq's 5s default would add up
 		// to 5s to every backoff.
 		DelayedTaskCheckInterval: max(w.cfg.PollInterval, 100*time.Millisecond),
-		ShutdownTimeout:          w.cfg.ShutdownTimeout,
-		RetryDelayFunc:           retryDelay,
-		IsFailure:                func(err error) bool { return !errors.Is(err, fence.ErrNotDue) },
-		Logger:                   asynqLogger{w.cfg.Logger.With("component", "asynq")},
-		LogLevel:                 asynq.WarnLevel,
-		BaseContext:              func() context.Context { return base },
+		// Shutdown waits ShutdownTimeout for handlers itself before it stops
+		// the server; Asynq must not wait that long a second time.
+		ShutdownTimeout: time.Second,
+		RetryDelayFunc:  retryDelay,
+		IsFailure:       func(err error) bool { return !errors.Is(err, fence.ErrNotDue) },
+		Logger:          asynqLogger{w.cfg.Logger.With("component", "asynq")},
+		LogLevel:        asynq.WarnLevel,
+		BaseContext:     func() context.Context { return base },
 	})
 	if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
 		cancel(ErrShutdown)
