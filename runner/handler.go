@@ -72,6 +72,7 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 		if xerr == nil {
 			w.log.Warn("node_expired", "run_id", ref.Run, "node_id", ref.Node, "reason", expired.Err,
 				"prev_owner", expired.Lease.Owner, "run_status", end.RunStatus)
+			w.finished(ctx, ref.Run, end.RunStatus)
 		}
 	default:
 		w.m.Claims.WithLabelValues("error").Inc()
@@ -181,6 +182,7 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 	}
 	w.m.Commits.Inc()
 	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus) // the event stream keeps every commit
+	w.finished(ctx, l.Run, res.RunStatus)
 	for i, id := range res.Ready {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
 		if err := w.queue.enqueue(ctx, n, res.Queues[i], 1, time.Time{}); err != nil {
@@ -218,9 +220,11 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 	case fence.Failed:
 		w.m.Failures.WithLabelValues("failed").Inc()
 		log.Warn("node_failed", "err", runErr, "run_status", end.RunStatus)
+		w.finished(ctx, l.Run, end.RunStatus)
 	case fence.Cancelled:
 		w.m.Failures.WithLabelValues("cancelled").Inc()
 		log.Info("node_cancelled", "run_status", end.RunStatus)
+		w.finished(ctx, l.Run, end.RunStatus)
 	}
 }
 
@@ -238,6 +242,7 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
 	}
 	w.m.Releases.Inc()
 	log.Info("released")
+	w.finished(ctx, l.Run, end.RunStatus)
 	if end.Outcome == fence.Retrying {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
 		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, time.Time{}); err != nil {

@@ -22,6 +22,9 @@ type sweeper struct {
 	log      *slog.Logger
 	m        *Metrics
 	wg       sync.WaitGroup
+
+	retention time.Duration // negative: runs are kept forever
+	trimmed   time.Time     // when the run listing was last trimmed
 }
 
 func (s *sweeper) start(ctx context.Context) {
@@ -45,6 +48,7 @@ func (s *sweeper) wait() { s.wg.Wait() }
 
 // sweep runs passes until nothing more is due.
 func (s *sweeper) sweep(ctx context.Context) {
+	s.trim(ctx)
 	for ctx.Err() == nil {
 		sw, err := s.store.Sweep(ctx, s.opts)
 		if err != nil {
@@ -85,5 +89,19 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		}
 		s.m.SweeperActions.WithLabelValues(action).Inc()
 		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", action, "attempt", p.Attempt+1)
+	}
+}
+
+// trim drops, about once a minute, listing entries of runs older than twice
+// the retention: their keys are gone, and no run lives that long.
+func (s *sweeper) trim(ctx context.Context) {
+	if s.retention < 0 || time.Since(s.trimmed) < time.Minute {
+		return
+	}
+	s.trimmed = time.Now()
+	if n, err := s.store.TrimRuns(ctx, time.Now().Add(-2*s.retention)); err != nil {
+		s.log.Warn("trim_failed", "err", err)
+	} else if n > 0 {
+		s.log.Info("runs_trimmed", "count", n)
 	}
 }

@@ -53,6 +53,10 @@ type WorkerConfig struct {
 	// PollInterval is how often an idle Asynq server looks for tasks; it
 	// sets idle enqueue-to-start latency. Zero value: 50ms.
 	PollInterval time.Duration
+	// Retention is how long a finished run stays readable (status, events)
+	// before Redis frees its keys; negative keeps runs forever. Zero value:
+	// 7 days.
+	Retention time.Duration
 	// RetryBase and RetryMax bound the exponential backoff between a node's
 	// failed attempts. Zero values: 1s and 5m.
 	RetryBase, RetryMax time.Duration
@@ -76,6 +80,7 @@ func (c *WorkerConfig) setDefaults() {
 	c.ReadyThreshold = cmp.Or(c.ReadyThreshold, 15*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
 	c.PollInterval = cmp.Or(c.PollInterval, 50*time.Millisecond)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
@@ -161,7 +166,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w.hb = &heartbeater{store: w.store, ttl: cfg.LeaseTTL, interval: cfg.HeartbeatInterval,
 		log: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), m: cfg.Metrics, leases: map[string]*active{}}
-	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval,
+	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval, retention: cfg.Retention,
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
 			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
 		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics}
@@ -286,6 +291,20 @@ func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
 		return max(time.Until(nd.ReadyAt), 10*time.Millisecond)
 	}
 	return min(time.Duration(1<<min(n, 5))*time.Second, 30*time.Second)
+}
+
+// DefaultRetention is how long a finished run stays readable by default.
+const DefaultRetention = 7 * 24 * time.Hour
+
+// finished applies the retention to a run that just ended. A failure only
+// costs memory until someone deletes the keys: it is logged, not returned.
+func (w *Worker) finished(ctx context.Context, run, status string) {
+	if !fence.Terminal(status) || w.cfg.Retention < 0 {
+		return
+	}
+	if err := w.store.Retain(ctx, run, w.cfg.Retention); err != nil {
+		w.log.Warn("retain_failed", "run_id", run, "err", err)
+	}
 }
 
 // backoff is the delay before a node's next attempt after a failure.

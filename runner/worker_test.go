@@ -306,3 +306,27 @@ func TestLongNodeOutlivesManyLeases(t *testing.T) {
 	require.Empty(t, countEvents(evs, "heartbeat_lost"))
 	require.GreaterOrEqual(t, countEvents(evs, "progress")["a"], 3, "progress reported with the heartbeats")
 }
+
+// A run the worker finishes gets the retention as its keys' time to live;
+// cancelling through the client does the same.
+func TestFinishedRunsExpireAfterTheRetention(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	cfg := b.fastConfig("w1")
+	cfg.Retention = time.Hour
+	b.worker(cfg, map[string]runner.Kind{"work": newRecorder()})
+	id := b.submit(`{"id":"ret","nodes":[{"id":"a","kind":"work"}]}`)
+	require.Equal(t, "SUCCEEDED", b.waitRun(id, 10*time.Second).Status)
+	keys := fence.Keys{}
+	waitFor(t, 5*time.Second, "the retention to be set", func() bool {
+		ttl, err := b.rdb.TTL(context.Background(), keys.Node("ret", "ret", "a")).Result()
+		return err == nil && ttl > 59*time.Minute && ttl <= time.Hour
+	})
+
+	cancelled := b.submit(`{"id":"ret2","nodes":[{"id":"a","kind":"nope-no-worker-runs-this","queue":"idle"}]}`)
+	_, err := b.client.Cancel(context.Background(), cancelled, "test")
+	require.NoError(t, err)
+	ttl, err := b.rdb.TTL(context.Background(), keys.Run("ret2", "ret2")).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 24*time.Hour, "the client's default retention (7 days)")
+}

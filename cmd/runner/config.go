@@ -68,6 +68,9 @@ type Config struct {
 	// Prefix starts every baton key; workers and clients of one deployment
 	// must agree on it. Default: baton.
 	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
+	// Retention is how long a finished run stays readable before Redis
+	// frees it; a negative value keeps runs forever. Default: 168h.
+	Retention time.Duration `env:"RUN_RETENTION" envDefault:"168h"`
 
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
@@ -161,6 +164,9 @@ func (c Config) validate(skip map[string]bool) error {
 		if v.d <= 0 {
 			bad(v.key, "%s: want a positive duration", v.d)
 		}
+	}
+	if c.Retention == 0 {
+		bad("RUN_RETENTION", "0: want a duration (a negative one keeps runs forever)")
 	}
 	if c.AdminAddr != "" {
 		host, port, err := net.SplitHostPort(c.AdminAddr)

@@ -26,6 +26,7 @@ func TestDefaults(t *testing.T) {
 		LogFormat:       "text",
 		MaxInputBytes:   1 << 20,
 		Prefix:          "baton",
+		Retention:       7 * 24 * time.Hour,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
 }
@@ -188,7 +189,7 @@ func TestEmbeddedIgnoresRedisURL(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 15)
+	require.Len(t, keys, 16)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

@@ -59,6 +59,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Grace:             cfg.Grace,
 		SweepInterval:     cfg.SweepInterval,
 		ShutdownTimeout:   cfg.ShutdownTimeout,
+		Retention:         cfg.Retention,
 		Logger:            log,
 		Metrics:           runner.NewMetrics(reg),
 	})
@@ -67,7 +68,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	kinds.RegisterStock(w)
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}})
+		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}, Retention: cfg.Retention})
 	if err != nil {
 		return err
 	}

@@ -25,6 +25,7 @@ const envHelp = `Environment (default in brackets):
   LOG_FORMAT          [text] text or json
   MAX_INPUT_BYTES     [1048576] cap on each node's input in runs submitted through the API
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
+  RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
 `
 
 func usage(fs *flag.FlagSet, w io.Writer) {
