@@ -51,6 +51,10 @@ func (k Keys) Leases() string { return k.prefix() + ":leases" }
 // trigger for the sweeper, never authority.
 func (k Keys) Ready() string { return k.prefix() + ":ready" }
 
+// Finished indexes runs that ended ("thread:run:" -> ms), until the
+// sweeper has applied their retention.
+func (k Keys) Finished() string { return k.prefix() + ":finished" }
+
 // Ref names a node in the global indexes: "thread:run:node". Colons cannot
 // occur in IDs, so a ref splits back unambiguously.
 func Ref(thread, run, node string) string { return thread + ":" + run + ":" + node }

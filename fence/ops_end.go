@@ -2,7 +2,9 @@ package fence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -12,15 +14,37 @@ type Committed struct {
 	Ready     []string // dependents now READY: enqueue them
 	Queues    []string // Queues[i] is Ready[i]'s queue
 	Replay    bool     // this claim had committed before; nothing changed
+	// Next is the dependent claimed for the caller by the commit itself
+	// (Continue), or nil.
+	Next *Claimed
+}
+
+// Continue asks a commit to claim, in the same atomic step, the first
+// dependent it makes READY whose queue and kind the caller serves: the caller
+// runs it next without a queue round trip. Zero value: no continuation.
+type Continue struct {
+	TTL    time.Duration // the continuation's lease
+	Queues []string      // queues the caller serves
+	Kinds  []string      // kinds the caller runs
 }
 
 // Commit records result (JSON text) and moves the node to SUCCEEDED, if and
 // only if l is still the node's current claim. dependents are the node's
 // direct dependents (Claimed.Dependents).
 func (s *Store) Commit(ctx context.Context, l Lease, result []byte, dependents []string) (Committed, error) {
+	return s.CommitContinue(ctx, l, result, dependents, Continue{})
+}
+
+// CommitContinue is Commit with a continuation (see Continue).
+func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, dependents []string, cont Continue) (Committed, error) {
+	claimID := ""
+	if cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
+		claimID = NewClaimID()
+	}
 	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready()}
-	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen}
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
+	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
+		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ","}
 	for _, d := range dependents {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
@@ -34,9 +58,30 @@ func (s *Store) Commit(ctx context.Context, l Lease, result []byte, dependents [
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}
 	out := Committed{RunStatus: asString(r[0]), Replay: code == 2}
-	for i := 1; i+1 < len(r); i += 2 {
-		out.Ready = append(out.Ready, asString(r[i]))
-		out.Queues = append(out.Queues, asString(r[i+1]))
+	if out.Replay {
+		return out, nil
+	}
+	rest := r[2:]
+	if asInt(r[1]) == 1 {
+		n := rest[:11]
+		rest = rest[11:]
+		next := &Claimed{
+			Lease: Lease{Thread: l.Thread, Run: l.Run, Node: asString(n[0]), Epoch: asInt(n[1]), Attempt: asInt(n[2]),
+				ClaimID: claimID, Owner: l.Owner, Until: time.UnixMilli(asInt(n[3]))},
+			Kind: asString(n[4]), Queue: asString(n[5]), Input: json.RawMessage(asString(n[6])),
+			Timeout: time.Duration(asInt(n[7])) * time.Millisecond, MaxAttempts: int(asInt(n[8])),
+		}
+		if err := json.Unmarshal([]byte(asString(n[9])), &next.Dependents); err != nil {
+			return out, fmt.Errorf("commit %s: continuation's dependents: %w", l, err)
+		}
+		if err := json.Unmarshal([]byte(asString(n[10])), &next.Descendants); err != nil {
+			return out, fmt.Errorf("commit %s: continuation's descendants: %w", l, err)
+		}
+		out.Next = next
+	}
+	for i := 0; i+1 < len(rest); i += 2 {
+		out.Ready = append(out.Ready, asString(rest[i]))
+		out.Queues = append(out.Queues, asString(rest[i+1]))
 	}
 	return out, nil
 }
@@ -90,7 +135,7 @@ func (s *Store) Expire(ctx context.Context, e *ExpiredError, worker string, grac
 
 func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64, descendants []string) (Ended, error) {
 	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready()}
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, msg, delayMS, mode, graceMS, Ref(l.Thread, l.Run, ""), s.maxlen}
 	for _, d := range descendants {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
@@ -114,7 +159,7 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 // shutdown): READY at once, or CANCELLED when its run was cancelled.
 func (s *Store) Release(ctx context.Context, l Lease, reason string) (Ended, error) {
 	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready()}
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
 	v, err := s.run(ctx, "release", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, reason, l.Ref(), s.maxlen)
 	if err != nil {
 		return Ended{}, fmt.Errorf("release %s: %w", l, err)
@@ -147,7 +192,7 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
 	}
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready()}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(), s.keys.Finished()}
 	args := []any{reason, who, Ref(thread, run, ""), s.maxlen}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))

@@ -3,8 +3,11 @@ package fence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Terminal reports whether a run status is final.
@@ -12,37 +15,58 @@ func Terminal(status string) bool {
 	return status == "SUCCEEDED" || status == "FAILED" || status == "CANCELLED"
 }
 
-// Retain sets the time to live of a finished run's keys (run, nodes,
-// events, locator): the run stays readable for ttl, then Redis frees it. A
-// late write from a stale owner then finds no node (ErrNotFound) and changes
-// nothing. Retain refuses a run that has not finished.
-func (s *Store) Retain(ctx context.Context, run string, ttl time.Duration) error {
-	thread, err := s.Locate(ctx, run)
-	if err != nil {
-		return fmt.Errorf("retain %s: %w", run, err)
+// RetainFinished applies a time to live to the keys (run, nodes, events,
+// locator) of up to limit runs that ended, taking them off the finished
+// index; ttl below zero keeps them forever. The scripts that end a run add
+// it to the index, so this costs three round trips per batch, never one on
+// a node's path. A run stays readable for ttl; a late write from a stale
+// owner then finds no node and changes nothing. It returns how many runs it
+// handled.
+func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
+	members, err := s.rdb.ZRange(ctx, s.keys.Finished(), 0, limit-1).Result()
+	if err != nil || len(members) == 0 {
+		return 0, err
 	}
-	h, err := s.rdb.HMGet(ctx, s.keys.Run(thread, run), "status", "nodes").Result()
-	if err != nil {
-		return fmt.Errorf("retain %s: %w", run, err)
-	}
-	if status := asString(h[0]); !Terminal(status) {
-		return fmt.Errorf("retain %s: run is %s, not finished", run, status)
-	}
-	var ids []string
-	if err := json.Unmarshal([]byte(asString(h[1])), &ids); err != nil {
-		return fmt.Errorf("retain %s: node list: %w", run, err)
-	}
+	refs := make([]NodeRef, 0, len(members))
 	pipe := s.rdb.Pipeline()
-	for _, key := range []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Locator(run)} {
-		pipe.Expire(ctx, key, ttl)
+	var lists []*redis.StringCmd
+	for _, m := range members {
+		thread, run, _, ok := ParseRef(m)
+		if !ok {
+			continue
+		}
+		refs = append(refs, NodeRef{Thread: thread, Run: run})
+		lists = append(lists, pipe.HGet(ctx, s.keys.Run(thread, run), "nodes"))
 	}
-	for _, id := range ids {
-		pipe.Expire(ctx, s.keys.Node(thread, run, id), ttl)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("retain: %w", err)
 	}
+	pipe = s.rdb.Pipeline()
+	if ttl >= 0 {
+		for i, r := range refs {
+			var ids []string
+			_ = json.Unmarshal([]byte(lists[i].Val()), &ids) // a run gone already has no keys to expire
+			for _, key := range []string{s.keys.Run(r.Thread, r.Run), s.keys.Events(r.Thread, r.Run), s.keys.Locator(r.Run)} {
+				pipe.Expire(ctx, key, ttl)
+			}
+			for _, id := range ids {
+				pipe.Expire(ctx, s.keys.Node(r.Thread, r.Run, id), ttl)
+			}
+		}
+	}
+	pipe.ZRem(ctx, s.keys.Finished(), anySlice(members)...)
 	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("retain %s: %w", run, err)
+		return 0, fmt.Errorf("retain: %w", err)
 	}
-	return nil
+	return len(members), nil
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 // TrimRuns drops listing entries of runs created before cutoff. Pick a

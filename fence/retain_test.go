@@ -7,33 +7,49 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A finished run's keys get a time to live; an unfinished run's never.
-func TestRetainExpiresFinishedRunsOnly(t *testing.T) {
+// A run that ends is queued for retention by the script that ended it;
+// RetainFinished gives its keys a time to live. Unfinished runs are never
+// touched.
+func TestFinishedRunsGetARetention(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
 		tb.submit(t, spec("kept", node("a"), node("b", "a")))
-		require.Error(t, tb.store.Retain(tb.ctx, "kept", time.Hour), "a running run is not retained")
+		tb.submit(t, spec("running", node("a")))
+		tb.submit(t, spec("cancelled", node("a")))
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Zero(t, n, "nothing has ended")
 
 		c := tb.claim(t, "kept", "a", "w", longTTL)
 		tb.commit(t, c, `1`)
 		c = tb.claim(t, "kept", "b", "w", longTTL)
 		tb.commit(t, c, `2`)
-		require.NoError(t, tb.store.Retain(tb.ctx, "kept", time.Hour))
+		_, err = tb.store.Cancel(tb.ctx, "cancelled", "test", "t")
+		require.NoError(t, err)
 
+		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
 		rdb := tb.be.Client
 		keys := tb.store.Keys()
 		for _, k := range []string{keys.Run("kept", "kept"), keys.Events("kept", "kept"), keys.Locator("kept"),
-			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b")} {
+			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b"), keys.Run("cancelled", "cancelled")} {
 			ttl, err := rdb.TTL(tb.ctx, k).Result()
 			require.NoError(t, err)
 			require.Greater(t, ttl, 59*time.Minute, k)
 			require.LessOrEqual(t, ttl, time.Hour, k)
 		}
-		require.Equal(t, "SUCCEEDED", tb.getRun(t, "kept").Status, "still readable until it expires")
-
-		n, err := tb.store.TrimRuns(tb.ctx, time.Now().Add(time.Minute))
+		ttl, err := rdb.TTL(tb.ctx, keys.Run("running", "running")).Result()
 		require.NoError(t, err)
-		require.Equal(t, int64(1), n)
+		require.Equal(t, time.Duration(-1), ttl, "a running run never expires")
+		require.Equal(t, "SUCCEEDED", tb.getRun(t, "kept").Status, "still readable until it expires")
+		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Zero(t, n, "each run is handled once")
+
+		trimmed, err := tb.store.TrimRuns(tb.ctx, time.Now().Add(time.Minute))
+		require.NoError(t, err)
+		require.Equal(t, int64(3), trimmed)
 		ids, err := tb.store.ListRuns(tb.ctx, 0, 10)
 		require.NoError(t, err)
 		require.Empty(t, ids)

@@ -1,7 +1,6 @@
 package runner
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -23,17 +22,13 @@ type ClientConfig struct {
 	// Limits bound what a submitted run may hold. Zero value: 1 MiB inputs,
 	// 1000 nodes, 3 attempts per node.
 	Limits Limits
-	// Retention applies to a run that Cancel finishes (see
-	// WorkerConfig.Retention). Zero value: DefaultRetention.
-	Retention time.Duration
 }
 
 // Client submits, inspects and cancels runs. It is safe for concurrent use.
 type Client struct {
-	store     *fence.Store
-	asynq     *asynq.Client
-	limits    Limits
-	retention time.Duration
+	store  *fence.Store
+	asynq  *asynq.Client
+	limits Limits
 }
 
 // NewClient returns a Client over cfg.Redis.
@@ -42,10 +37,9 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		return nil, errors.New("baton: ClientConfig.Redis is required")
 	}
 	return &Client{
-		store:     fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
-		asynq:     asynq.NewClientFromRedisClient(cfg.Redis),
-		limits:    cfg.Limits.withDefaults(),
-		retention: cmp.Or(cfg.Retention, DefaultRetention),
+		store:  fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
+		asynq:  asynq.NewClientFromRedisClient(cfg.Redis),
+		limits: cfg.Limits.withDefaults(),
 	}, nil
 }
 
@@ -138,13 +132,7 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 	if reason == "" {
 		reason = "cancelled by user"
 	}
-	res, err := c.store.Cancel(ctx, run, reason, "client")
-	if err == nil && fence.Terminal(res.RunStatus) && c.retention > 0 {
-		if rerr := c.store.Retain(ctx, run, c.retention); rerr != nil {
-			return res, fmt.Errorf("run %s cancelled, but its retention was not set: %w", run, rerr)
-		}
-	}
-	return res, err
+	return c.store.Cancel(ctx, run, reason, "client")
 }
 
 // RunSummary is one line of List.

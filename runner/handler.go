@@ -43,7 +43,14 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		w.log.Info("takeover", "run_id", ref.Run, "node_id", ref.Node, "epoch", c.Epoch, "prev_owner", c.PrevOwner)
 	}
 	w.m.Claims.WithLabelValues(outcome).Inc()
-	w.run(ctx, c, claimStarted)
+	// A commit may hand over the next node of a chain, already claimed:
+	// run it in this same delivery, without a queue round trip.
+	for c != nil {
+		c, claimStarted = w.run(ctx, c, claimStarted)
+		if c != nil {
+			w.m.Claims.WithLabelValues("continued").Inc()
+		}
+	}
 	return nil
 }
 
@@ -72,7 +79,6 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 		if xerr == nil {
 			w.log.Warn("node_expired", "run_id", ref.Run, "node_id", ref.Node, "reason", expired.Err,
 				"prev_owner", expired.Lease.Owner, "run_status", end.RunStatus)
-			w.finished(ctx, ref.Run, end.RunStatus)
 		}
 	default:
 		w.m.Claims.WithLabelValues("error").Inc()
@@ -82,8 +88,10 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 	return nil
 }
 
-// run executes a claimed node and records its outcome under its lease.
-func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) {
+// run executes a claimed node and records its outcome under its lease. It
+// returns the successor its commit claimed for this worker, if any, with
+// when that claim started.
+func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*Claimed, time.Time) {
 	l := c.Lease
 	log := w.log.With("run_id", l.Run, "node_id", l.Node, "epoch", l.Epoch, "attempt", l.Attempt)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
@@ -96,7 +104,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) {
 	result, runErr := w.execute(hctx, c, task)
 	cause := context.Cause(hctx)
 	if errors.Is(cause, errKilled) {
-		return // a simulated crash writes nothing
+		return nil, time.Time{} // a simulated crash writes nothing
 	}
 	// Writes after the handler are bounded and survive the handler's
 	// cancellation; the scripts, not this process, decide if they count.
@@ -105,7 +113,8 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) {
 
 	switch {
 	case runErr == nil:
-		w.commit(wctx, log, c, result)
+		started := time.Now()
+		return w.commit(wctx, log, c, result), started
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
 		w.release(wctx, log, c)
 	case errors.Is(cause, ErrLeaseLost):
@@ -115,6 +124,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) {
 	default:
 		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled))
 	}
+	return nil, time.Time{}
 }
 
 // Claimed is what a successful claim hands the runtime.
@@ -159,36 +169,40 @@ func (w *Worker) kindNames() []string {
 
 // commit records the result, retrying a lost reply: a replayed commit of
 // the same claim is recognised by the script.
-func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, result json.RawMessage) {
+func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, result json.RawMessage) *Claimed {
 	l := c.Lease
+	var cont fence.Continue
+	if !w.isStopping() {
+		cont = w.cont
+	}
 	var res fence.Committed
 	err := retry(ctx, func() error {
 		var err error
-		res, err = w.store.Commit(ctx, l, result, c.Dependents)
+		res, err = w.store.CommitContinue(ctx, l, result, c.Dependents, cont)
 		return err
 	})
 	switch {
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("commit").Inc()
 		log.Warn("stale_write_rejected", "op", "commit", "err", err)
-		return
+		return nil
 	case err != nil:
 		// The lease will expire and another worker will run the node again.
 		log.Warn("commit_failed", "err", err)
-		return
+		return nil
 	}
 	if res.Replay {
-		return
+		return nil
 	}
 	w.m.Commits.Inc()
 	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus) // the event stream keeps every commit
-	w.finished(ctx, l.Run, res.RunStatus)
 	for i, id := range res.Ready {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
 		if err := w.queue.enqueue(ctx, n, res.Queues[i], 1, time.Time{}); err != nil {
 			log.Warn("enqueue_failed", "dependent", id, "err", err) // the sweeper delivers it
 		}
 	}
+	return res.Next
 }
 
 func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool) {
@@ -220,11 +234,9 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 	case fence.Failed:
 		w.m.Failures.WithLabelValues("failed").Inc()
 		log.Warn("node_failed", "err", runErr, "run_status", end.RunStatus)
-		w.finished(ctx, l.Run, end.RunStatus)
 	case fence.Cancelled:
 		w.m.Failures.WithLabelValues("cancelled").Inc()
 		log.Info("node_cancelled", "run_status", end.RunStatus)
-		w.finished(ctx, l.Run, end.RunStatus)
 	}
 }
 
@@ -242,7 +254,6 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
 	}
 	w.m.Releases.Inc()
 	log.Info("released")
-	w.finished(ctx, l.Run, end.RunStatus)
 	if end.Outcome == fence.Retrying {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
 		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, time.Time{}); err != nil {

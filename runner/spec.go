@@ -208,8 +208,8 @@ func (s *RunSpec) Validate(lim Limits) error {
 		index[n.ID] = i
 		if n.Kind == "" {
 			bad(f+".kind", "missing")
-		} else if len(n.Kind) > 64 {
-			bad(f+".kind", "%d bytes, at most 64", len(n.Kind))
+		} else {
+			badID(f+".kind", n.Kind)
 		}
 		if n.Queue != "" {
 			badID(f+".queue", n.Queue)

@@ -48,6 +48,7 @@ func (s *sweeper) wait() { s.wg.Wait() }
 
 // sweep runs passes until nothing more is due.
 func (s *sweeper) sweep(ctx context.Context) {
+	s.retain(ctx)
 	s.trim(ctx)
 	for ctx.Err() == nil {
 		sw, err := s.store.Sweep(ctx, s.opts)
@@ -89,6 +90,22 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		}
 		s.m.SweeperActions.WithLabelValues(action).Inc()
 		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", action, "attempt", p.Attempt+1)
+	}
+}
+
+// retain applies the retention to runs that ended since the last pass.
+func (s *sweeper) retain(ctx context.Context) {
+	for ctx.Err() == nil {
+		n, err := s.store.RetainFinished(ctx, s.retention, int64(s.opts.Limit))
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Warn("retain_failed", "err", err)
+			}
+			return
+		}
+		if n < s.opts.Limit {
+			return
+		}
 	}
 }
 

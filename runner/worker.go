@@ -143,6 +143,7 @@ type Worker struct {
 	hb     *heartbeater
 	sweep  *sweeper
 	active sync.WaitGroup
+	cont   fence.Continue // what a commit may claim next for this worker
 
 	mu       sync.Mutex
 	started  bool
@@ -193,6 +194,10 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	if err := w.store.Load(ctx); err != nil {
 		return err
+	}
+	w.cont = fence.Continue{TTL: w.cfg.LeaseTTL, Kinds: w.kindNames()}
+	for q := range w.cfg.Queues {
+		w.cont.Queues = append(w.cont.Queues, q)
 	}
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.cancel = cancel
@@ -295,17 +300,6 @@ func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
 
 // DefaultRetention is how long a finished run stays readable by default.
 const DefaultRetention = 7 * 24 * time.Hour
-
-// finished applies the retention to a run that just ended. A failure only
-// costs memory until someone deletes the keys: it is logged, not returned.
-func (w *Worker) finished(ctx context.Context, run, status string) {
-	if !fence.Terminal(status) || w.cfg.Retention < 0 {
-		return
-	}
-	if err := w.store.Retain(ctx, run, w.cfg.Retention); err != nil {
-		w.log.Warn("retain_failed", "run_id", run, "err", err)
-	}
-}
 
 // backoff is the delay before a node's next attempt after a failure.
 func (w *Worker) backoff(attempt int64) time.Duration {

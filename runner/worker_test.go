@@ -307,8 +307,8 @@ func TestLongNodeOutlivesManyLeases(t *testing.T) {
 	require.GreaterOrEqual(t, countEvents(evs, "progress")["a"], 3, "progress reported with the heartbeats")
 }
 
-// A run the worker finishes gets the retention as its keys' time to live;
-// cancelling through the client does the same.
+// Runs that end, by a worker's commit or a client's cancel, get the
+// retention as their keys' time to live from the sweepers.
 func TestFinishedRunsExpireAfterTheRetention(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -317,16 +317,50 @@ func TestFinishedRunsExpireAfterTheRetention(t *testing.T) {
 	b.worker(cfg, map[string]runner.Kind{"work": newRecorder()})
 	id := b.submit(`{"id":"ret","nodes":[{"id":"a","kind":"work"}]}`)
 	require.Equal(t, "SUCCEEDED", b.waitRun(id, 10*time.Second).Status)
-	keys := fence.Keys{}
-	waitFor(t, 5*time.Second, "the retention to be set", func() bool {
-		ttl, err := b.rdb.TTL(context.Background(), keys.Node("ret", "ret", "a")).Result()
-		return err == nil && ttl > 59*time.Minute && ttl <= time.Hour
-	})
-
-	cancelled := b.submit(`{"id":"ret2","nodes":[{"id":"a","kind":"nope-no-worker-runs-this","queue":"idle"}]}`)
+	cancelled := b.submit(`{"id":"ret2","nodes":[{"id":"a","kind":"work","queue":"idle"}]}`)
 	_, err := b.client.Cancel(context.Background(), cancelled, "test")
 	require.NoError(t, err)
-	ttl, err := b.rdb.TTL(context.Background(), keys.Run("ret2", "ret2")).Result()
-	require.NoError(t, err)
-	require.Greater(t, ttl, 24*time.Hour, "the client's default retention (7 days)")
+
+	keys := fence.Keys{}
+	for _, key := range []string{keys.Node("ret", "ret", "a"), keys.Run("ret2", "ret2")} {
+		waitFor(t, 10*time.Second, "the retention of "+key, func() bool {
+			ttl, err := b.rdb.TTL(context.Background(), key).Result()
+			return err == nil && ttl > 59*time.Minute && ttl <= time.Hour
+		})
+	}
+}
+
+// A chain runs in one delivery: each commit claims the next node for the
+// same worker. A successor on a queue the worker does not serve goes
+// through Asynq to a worker that does.
+func TestChainContinuesWithoutTheQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	m := runner.NewMetrics(nil)
+	cfg := b.fastConfig("w1")
+	cfg.Metrics = m
+	b.worker(cfg, map[string]runner.Kind{"work": rec})
+	other := b.fastConfig("w2")
+	other.Queues = map[string]int{"other": 1}
+	b.worker(other, map[string]runner.Kind{"work": rec})
+
+	id := b.submit(`{"id":"chain","nodes":[{"id":"a","kind":"work"},{"id":"b","kind":"work","deps":["a"]},` +
+		`{"id":"c","kind":"work","deps":["b"]},{"id":"d","kind":"work","deps":["c"]},` +
+		`{"id":"e","kind":"work","deps":["d"],"queue":"other"}]}`)
+	info := b.waitRun(id, 15*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	owners := map[string]string{}
+	for _, n := range info.Nodes {
+		owners[n.ID] = n.Owner
+		require.Equal(t, int64(1), n.Epoch, n.ID)
+	}
+	require.Equal(t, map[string]string{"a": "w1", "b": "w1", "c": "w1", "d": "w1", "e": "w2"}, owners)
+	require.Equal(t, 1.0, counterValue(t, m.Claims.WithLabelValues("claimed")), "one delivery started the chain")
+	require.Equal(t, 3.0, counterValue(t, m.Claims.WithLabelValues("continued")))
+	committed := countEvents(b.events(id), "committed")
+	require.Len(t, committed, 5)
+	for node, n := range committed {
+		require.Equal(t, 1, n, node)
+	}
 }

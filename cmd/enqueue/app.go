@@ -29,8 +29,6 @@ type config struct {
 	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
 	// MaxInputBytes caps each node's input at submit. Default: 1 MiB.
 	MaxInputBytes int `env:"MAX_INPUT_BYTES" envDefault:"1048576"`
-	// Retention applies to a run that cancel finishes, as on the runners.
-	Retention time.Duration `env:"RUN_RETENTION" envDefault:"168h"`
 	// LogLevel filters diagnostics on stderr. Default: warn.
 	LogLevel slog.Level `env:"BATON_LOG_LEVEL" envDefault:"warn"`
 }
@@ -149,7 +147,7 @@ func (a *app) connect(ctx context.Context) (*runner.Client, func(), error) {
 		return nil, nil, fmt.Errorf("redis %s unreachable: %w", safe, err)
 	}
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: a.cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: a.cfg.MaxInputBytes}, Retention: a.cfg.Retention})
+		Limits: runner.Limits{MaxInputBytes: a.cfg.MaxInputBytes}})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, err

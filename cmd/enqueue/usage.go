@@ -73,7 +73,6 @@ Environment:
                    (default redis://127.0.0.1:6379/0)
   BATON_PREFIX     key prefix shared with the workers (default baton)
   MAX_INPUT_BYTES  largest node input submit accepts (default 1048576)
-  RUN_RETENTION    how long a run that cancel finishes stays readable (default 168h)
   BATON_LOG_LEVEL  diagnostics on stderr: debug, info, warn, error (default warn)
 
 Exit status: 0 ok; 1 refused or failed (run not found, conflict, run already

@@ -68,7 +68,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	kinds.RegisterStock(w)
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}, Retention: cfg.Retention})
+		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}})
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,8 @@ func TestAdminEndpointsOfARunnerProcess(t *testing.T) {
 	code, body = get(t, base+"/metrics")
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, body, "baton_commits_total 2")
-	require.Contains(t, body, `baton_claims_total{outcome="claimed"} 2`)
+	require.Contains(t, body, `baton_claims_total{outcome="claimed"} 1`)
+	require.Contains(t, body, `baton_claims_total{outcome="continued"} 1`, "b ran in a's delivery")
 
 	code, _ = get(t, base+"/v1/runs/bad%7Bid%7D")
 	require.Equal(t, http.StatusBadRequest, code, "an id with braces is refused before it becomes a key")

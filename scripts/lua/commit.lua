@@ -5,12 +5,18 @@ id, compared in this script; a mismatch is recorded as stale_rejected and the
 stored state is untouched. Dependents whose last dependency this was become
 READY and are returned for enqueueing (unless the run was cancelled).
 
+Continuation: when ARGV[8] is set, the first such dependent whose queue and
+kind the caller serves is claimed for the caller in this same step (epoch+1,
+lease, claimed event) instead of being enqueued, so a chain of nodes runs
+without a queue round trip per step. The lease index covers it as any claim.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
 KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
-KEYS[6..] node hashes of the direct dependents, in the order of ARGV[8..]
+KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
+KEYS[7..] node hashes of the direct dependents, in the order of ARGV[12..]
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -19,11 +25,20 @@ ARGV[4]   claim id the caller claimed under
 ARGV[5]   result (JSON text, stored verbatim; progress becomes 100)
 ARGV[6]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[7]   event stream MAXLEN (approximate)
-ARGV[8..] ids of the direct dependents
+ARGV[8]   claim id for a continuation, or "" for none
+ARGV[9]   lease ttl of a continuation, ms
+ARGV[10]  queues the caller serves, ",q1,q2,"
+ARGV[11]  kinds the caller runs, ",k1,k2,"
+ARGV[12..] ids of the direct dependents
 
 Returns
-  {1, run_status, ready_id, ready_queue, ...}
+  {1, run_status, 0, ready_id, ready_queue, ...}
         committed; pairs of dependents now READY and their queues
+  {1, run_status, 1, id, epoch, attempt, lease_until_ms, kind, queue, input,
+   timeout_ms, max_attempts, dependents_json, descendants_json,
+   ready_id, ready_queue, ...}
+        committed, and dependent id is now RUNNING under the caller's
+        continuation claim
   {2, run_status}               this claim had already committed (a replay)
   -1   node missing
   -10  stale epoch: the node was claimed again since
@@ -31,9 +46,10 @@ Returns
   -12  the caller's claim is no longer RUNNING (released or failed)
 ]]
 local rcall = redis.call
-local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
+local contClaim, contTTL, queues, kinds = ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11]
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
 if not f[1] then return -1 end
@@ -56,16 +72,32 @@ rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now)
 
 local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal')
-local out = {1, ''}
+local cont = {0}
+local ready = {}
 if r[1] ~= '1' then
-  for i = 6, #KEYS do
-    local depID = ARGV[i + 2]
+  for i = 7, #KEYS do
+    local depID = ARGV[i + 5]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
-    if remaining == 0 and rcall('HGET', KEYS[i], 'state') == 'BLOCKED' then
-      rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now, 'updated_at', now)
-      rcall('ZADD', readyKey, now, refPrefix .. depID)
-      out[#out + 1] = depID
-      out[#out + 1] = rcall('HGET', KEYS[i], 'queue')
+    if remaining == 0 then
+      local d = rcall('HMGET', KEYS[i], 'state', 'queue', 'kind', 'epoch', 'attempt', 'input',
+        'timeout_ms', 'max_attempts', 'dependents', 'descendants')
+      if d[1] == 'BLOCKED' then
+        if cont[1] == 0 and contClaim ~= '' and string.find(queues, ',' .. d[2] .. ',', 1, true)
+            and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
+          local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
+          rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', e, 'attempt', a, 'owner', worker,
+            'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now, 'updated_at', now)
+          rcall('ZADD', leaseKey, lu, refPrefix .. depID)
+          rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
+            'node', depID, 'epoch', e, 'worker', worker, 'at', now, 'attempt', a)
+          cont = {1, depID, e, a, lu, d[3], d[2], d[6], tonumber(d[7]), tonumber(d[8]), d[9], d[10]}
+        else
+          rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now, 'updated_at', now)
+          rcall('ZADD', readyKey, now, refPrefix .. depID)
+          ready[#ready + 1] = depID
+          ready[#ready + 1] = d[2]
+        end
+      end
     end
   end
 end
@@ -76,10 +108,13 @@ if terminal >= tonumber(r[2]) then
   status = 'SUCCEEDED'
   if r[1] == '1' then status = 'CANCELLED' elseif tonumber(r[3]) > 0 then status = 'FAILED' end
   rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now, 'updated_at', now)
+  rcall('ZADD', finKey, now, refPrefix)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 else
   rcall('HSET', runKey, 'terminal', terminal, 'updated_at', now)
 end
-out[2] = status
+local out = {1, status}
+for _, v in ipairs(cont) do out[#out + 1] = v end
+for _, v in ipairs(ready) do out[#out + 1] = v end
 return out

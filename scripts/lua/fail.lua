@@ -16,7 +16,8 @@ KEYS[2]   run hash
 KEYS[3]   run event stream
 KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
-KEYS[6..] node hashes of all transitive dependents, in the order of ARGV[11..]
+KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
+KEYS[7..] node hashes of all transitive dependents, in the order of ARGV[11..]
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -41,7 +42,7 @@ Returns
   -13  mode expire: the lease has not run out (plus grace)
 ]]
 local rcall = redis.call
-local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local nodeID, worker, epoch, claimID, errMsg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local delay, mode, grace = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local refPrefix, maxlen = ARGV[9], ARGV[10]
@@ -94,10 +95,10 @@ else
 end
 rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now, 'updated_at', now)
 local ended = 1
-for i = 6, #KEYS do
+for i = 7, #KEYS do
   local s = rcall('HGET', KEYS[i], 'state')
   if s == 'BLOCKED' or s == 'READY' then
-    local depID = ARGV[i + 5]
+    local depID = ARGV[i + 4]
     rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', cause, 'finished_at', now, 'updated_at', now)
     rcall('ZREM', readyKey, refPrefix .. depID)
     rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
@@ -113,6 +114,7 @@ if terminal >= tonumber(r[1]) then
   status = 'SUCCEEDED'
   if r[3] == '1' then status = 'CANCELLED' elseif tonumber(r[2]) > 0 then status = 'FAILED' end
   rcall('HSET', runKey, 'status', status, 'finished_at', now)
+  rcall('ZADD', finKey, now, refPrefix)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 end

@@ -9,6 +9,7 @@ KEYS[2] run hash
 KEYS[3] run event stream
 KEYS[4] lease index (zset: ref -> lease_until ms)
 KEYS[5] ready index (zset: ref -> ms when READY)
+KEYS[6] finished index (zset: "thread:run:" -> ms when the run ended)
 
 ARGV[1] node id
 ARGV[2] worker id
@@ -27,7 +28,7 @@ Returns
   -12  the caller's claim is no longer RUNNING
 ]]
 local rcall = redis.call
-local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reason, ref, maxlen = ARGV[5], ARGV[6], ARGV[7]
 
@@ -64,6 +65,7 @@ local status = 'RUNNING'
 if terminal >= tonumber(r[1]) then
   status = 'CANCELLED'
   rcall('HSET', runKey, 'status', status, 'finished_at', now)
+  rcall('ZADD', finKey, now, string.sub(ref, 1, #ref - #nodeID))
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 end
