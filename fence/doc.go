@@ -22,6 +22,10 @@
 // stale_rejected event. Lease deadlines are computed from Redis's TIME, never
 // a worker's clock.
 //
+// A commit may also claim the next node for its caller (CommitContinue): the
+// same claim as Claim makes, in the same atomic step, so a chain of nodes
+// runs without a queue round trip per step and stays fenced.
+//
 // fence knows Redis and the scripts, never the queue: package runner adapts
 // it to Asynq.
 package fence
