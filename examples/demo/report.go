@@ -66,6 +66,7 @@ func report(out io.Writer, o *outcome) {
 type row struct {
 	at                                     time.Time
 	rank                                   int // orders rows within one millisecond
+	seq                                    int // position in the event stream; -1 for other rows
 	mark, who, node, epoch, event, details string
 }
 
@@ -81,8 +82,8 @@ var ranks = map[string]int{"submitted": 0, "heartbeat_lost": 1, "takeover": 2, "
 func timeline(o *outcome) []row {
 	v := o.Victim
 	var rows []row
-	for _, e := range o.Events {
-		r := row{at: e.At, who: cmp.Or(e.Worker, "client"), node: cmp.Or(e.Node, "-"), epoch: epoch(e.Epoch),
+	for i, e := range o.Events {
+		r := row{at: e.At, seq: i, who: cmp.Or(e.Worker, "client"), node: cmp.Or(e.Node, "-"), epoch: epoch(e.Epoch),
 			event: e.Type, details: details(e)}
 		switch {
 		case e.Type == "heartbeat_lost" && e.Worker == v.Owner:
@@ -99,7 +100,7 @@ func timeline(o *outcome) []row {
 		rows = append(rows, r)
 	}
 	for _, c := range o.Calls {
-		r := row{at: c.At.Truncate(time.Millisecond), who: "downstream", node: c.Token.Node,
+		r := row{at: c.At.Truncate(time.Millisecond), seq: -1, who: "downstream", node: c.Token.Node,
 			epoch: epoch(c.Token.Epoch), event: "api_admitted", details: "POST " + c.Path}
 		if !c.Admitted() {
 			r.mark, r.event = ">>", "api_refused"
@@ -111,17 +112,25 @@ func timeline(o *outcome) []row {
 		rows = append(rows, r)
 	}
 	if at := o.Paused[0]; !at.IsZero() {
-		rows = append(rows, row{at: at.Truncate(time.Millisecond), who: v.Owner, node: v.Node, epoch: epoch(v.Epoch),
+		rows = append(rows, row{at: at.Truncate(time.Millisecond), seq: -1, who: v.Owner, node: v.Node, epoch: epoch(v.Epoch),
 			event: "(paused)", details: "(demo) Redis connection cut; handler stops the world, ignoring ctx"})
 	}
 	if at := o.Paused[1]; !at.IsZero() {
-		rows = append(rows, row{at: at.Truncate(time.Millisecond), who: v.Owner, node: v.Node, epoch: epoch(v.Epoch),
+		rows = append(rows, row{at: at.Truncate(time.Millisecond), seq: -1, who: v.Owner, node: v.Node, epoch: epoch(v.Epoch),
 			event: "(resumed)", details: "(demo) partition healed; handler returns its result"})
 	}
 	for i := range rows {
 		rows[i].rank = ranks[rows[i].event]
 	}
-	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Or(a.at.Compare(b.at), cmp.Compare(a.rank, b.rank)) })
+	slices.SortStableFunc(rows, func(a, b row) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		if a.seq >= 0 && b.seq >= 0 { // the stream's own order is the truth
+			return cmp.Compare(a.seq, b.seq)
+		}
+		return cmp.Compare(a.rank, b.rank)
+	})
 	return rows
 }
 
