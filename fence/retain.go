@@ -10,11 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Terminal reports whether a run status is final.
-func Terminal(status string) bool {
-	return status == "SUCCEEDED" || status == "FAILED" || status == "CANCELLED"
-}
-
 // RetainFinished applies a time to live to the keys (run, nodes, events,
 // locator) of up to limit runs that ended, taking them off the finished
 // index; ttl below zero keeps them forever. The scripts that end a run add
