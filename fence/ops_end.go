@@ -41,8 +41,7 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	if cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
 		claimID = NewClaimID()
 	}
-	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
+	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
 		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ","}
 	for _, d := range dependents {
@@ -84,6 +83,13 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 		out.Queues = append(out.Queues, asString(rest[i+1]))
 	}
 	return out, nil
+}
+
+// endKeys are the fixed keys of the scripts that can end a node (commit,
+// fail, release): its hash, the run's hash and events, and the indexes.
+func (s *Store) endKeys(l Lease) []string {
+	return []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
 }
 
 // Outcome is what became of a failed, released or expired node.
@@ -134,8 +140,7 @@ func (s *Store) Expire(ctx context.Context, e *ExpiredError, worker string, grac
 }
 
 func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64, descendants []string) (Ended, error) {
-	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
+	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, msg, delayMS, mode, graceMS, Ref(l.Thread, l.Run, ""), s.maxlen}
 	for _, d := range descendants {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
@@ -158,8 +163,7 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 // Release gives the node back without counting a failed attempt (graceful
 // shutdown): READY at once, or CANCELLED when its run was cancelled.
 func (s *Store) Release(ctx context.Context, l Lease, reason string) (Ended, error) {
-	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
+	keys := s.endKeys(l)
 	v, err := s.run(ctx, "release", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, reason, l.Ref(), s.maxlen)
 	if err != nil {
 		return Ended{}, fmt.Errorf("release %s: %w", l, err)

@@ -60,9 +60,6 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 // Keys returns the key builder the store uses.
 func (s *Store) Keys() Keys { return s.keys }
 
-// Client returns the Redis client the store uses.
-func (s *Store) Client() redis.UniversalClient { return s.rdb }
-
 // Load loads every script into Redis's script cache. Pipelined calls send
 // only EVALSHA, so call Load at start-up; the store calls it again itself
 // when a pipeline meets NOSCRIPT (after a Redis restart).
