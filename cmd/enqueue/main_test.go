@@ -75,7 +75,7 @@ func enqueue(t *testing.T, env []string, stdin string, args ...string) result {
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	require.NoError(t, ctx.Err(), "enqueue %v did not finish", args)
+	require.NoError(t, ctx.Err(), "enqueue %v did not finish; stderr:\n%s", args, stderr.String())
 	r := result{stdout: stdout.String(), stderr: stderr.String()}
 	if err != nil {
 		ee, ok := err.(*exec.ExitError)

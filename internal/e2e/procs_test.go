@@ -88,7 +88,6 @@ func (c *cluster) startRunner(id string, env map[string]string) *runnerProc {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	require.NoError(c.t, p.cmd.Start())
 	go func() { p.err = p.cmd.Wait(); close(p.done) }()
 	c.t.Cleanup(func() {

@@ -61,9 +61,6 @@ func (s *Server) start() {
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
 		"--logfile", filepath.Join(s.dir, "redis.log")}, s.args...)
 	s.cmd = exec.Command("redis-server", args...)
-	// A test binary killed by its timeout cannot run cleanups: the kernel
-	// stops the server with it.
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}
