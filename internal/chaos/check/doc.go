@@ -1,0 +1,37 @@
+// Package check judges what a fault run of baton left behind: the protocol
+// histories the runners wrote (HISTORY_FILE), the downstream's admit log
+// (ADMIT_LOG), the faults the harness injected, and the final state of every
+// run read back from Redis.
+//
+// It exists apart from the harness (cmd/chaos) so that it can be tested on
+// small hand-written histories: a checker that has never been seen to fail
+// proves nothing.
+//
+// Two kinds of check run:
+//
+//   - Linearizability (porcupine). Each node is a register (state, epoch,
+//     claim id); every script call a runner made is an operation on it, with
+//     the interval the caller saw. The model is permissive where only time
+//     decides (a claim of a RUNNING node may be a takeover: the checker
+//     cannot know Redis's clock) and strict where fencing decides: a claim
+//     grants exactly epoch+1, a commit, heartbeat, fail or release is
+//     accepted only with the current epoch and claim id while RUNNING,
+//     nothing is accepted after a terminal state, and a retry of an applied
+//     commit may only answer "replay". A call whose reply never arrived
+//     ("unknown") may or may not have taken effect, so the model steps both
+//     ways (porcupine.NondeterministicModel). A runner killed with SIGKILL
+//     loses the history line of whatever it had in flight; the checker adds
+//     such a "phantom" operation only to nodes that are not linearizable
+//     without one, and only for incarnations that were killed.
+//   - Direct checks on the outcome: every accepted run is found and
+//     terminal; every SUCCEEDED node has exactly one committed event, at its
+//     final epoch, and no other accepted commit in the histories; the
+//     downstream never admitted a token older than one it had already
+//     admitted for the resource; every takeover came within LEASE_TTL +
+//     GRACE + SWEEP_INTERVAL + slack of the previous owner's last renewal,
+//     outside windows where Redis or the claimer's link was down; and no
+//     node FAILED with "no attempts left" when an attempt it lost is not
+//     explained by a fault of its owner's process (or a partition longer
+//     than the lease), i.e. when retries of lost replies or short stalls
+//     burnt it.
+package check

@@ -1,0 +1,214 @@
+package check
+
+import (
+	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// partition is the operations on one node.
+type partition struct {
+	key string
+	ops []porcupine.Operation
+	// span is the first call and the last return of a recorded operation.
+	first, last int64
+}
+
+// linearOutcome is what checking the histories found.
+type linearOutcome struct {
+	partitions int
+	ops        int
+	phantoms   int      // partitions that needed a phantom operation
+	unknown    []string // partitions porcupine could not decide in time
+	violations []Violation
+}
+
+// checkLinear checks every node's operations against the register model.
+// dependents (run -> node -> direct dependents) lets the checker add the
+// continuation a commit without a reply may have claimed; nil: none added.
+func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]string,
+	timeout time.Duration, outDir string) linearOutcome {
+	var res linearOutcome
+	if len(ops) == 0 {
+		return res
+	}
+	end := int64(0)
+	for _, o := range ops {
+		end = max(end, o.Ret)
+	}
+	end++ // an operation without a reply "returns" after everything seen
+	parts := map[string]*partition{}
+	add := func(key string, in input, call, ret int64, client int, recorded bool) {
+		p := parts[key]
+		if p == nil {
+			p = &partition{key: key, first: call, last: ret}
+			parts[key] = p
+		}
+		if recorded {
+			p.first, p.last = min(p.first, call), max(p.last, ret)
+		}
+		p.ops = append(p.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: output{}, Return: ret})
+	}
+	clients := map[string]int{}
+	clientOf := func(src string) int {
+		id, ok := clients[src]
+		if !ok {
+			id = len(clients)
+			clients[src] = id
+		}
+		return id
+	}
+	for _, o := range ops {
+		if o.Op == "heartbeat" && o.Outcome == Unknown {
+			continue // changes nothing whether or not it ran
+		}
+		in := input{Op: o.Op, Epoch: o.Epoch, Claim: o.Claim, Owner: o.Source, Outcome: o.Outcome,
+			Err: o.Err, Replay: o.Replay, End: o.End}
+		ret := o.Ret
+		if o.Outcome == Unknown {
+			ret = end
+		}
+		c := clientOf(o.Source)
+		add(o.Key(), in, o.Call, ret, c, true)
+		res.ops++
+		if o.Op != "commit" {
+			continue
+		}
+		switch {
+		case o.Outcome == OK && o.Next != nil:
+			// The continuation is a claim of the dependent, made by this
+			// same script call.
+			add(o.Run+"/"+o.Next.Node, input{Op: "claim", Epoch: o.Next.Epoch, Claim: o.Next.Claim,
+				Owner: o.Source, Outcome: OK, Synth: "continuation of " + o.Node}, o.Call, o.Ret, c, true)
+		case o.Outcome == Unknown || (o.Outcome == OK && o.Replay):
+			// The continuation may have been claimed without the caller
+			// hearing of it.
+			for _, d := range dependents[o.Run][o.Node] {
+				add(o.Run+"/"+d, input{Op: "claim", Claim: hiddenClaim, Owner: o.Source, Outcome: Unknown,
+					Synth: "maybe continuation of " + o.Node}, o.Call, end, c, false)
+			}
+		}
+	}
+	keys := make([]string, 0, len(parts))
+	for k := range parts {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	res.partitions = len(keys)
+	m := model()
+	per := max(timeout/time.Duration(max(len(keys), 1)), 2*time.Second)
+	for _, k := range keys {
+		p := parts[k]
+		sortOps(p.ops)
+		r, info := porcupine.CheckOperationsVerbose(m, p.ops, per)
+		if r == porcupine.Ok {
+			continue
+		}
+		// A killed process loses the line of what it had in flight. Try
+		// again with one phantom operation per incarnation killed while
+		// this node was in play.
+		if ph := phantoms(p, faults, clientOf, end); len(ph) > 0 {
+			withPh := append(slices.Clone(p.ops), ph...)
+			sortOps(withPh)
+			r2, info2 := porcupine.CheckOperationsVerbose(m, withPh, per)
+			if r2 == porcupine.Ok {
+				res.phantoms++
+				continue
+			}
+			if r2 == porcupine.Illegal || r == porcupine.Unknown {
+				r, info = r2, info2
+			}
+		}
+		if r == porcupine.Unknown {
+			res.unknown = append(res.unknown, k)
+			continue
+		}
+		run, node, _ := strings.Cut(k, "/")
+		v := Violation{Check: "linearizable", Run: run, Node: node,
+			Msg: "operations on the node fit no order of the register: " + describeFailure(p.ops, info)}
+		if outDir != "" {
+			path := filepath.Join(outDir, "porcupine-"+strings.ReplaceAll(k, "/", "_")+".html")
+			if err := os.MkdirAll(outDir, 0o755); err == nil {
+				if err := porcupine.VisualizePath(m, info, path); err == nil {
+					v.Msg += " (visualisation: " + path + ")"
+				}
+			}
+		}
+		res.violations = append(res.violations, v)
+	}
+	return res
+}
+
+func sortOps(ops []porcupine.Operation) {
+	slices.SortStableFunc(ops, func(a, b porcupine.Operation) int {
+		return cmp.Or(cmp.Compare(a.Call, b.Call), cmp.Compare(a.Return, b.Return))
+	})
+}
+
+// phantoms returns one phantom operation per runner incarnation that was
+// killed after the node's first operation and before its last one.
+func phantoms(p *partition, faults []Fault, clientOf func(string) int, end int64) []porcupine.Operation {
+	var out []porcupine.Operation
+	seen := map[string]bool{}
+	for _, f := range faults {
+		if f.Kind != KindKill || f.Source == "" || seen[f.Source] {
+			continue
+		}
+		if f.Start < p.first-int64(time.Second) || f.Start > p.last {
+			continue
+		}
+		seen[f.Source] = true
+		out = append(out, porcupine.Operation{ClientId: clientOf(f.Source),
+			Input: input{Op: "phantom", Owner: f.Source, Outcome: Unknown, Synth: "in flight at SIGKILL"},
+			Call:  p.first - int64(time.Second), Output: output{}, Return: end})
+	}
+	return out
+}
+
+// describeFailure names the operations of the longest partial order porcupine
+// found and the first operation it could not place.
+func describeFailure(ops []porcupine.Operation, info porcupine.LinearizationInfo) string {
+	best := []int{}
+	for _, part := range info.PartialLinearizations() {
+		for _, lin := range part {
+			if len(lin) > len(best) {
+				best = lin
+			}
+		}
+	}
+	placed := map[int]bool{}
+	var b strings.Builder
+	states := []reg{{St: stPending}}
+	for _, id := range best {
+		placed[id] = true
+		var next []reg
+		for _, s := range states {
+			for _, n := range step(s, ops[id].Input.(input)) {
+				if !slices.Contains(next, n) {
+					next = append(next, n)
+				}
+			}
+		}
+		states = next
+	}
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = s.String()
+	}
+	fmt.Fprintf(&b, "%d of %d placed, register then {%s}", len(best), len(ops), strings.Join(names, " | "))
+	// The earliest-called operation left over is usually the culprit.
+	for id, op := range ops {
+		if !placed[id] {
+			fmt.Fprintf(&b, "; cannot place %s (call %s)", op.Input.(input).describe(),
+				time.Unix(0, op.Call).Format("15:04:05.000"))
+			break
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,273 @@
+package check
+
+import (
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// Node states of the register. Pending is "never claimed, not terminal":
+// BLOCKED or READY, which the histories cannot tell apart.
+const (
+	stPending   = "PENDING"
+	stReady     = "READY"
+	stRunning   = "RUNNING"
+	stSucceeded = "SUCCEEDED"
+	stFailed    = "FAILED"
+	stCancelled = "CANCELLED"
+)
+
+// hiddenClaim is the claim id of a claim the histories never name (a
+// continuation whose commit got no reply, or a killed process's last claim).
+// No recorded write can match it.
+const hiddenClaim = "?"
+
+// reg is the register of one node: what the claim and end scripts compare.
+// It is comparable, so porcupine's default equality works on it.
+type reg struct {
+	St    string
+	Epoch int64
+	Claim string
+	Owner string // the incarnation (Op.Source) of the claim, for phantoms
+}
+
+func (r reg) String() string {
+	if r.Epoch == 0 {
+		return r.St
+	}
+	return fmt.Sprintf("%s e%d/%s %s", r.St, r.Epoch, short(r.Claim), r.Owner)
+}
+
+func (r reg) terminal() bool { return r.St == stSucceeded || r.St == stFailed || r.St == stCancelled }
+
+// claimable: a claim may succeed from here (RUNNING only as a takeover,
+// which the model allows at any time: it cannot know Redis's clock).
+func (r reg) claimable() bool { return r.St == stPending || r.St == stReady || r.St == stRunning }
+
+func (r reg) owns(epoch int64, claim string) bool {
+	return r.Epoch == epoch && r.Claim == claim && claim != hiddenClaim
+}
+
+// input is an operation as the model sees it.
+type input struct {
+	Op      string // claim, heartbeat, commit, fail, release, expire, phantom
+	Epoch   int64  // the lease's; claim: the epoch granted
+	Claim   string
+	Owner   string // incarnation
+	Outcome string
+	Err     string
+	Replay  bool
+	End     string
+	Synth   string // why the checker added this operation ("" for a recorded one)
+}
+
+func (in input) describe() string {
+	var b strings.Builder
+	if in.Synth != "" {
+		b.WriteString("[" + in.Synth + "] ")
+	}
+	fmt.Fprintf(&b, "%s(e%d/%s) → %s", in.Op, in.Epoch, short(in.Claim), in.Outcome)
+	if in.Err != "" {
+		b.WriteString(" " + strings.TrimPrefix(in.Err, "fence: "))
+	}
+	if in.Replay {
+		b.WriteString(" replay")
+	}
+	if in.End != "" {
+		b.WriteString(" " + in.End)
+	}
+	return b.String()
+}
+
+// endStates are the states an accepted fail, release or expire may leave.
+func endStates(op, end string) []string {
+	switch end {
+	case "retrying":
+		return []string{stReady}
+	case "failed":
+		return []string{stFailed}
+	case "cancelled":
+		return []string{stCancelled}
+	}
+	switch op {
+	case "release":
+		return []string{stReady, stCancelled}
+	case "expire":
+		return []string{stFailed, stCancelled}
+	}
+	return []string{stReady, stFailed, stCancelled}
+}
+
+// step returns every register the operation may lead to from s; none means
+// the operation is impossible from s.
+func step(s reg, in input) []reg {
+	if in.Op == "phantom" {
+		return phantomStep(s, in)
+	}
+	switch in.Outcome {
+	case OK:
+		return okStep(s, in)
+	case Unknown:
+		out := []reg{s}
+		if in.Op == "claim" {
+			if s.claimable() {
+				out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: in.Claim, Owner: in.Owner})
+			}
+			return out
+		}
+		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+			switch in.Op {
+			case "commit":
+				out = append(out, reg{stSucceeded, s.Epoch, s.Claim, s.Owner})
+			case "fail", "release", "expire":
+				for _, st := range endStates(in.Op, "") {
+					out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
+				}
+			}
+		}
+		return out
+	}
+	if refusalFits(s, in) {
+		if in.Op == "claim" && in.Err == "fence: node done" && s.St == stPending {
+			// Never claimed and now terminal: a dependency failed and the
+			// fail script cancelled this node.
+			return []reg{{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner}}
+		}
+		return []reg{s}
+	}
+	return nil
+}
+
+func okStep(s reg, in input) []reg {
+	switch in.Op {
+	case "claim":
+		if s.claimable() && in.Epoch == s.Epoch+1 {
+			return []reg{{St: stRunning, Epoch: in.Epoch, Claim: in.Claim, Owner: in.Owner}}
+		}
+		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+			return []reg{s} // a retried claim recognised as its own
+		}
+	case "heartbeat":
+		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+			return []reg{s}
+		}
+	case "commit":
+		if !in.Replay && s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+			return []reg{{stSucceeded, s.Epoch, s.Claim, s.Owner}}
+		}
+		if in.Replay && s.St == stSucceeded && s.owns(in.Epoch, in.Claim) {
+			return []reg{s}
+		}
+	case "fail", "release", "expire":
+		var out []reg
+		for _, st := range endStates(in.Op, in.End) {
+			if !in.Replay && s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
+			}
+			if in.Replay && s.St == st && s.owns(in.Epoch, in.Claim) {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// refusalFits reports whether a refusal is one the scripts could give in s.
+// Fencing refusals are checked strictly: a write refused as stale while it
+// carried the current epoch and claim id is a bug too (the node would hang
+// until its lease ran out). Codes the model does not know are allowed.
+func refusalFits(s reg, in input) bool {
+	if in.Err == "fence: not found" {
+		return true
+	}
+	if in.Op == "claim" {
+		switch in.Err {
+		case "fence: node busy", "fence: attempts exhausted", "fence: run cancelled":
+			return s.St == stRunning
+		case "fence: node done":
+			return s.terminal() || s.St == stPending
+		case "fence: node not due":
+			return s.St == stReady || s.St == stPending
+		case "fence: node blocked":
+			return s.St == stPending
+		}
+		return true
+	}
+	switch in.Err {
+	case "fence: stale epoch":
+		return s.Epoch != in.Epoch
+	case "fence: not owner":
+		return s.Epoch == in.Epoch && (s.Claim != in.Claim || s.Claim == hiddenClaim)
+	case "fence: node not running":
+		if !s.owns(in.Epoch, in.Claim) {
+			return false
+		}
+		if in.Op == "commit" {
+			return s.St != stRunning && s.St != stSucceeded // a commit would have answered replay
+		}
+		return s.St != stRunning
+	case "fence: lease still active":
+		return in.Op == "expire" && s.St == stRunning && s.owns(in.Epoch, in.Claim)
+	}
+	return true
+}
+
+// phantomStep is whatever a killed incarnation may have had in flight when
+// its history stopped: nothing, a claim, or an end of its own lease, or an
+// expire of another's.
+func phantomStep(s reg, in input) []reg {
+	out := []reg{s}
+	if s.claimable() {
+		out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: hiddenClaim, Owner: in.Owner})
+	}
+	if s.St == stRunning {
+		if s.Owner == in.Owner {
+			for _, st := range []string{stSucceeded, stReady, stFailed, stCancelled} {
+				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
+			}
+		} else {
+			out = append(out, reg{stFailed, s.Epoch, s.Claim, s.Owner}, reg{stCancelled, s.Epoch, s.Claim, s.Owner})
+		}
+	}
+	return out
+}
+
+// output carries nothing: the outcome is part of input, so that the
+// visualisation shows it beside the call.
+type output struct{}
+
+// model is the node register as a porcupine model.
+func model() porcupine.Model {
+	nm := porcupine.NondeterministicModel{
+		Init: func() []any { return []any{reg{St: stPending}} },
+		Step: func(state, in, _ any) []any {
+			next := step(state.(reg), in.(input))
+			out := make([]any, len(next))
+			for i, r := range next {
+				out[i] = r
+			}
+			return out
+		},
+		Hash: func(state any) uint64 {
+			h := fnv.New64a()
+			fmt.Fprint(h, state.(reg))
+			return h.Sum64()
+		},
+		DescribeOperation: func(in, _ any) string { return in.(input).describe() },
+		DescribeState:     func(state any) string { return state.(reg).String() },
+	}
+	m := nm.ToModel()
+	// ToModel's states are sets; describe them as such.
+	m.DescribeState = func(state any) string {
+		states := state.([]any)
+		parts := make([]string, len(states))
+		for i, s := range states {
+			parts[i] = s.(reg).String()
+		}
+		return "{" + strings.Join(parts, " | ") + "}"
+	}
+	return m
+}
