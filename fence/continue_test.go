@@ -8,7 +8,11 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
-var serveAll = fence.Continue{TTL: longTTL, Queues: []string{"default"}, Kinds: []string{"noop"}}
+// serveAll continues any noop node on the default queue, under a new
+// continuation claim id each call.
+func serveAll() fence.Continue {
+	return fence.Continue{ClaimID: fence.NewClaimID(), TTL: longTTL, Queues: []string{"default"}, Kinds: []string{"noop"}}
+}
 
 // A commit can claim the next node of a chain for its caller in the same
 // step: the successor is RUNNING under a new epoch and claim id, never
@@ -18,7 +22,7 @@ func TestCommitContinuesAChain(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
 		tb.submit(t, spec("chain", node("a"), node("b", "a"), node("c", "b")))
 		a := tb.claim(t, "chain", "a", "w", longTTL)
-		res, err := tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents, serveAll)
+		res, err := tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents, serveAll())
 		require.NoError(t, err)
 		require.Empty(t, res.Ready, "the successor is not enqueued")
 		require.NotNil(t, res.Next)
@@ -43,10 +47,10 @@ func TestCommitContinuesAChain(t *testing.T) {
 		// commit with it goes on to c.
 		_, err = tb.store.Heartbeat(tb.ctx, b.Lease, longTTL, 50)
 		require.NoError(t, err)
-		res, err = tb.store.CommitContinue(tb.ctx, b.Lease, []byte(`2`), b.Dependents, serveAll)
+		res, err = tb.store.CommitContinue(tb.ctx, b.Lease, []byte(`2`), b.Dependents, serveAll())
 		require.NoError(t, err)
 		require.Equal(t, "c", res.Next.Node)
-		res, err = tb.store.CommitContinue(tb.ctx, res.Next.Lease, []byte(`3`), res.Next.Dependents, serveAll)
+		res, err = tb.store.CommitContinue(tb.ctx, res.Next.Lease, []byte(`3`), res.Next.Dependents, serveAll())
 		require.NoError(t, err)
 		require.Nil(t, res.Next)
 		require.Equal(t, "SUCCEEDED", res.RunStatus)
@@ -61,7 +65,7 @@ func TestContinuationOnlyForWhatTheCallerServes(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
 		tb.submit(t, spec("fan", node("a"), node("b", "a"), node("c", "a"), node("d", "a")))
 		a := tb.claim(t, "fan", "a", "w", longTTL)
-		res, err := tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents, serveAll)
+		res, err := tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents, serveAll())
 		require.NoError(t, err)
 		require.Equal(t, "b", res.Next.Node, "one dependent continues")
 		require.ElementsMatch(t, []string{"c", "d"}, res.Ready, "the others are enqueued")
@@ -69,7 +73,7 @@ func TestContinuationOnlyForWhatTheCallerServes(t *testing.T) {
 		tb.submit(t, spec("other", node("a"), node("b", "a")))
 		a = tb.claim(t, "other", "a", "w", longTTL)
 		res, err = tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents,
-			fence.Continue{TTL: longTTL, Queues: []string{"gpu"}, Kinds: []string{"noop"}})
+			fence.Continue{ClaimID: fence.NewClaimID(), TTL: longTTL, Queues: []string{"gpu"}, Kinds: []string{"noop"}})
 		require.NoError(t, err)
 		require.Nil(t, res.Next, "a queue the caller does not serve")
 		require.Equal(t, []string{"b"}, res.Ready)
@@ -77,7 +81,7 @@ func TestContinuationOnlyForWhatTheCallerServes(t *testing.T) {
 		tb.submit(t, spec("kind", node("a"), node("b", "a")))
 		a = tb.claim(t, "kind", "a", "w", longTTL)
 		res, err = tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents,
-			fence.Continue{TTL: longTTL, Queues: []string{"default"}, Kinds: []string{"no", "op"}})
+			fence.Continue{ClaimID: fence.NewClaimID(), TTL: longTTL, Queues: []string{"default"}, Kinds: []string{"no", "op"}})
 		require.NoError(t, err)
 		require.Nil(t, res.Next, "a kind the caller does not run (no partial match)")
 
@@ -85,7 +89,7 @@ func TestContinuationOnlyForWhatTheCallerServes(t *testing.T) {
 		a = tb.claim(t, "cancelled", "a", "w", longTTL)
 		_, err = tb.store.Cancel(tb.ctx, "cancelled", "test", "t")
 		require.NoError(t, err)
-		res, err = tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents, serveAll)
+		res, err = tb.store.CommitContinue(tb.ctx, a.Lease, []byte(`1`), a.Dependents, serveAll())
 		require.NoError(t, err)
 		require.Nil(t, res.Next)
 		require.Equal(t, "CANCELLED", res.RunStatus)

@@ -162,7 +162,15 @@ func TestFailAttemptsExhausted(t *testing.T) {
 
 		_, err = tb.store.Claim(tb.ctx, ref("exh", "n"), "w", longTTL, grace)
 		require.ErrorIs(t, err, fence.ErrNodeDone)
-		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "three"}, c.Descendants)
+		// The same call again (a retry after a lost reply) answers as the
+		// first did and changes nothing.
+		again, err := tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "three"}, c.Descendants)
+		require.NoError(t, err)
+		require.Equal(t, end, again)
+		require.Equal(t, "two", tb.nodeInfo(t, "exh", "n").Error)
+		require.Len(t, ofType(tb.events(t, "exh"), "run_finished"), 1)
+		// Another write of the same claim is refused.
+		_, err = tb.store.Commit(tb.ctx, c.Lease, []byte(`"late"`), nil)
 		require.ErrorIs(t, err, fence.ErrNotRunning, "the owner's own late write")
 		require.True(t, fence.IsFenced(err))
 	})
@@ -182,8 +190,11 @@ func TestReleaseKeepsAttempt(t *testing.T) {
 
 		_, err = tb.store.Heartbeat(tb.ctx, c.Lease, longTTL, 5)
 		require.ErrorIs(t, err, fence.ErrNotRunning, "the released lease is spent")
-		_, err = tb.store.Release(tb.ctx, c.Lease, "again")
-		require.ErrorIs(t, err, fence.ErrNotRunning)
+		again, err := tb.store.Release(tb.ctx, c.Lease, "again")
+		require.NoError(t, err, "a retried release answers as the first")
+		require.Equal(t, end, again)
+		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "late"}, nil)
+		require.ErrorIs(t, err, fence.ErrNotRunning, "a released claim cannot fail the node")
 
 		c2 := tb.claim(t, "rel", "n", "w2", longTTL) // no Advance: READY now
 		require.Equal(t, int64(2), c2.Attempt)
@@ -227,7 +238,7 @@ func TestCommitReplay(t *testing.T) {
 		again, err := tb.store.Commit(tb.ctx, a.Lease, []byte(`"r2"`), a.Dependents)
 		require.NoError(t, err)
 		require.True(t, again.Replay)
-		require.Empty(t, again.Ready)
+		require.Equal(t, []string{"b"}, again.Ready, "the dependent the first try made READY, to enqueue")
 		require.Equal(t, "RUNNING", again.RunStatus, "a replay does not count the node twice")
 
 		require.JSONEq(t, `"r1"`, string(tb.nodeInfo(t, "rep", "a").Result))
@@ -239,6 +250,7 @@ func TestCommitReplay(t *testing.T) {
 		again, err = tb.store.Commit(tb.ctx, a.Lease, []byte(`"r3"`), a.Dependents)
 		require.NoError(t, err)
 		require.True(t, again.Replay)
+		require.Empty(t, again.Ready, "b is no longer READY")
 		require.Equal(t, "SUCCEEDED", again.RunStatus)
 		require.Len(t, ofType(tb.events(t, "rep"), "run_finished"), 1)
 	})

@@ -83,3 +83,25 @@ func codeError(code int64) error {
 func IsFenced(err error) bool {
 	return errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotRunning)
 }
+
+// IsRefused reports whether err is a script's answer (one of the sentinel
+// errors above) rather than a Redis or network error. A refusal is final:
+// retrying the call with the same identity gets the same answer. Any other
+// error may have come after the script ran; retry with the same identity.
+func IsRefused(err error) bool { return refusal(err) != nil }
+
+// refusal returns the sentinel err wraps, or nil.
+func refusal(err error) error {
+	if err == nil {
+		return nil
+	}
+	for _, sentinel := range codeErrors {
+		if errors.Is(err, sentinel) {
+			return sentinel
+		}
+	}
+	if errors.Is(err, ErrInvalidID) {
+		return ErrInvalidID
+	}
+	return nil
+}

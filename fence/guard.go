@@ -31,7 +31,8 @@ var (
 
 // GuardOptions configures a Guard. A nil *GuardOptions takes every default.
 type GuardOptions struct {
-	// Prefix starts every record's key: Prefix + ":" + run + ":" + node.
+	// Prefix starts every record's key: Prefix + ":" + run + "~" +
+	// incarnation + ":" + node.
 	// Zero value: "baton:guard".
 	Prefix string
 	// TTL is how long a resource's record outlives the last token it
@@ -49,7 +50,8 @@ const DefaultGuardTTL = 7 * 24 * time.Hour
 // carries may act, and so refuses a worker that was paused, lost its lease
 // and resumed after another worker took the node over.
 //
-// What it promises: per resource (a node, "run/node"), Admit is one atomic
+// What it promises: per resource (a node of one run incarnation,
+// "run~incarnation/node"), Admit is one atomic
 // script (scripts/lua/guard.lua) over one hash holding the newest epoch
 // admitted and its claim id. Once epoch E has been admitted, no token with
 // an epoch below E is admitted again (ErrStaleEpoch), and at epoch E only the
@@ -114,6 +116,9 @@ func (g *Guard) Admit(ctx context.Context, tok Token) error {
 		return err
 	}
 	key := g.prefix + ":" + tok.Run + ":" + tok.Node
+	if tok.Incarnation != "" {
+		key = g.prefix + ":" + tok.Run + "~" + tok.Incarnation + ":" + tok.Node
+	}
 	v, err := guardScript.Run(ctx, g.rdb, []string{key},
 		strconv.FormatInt(tok.Epoch, 10), tok.ClaimID, g.ttl).Result()
 	if err != nil {
@@ -137,6 +142,11 @@ func checkToken(tok Token) error {
 	}
 	if err := ValidateID("guard: token node", tok.Node); err != nil {
 		return err
+	}
+	if tok.Incarnation != "" {
+		if err := ValidateID("guard: token incarnation", tok.Incarnation); err != nil {
+			return err
+		}
 	}
 	if err := ValidateID("guard: token claim id", tok.ClaimID); err != nil {
 		return err

@@ -12,10 +12,15 @@ import (
 // afterwards carries Epoch and ClaimID, and the scripts compare them with the
 // node's stored ones in the same atomic step.
 type Lease struct {
-	Thread  string
-	Run     string
-	Node    string
-	Attempt int64
+	Thread string
+	Run    string
+	// Incarnation names the run's submission. A run id can be used again
+	// once retention freed it; the new run's epochs start at 1 again, and
+	// the incarnation keeps its tokens from being compared with the old
+	// run's. Empty for runs stored before incarnations existed.
+	Incarnation string
+	Node        string
+	Attempt     int64
 	// Epoch is the fencing token: incremented by every claim of the node.
 	Epoch int64
 	// ClaimID is unique per claim. It keeps fencing safe when a failover
@@ -29,7 +34,7 @@ type Lease struct {
 
 // Token is the lease's fencing token, for side effects outside Redis.
 func (l Lease) Token() Token {
-	return Token{Run: l.Run, Node: l.Node, Epoch: l.Epoch, ClaimID: l.ClaimID}
+	return Token{Run: l.Run, Incarnation: l.Incarnation, Node: l.Node, Epoch: l.Epoch, ClaimID: l.ClaimID}
 }
 
 // Ref names the node in the global indexes.
@@ -40,17 +45,26 @@ func (l Lease) String() string {
 }
 
 // Token identifies one claim of one node for a downstream service:
-// "run/node@epoch/claim". A service that has seen epoch E for resource
-// run/node rejects any token with an epoch below E (see Guard).
+// "run~incarnation/node@epoch/claim". A service that has seen epoch E for
+// resource run~incarnation/node rejects any token with an epoch below E (see
+// Guard). The incarnation keeps two runs that used the same run id apart:
+// their epochs are two sequences, never one.
 type Token struct {
-	Run     string
-	Node    string
-	Epoch   int64
-	ClaimID string
+	Run         string
+	Incarnation string // empty: "run/node@epoch/claim", as before incarnations
+	Node        string
+	Epoch       int64
+	ClaimID     string
 }
 
-// Resource is what the token fences: the node, "run/node".
-func (t Token) Resource() string { return t.Run + "/" + t.Node }
+// Resource is what the token fences: one node of one incarnation of a run,
+// "run~incarnation/node".
+func (t Token) Resource() string {
+	if t.Incarnation == "" {
+		return t.Run + "/" + t.Node
+	}
+	return t.Run + "~" + t.Incarnation + "/" + t.Node
+}
 
 func (t Token) String() string {
 	return t.Resource() + "@" + strconv.FormatInt(t.Epoch, 10) + "/" + t.ClaimID
@@ -64,7 +78,13 @@ func ParseToken(s string) (Token, error) {
 	}
 	run, node, ok := strings.Cut(res, "/")
 	if !ok {
-		return Token{}, fmt.Errorf("fence: token %q: resource is not run/node", s)
+		return Token{}, fmt.Errorf("fence: token %q: resource is not run~incarnation/node", s)
+	}
+	run, inc, hasInc := strings.Cut(run, "~")
+	if hasInc {
+		if err := ValidateID("token incarnation", inc); err != nil {
+			return Token{}, err
+		}
 	}
 	ep, claim, ok := strings.Cut(rest, "/")
 	if !ok || claim == "" {
@@ -80,5 +100,8 @@ func ParseToken(s string) (Token, error) {
 	if err := ValidateID("token node", node); err != nil {
 		return Token{}, err
 	}
-	return Token{Run: run, Node: node, Epoch: epoch, ClaimID: claim}, nil
+	if err := ValidateID("token claim id", claim); err != nil {
+		return Token{}, err
+	}
+	return Token{Run: run, Incarnation: inc, Node: node, Epoch: epoch, ClaimID: claim}, nil
 }

@@ -43,6 +43,9 @@ type SubmitResult struct {
 	Created bool     // false: the same run existed already
 	Status  string   // the run's status
 	Ready   []string // nodes to enqueue now (Created only)
+	// Incarnation names this submission of the run id (see
+	// Lease.Incarnation).
+	Incarnation string
 }
 
 // Submit creates a run and its nodes atomically. Submitting the same run id
@@ -61,8 +64,9 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
+	inc := newIncarnation()
 	for try := 0; ; try++ {
-		res, err := s.submit(ctx, a, thread, multitask, nodes)
+		res, err := s.submit(ctx, a, thread, multitask, inc, nodes)
 		if errors.Is(err, errActiveChanged) && try < 5 {
 			continue // another submit to the thread won the race: read again
 		}
@@ -70,7 +74,7 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 	}
 }
 
-func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask string, nodes []byte) (SubmitResult, error) {
+func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc string, nodes []byte) (SubmitResult, error) {
 	// The locator is outside the thread's slot: claim the run id first, so a
 	// run id can never live under two threads. The listing index is written
 	// first too; List skips an entry whose run was never stored.
@@ -96,7 +100,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask stri
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
 	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask)
+		activeRun, multitask, inc)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
@@ -107,9 +111,9 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask stri
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
-	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0])}
+	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0]), Incarnation: asString(rest[1])}
 	if res.Created {
-		res.Ready = asStrings(rest[1:])
+		res.Ready = asStrings(rest[2:])
 	}
 	return res, nil
 }
@@ -155,9 +159,23 @@ func (e *ExpiredError) Unwrap() error { return e.Err }
 
 // Claim takes ownership of a node for one attempt under a new epoch. It fails
 // with ErrNodeBusy, ErrNodeDone, ErrNodeBlocked, ErrNotFound, a *NotDueError
-// or an *ExpiredError; none of them changed anything.
+// or an *ExpiredError; none of them changed anything. A caller that may
+// retry after a lost reply uses ClaimAs.
 func (s *Store) Claim(ctx context.Context, n NodeRef, owner string, ttl, grace time.Duration) (*Claimed, error) {
-	claimID := NewClaimID()
+	return s.ClaimAs(ctx, n, owner, NewClaimID(), ttl, grace)
+}
+
+// ClaimAs is Claim under the caller's claim id (NewClaimID). Retried with
+// the same id after a reply was lost, it finds its own earlier claim and
+// returns it again: the node is not claimed twice, no attempt is counted
+// twice, and no claim is left that nobody holds.
+func (s *Store) ClaimAs(ctx context.Context, n NodeRef, owner, claimID string, ttl, grace time.Duration) (c *Claimed, err error) {
+	defer s.observe("claim", Lease{Thread: n.Thread, Run: n.Run, Node: n.Node, Owner: owner, ClaimID: claimID},
+		time.Now(), &err, func(o *Op) {
+			if c != nil {
+				o.Epoch, o.Attempt = c.Epoch, c.Attempt
+			}
+		})
 	keys := []string{s.keys.Node(n.Thread, n.Run, n.Node), s.keys.Run(n.Thread, n.Run),
 		s.keys.Events(n.Thread, n.Run), s.keys.Leases(), s.keys.Ready()}
 	v, err := s.run(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen)
@@ -175,21 +193,32 @@ func (s *Store) Claim(ctx context.Context, n NodeRef, owner string, ttl, grace t
 		return nil, fmt.Errorf("claim %s: %w", n, e)
 	case err != nil:
 		return nil, fmt.Errorf("claim %s: %w", n, err)
-	case code != 1 || len(r) < 11:
+	case code != 1 || len(r) < 12:
 		return nil, fmt.Errorf("claim %s: unexpected reply %v", n, v)
 	}
+	got, err := claimed(n, owner, claimID, r[:10], asString(r[11]))
+	if err != nil {
+		return nil, fmt.Errorf("claim %s: %w", n, err)
+	}
+	got.PrevOwner = asString(r[10])
+	return got, nil
+}
+
+// claimed decodes what claim.lua (and commit.lua for a continuation)
+// return for a claim: epoch, attempt, lease_until, kind, queue, input,
+// timeout, max_attempts, dependents, descendants.
+func claimed(n NodeRef, owner, claimID string, r []any, inc string) (*Claimed, error) {
 	c := &Claimed{
-		Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node, Epoch: asInt(r[0]), Attempt: asInt(r[1]),
-			ClaimID: claimID, Owner: owner, Until: time.UnixMilli(asInt(r[2]))},
+		Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node, Incarnation: inc, Epoch: asInt(r[0]),
+			Attempt: asInt(r[1]), ClaimID: claimID, Owner: owner, Until: time.UnixMilli(asInt(r[2]))},
 		Kind: asString(r[3]), Queue: asString(r[4]), Input: json.RawMessage(asString(r[5])),
 		Timeout: time.Duration(asInt(r[6])) * time.Millisecond, MaxAttempts: int(asInt(r[7])),
-		PrevOwner: asString(r[10]),
 	}
 	if err := json.Unmarshal([]byte(asString(r[8])), &c.Dependents); err != nil {
-		return nil, fmt.Errorf("claim %s: dependents: %w", n, err)
+		return nil, fmt.Errorf("dependents: %w", err)
 	}
 	if err := json.Unmarshal([]byte(asString(r[9])), &c.Descendants); err != nil {
-		return nil, fmt.Errorf("claim %s: descendants: %w", n, err)
+		return nil, fmt.Errorf("descendants: %w", err)
 	}
 	return c, nil
 }
@@ -232,7 +261,8 @@ func renewal(l Lease, v any, err error) (Renewal, error) {
 // Heartbeat renews one lease and stores progress (below zero: unchanged).
 // It never moves a node towards SUCCEEDED. A fenced caller gets
 // ErrStaleEpoch, ErrNotOwner or ErrNotRunning (see IsFenced).
-func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progress int) (Renewal, error) {
+func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progress int) (r Renewal, err error) {
+	defer s.observe("heartbeat", l, time.Now(), &err, nil)
 	keys, args := s.heartbeatArgs(Beat{Lease: l, Progress: progress}, ttl)
 	v, err := s.run(ctx, "heartbeat", keys, args...)
 	return renewal(l, v, err)
@@ -243,6 +273,7 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 // IsFenced) or a Redis/network error.
 func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Duration) ([]Renewal, []error) {
 	cmds := make([]*redis.Cmd, len(beats))
+	call := time.Now()
 	for try := 0; try < 2; try++ {
 		pipe := s.rdb.Pipeline()
 		for i, b := range beats {
@@ -262,6 +293,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Durat
 	for i, b := range beats {
 		v, err := cmds[i].Result()
 		out[i], errs[i] = renewal(b.Lease, v, err)
+		s.observe("heartbeat", b.Lease, call, &errs[i], nil)
 	}
 	return out, errs
 }

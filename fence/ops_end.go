@@ -2,7 +2,6 @@ package fence
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -13,7 +12,10 @@ type Committed struct {
 	RunStatus string   // the run's status after the commit
 	Ready     []string // dependents now READY: enqueue them
 	Queues    []string // Queues[i] is Ready[i]'s queue
-	Replay    bool     // this claim had committed before; nothing changed
+	// Replay: this claim had committed before (a retry after a lost reply);
+	// nothing changed, and Ready, Queues and Next say what the first commit
+	// left: dependents still READY, the continuation still held.
+	Replay bool
 	// Next is the dependent claimed for the caller by the commit itself
 	// (Continue), or nil.
 	Next *Claimed
@@ -23,9 +25,13 @@ type Committed struct {
 // dependent it makes READY whose queue and kind the caller serves: the caller
 // runs it next without a queue round trip. Zero value: no continuation.
 type Continue struct {
-	TTL    time.Duration // the continuation's lease
-	Queues []string      // queues the caller serves
-	Kinds  []string      // kinds the caller runs
+	// ClaimID is the continuation's claim id (NewClaimID), one per commit
+	// and the same on every retry of it, so a retried commit hands back the
+	// continuation its first try claimed. Empty: no continuation.
+	ClaimID string
+	TTL     time.Duration // the continuation's lease
+	Queues  []string      // queues the caller serves
+	Kinds   []string      // kinds the caller runs
 }
 
 // Commit records result (JSON text) and moves the node to SUCCEEDED, if and
@@ -35,11 +41,19 @@ func (s *Store) Commit(ctx context.Context, l Lease, result []byte, dependents [
 	return s.CommitContinue(ctx, l, result, dependents, Continue{})
 }
 
-// CommitContinue is Commit with a continuation (see Continue).
-func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, dependents []string, cont Continue) (Committed, error) {
+// CommitContinue is Commit with a continuation (see Continue). Retried
+// after a lost reply with the same lease and cont.ClaimID, it returns what
+// the first try did (Replay).
+func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, dependents []string, cont Continue) (out Committed, err error) {
+	defer s.observe("commit", l, time.Now(), &err, func(o *Op) {
+		o.Replay = out.Replay
+		if out.Next != nil {
+			o.Next = &OpNext{Node: out.Next.Node, Epoch: out.Next.Epoch, Claim: out.Next.ClaimID}
+		}
+	})
 	claimID := ""
-	if cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
-		claimID = NewClaimID()
+	if cont.ClaimID != "" && cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
+		claimID = cont.ClaimID
 	}
 	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
@@ -56,27 +70,19 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}
-	out := Committed{RunStatus: asString(r[0]), Replay: code == 2}
-	if out.Replay {
-		return out, nil
-	}
-	rest := r[2:]
-	if asInt(r[1]) == 1 {
-		n := rest[:11]
-		rest = rest[11:]
-		next := &Claimed{
-			Lease: Lease{Thread: l.Thread, Run: l.Run, Node: asString(n[0]), Epoch: asInt(n[1]), Attempt: asInt(n[2]),
-				ClaimID: claimID, Owner: l.Owner, Until: time.UnixMilli(asInt(n[3]))},
-			Kind: asString(n[4]), Queue: asString(n[5]), Input: json.RawMessage(asString(n[6])),
-			Timeout: time.Duration(asInt(n[7])) * time.Millisecond, MaxAttempts: int(asInt(n[8])),
-		}
-		if err := json.Unmarshal([]byte(asString(n[9])), &next.Dependents); err != nil {
-			return out, fmt.Errorf("commit %s: continuation's dependents: %w", l, err)
-		}
-		if err := json.Unmarshal([]byte(asString(n[10])), &next.Descendants); err != nil {
-			return out, fmt.Errorf("commit %s: continuation's descendants: %w", l, err)
+	out = Committed{RunStatus: asString(r[0]), Replay: code == 2}
+	rest := r[1:]
+	if asInt(rest[0]) == 1 {
+		n := rest[1:13]
+		rest = rest[13:]
+		next, err := claimed(NodeRef{Thread: l.Thread, Run: l.Run, Node: asString(n[0])}, l.Owner, claimID,
+			n[1:11], asString(n[11]))
+		if err != nil {
+			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
 		}
 		out.Next = next
+	} else {
+		rest = rest[1:]
 	}
 	for i := 0; i+1 < len(rest); i += 2 {
 		out.Ready = append(out.Ready, asString(rest[i]))
@@ -103,6 +109,19 @@ const (
 	// Cancelled: the run was cancelled, so the node is CANCELLED.
 	Cancelled Outcome = 3
 )
+
+// String is "retrying", "failed" or "cancelled"; "" for the zero value.
+func (o Outcome) String() string {
+	switch o {
+	case Retrying:
+		return "retrying"
+	case Failed:
+		return "failed"
+	case Cancelled:
+		return "cancelled"
+	}
+	return ""
+}
 
 // Ended is the result of Fail, Expire and Release.
 type Ended struct {
@@ -139,7 +158,8 @@ func (s *Store) Expire(ctx context.Context, e *ExpiredError, worker string, grac
 	return s.fail(ctx, "expire", l, "no attempts left", 0, "expire", ms(grace), e.Descendants)
 }
 
-func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64, descendants []string) (Ended, error) {
+func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64, descendants []string) (end Ended, err error) {
+	defer s.observe(op, l, time.Now(), &err, func(o *Op) { o.End = end.Outcome.String() })
 	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, msg, delayMS, mode, graceMS, Ref(l.Thread, l.Run, ""), s.maxlen}
 	for _, d := range descendants {
@@ -162,7 +182,9 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 
 // Release gives the node back without counting a failed attempt (graceful
 // shutdown): READY at once, or CANCELLED when its run was cancelled.
-func (s *Store) Release(ctx context.Context, l Lease, reason string) (Ended, error) {
+// Retried after a lost reply, it returns what the first try did.
+func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended, err error) {
+	defer s.observe("release", l, time.Now(), &err, func(o *Op) { o.End = end.Outcome.String() })
 	keys := s.endKeys(l)
 	v, err := s.run(ctx, "release", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, reason, l.Ref(), s.maxlen)
 	if err != nil {

@@ -86,7 +86,7 @@ var bindings = map[string]struct {
 	keys, args       int
 	varKeys, varArgs bool
 }{
-	"submit":    {5, 8, true, false},
+	"submit":    {5, 9, true, false},
 	"claim":     {5, 7, false, false},
 	"heartbeat": {4, 8, false, false},
 	"commit":    {6, 11, true, true},

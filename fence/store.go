@@ -22,16 +22,22 @@ type Options struct {
 	// EventMaxLen caps each run's event stream (approximate MAXLEN).
 	// Zero value: 10000.
 	EventMaxLen int64
+	// Observer, when set, is called after every claim, heartbeat, commit,
+	// fail, release and expire with what the caller saw (a history for
+	// checkers; see Op). It runs on the caller's goroutine and must be
+	// fast. Zero value: none.
+	Observer func(Op)
 }
 
 // Store binds the ownership scripts to one Redis (or Redis Cluster) client.
 // It is safe for concurrent use. It holds no ownership state of its own:
 // every decision is made by a script in Redis.
 type Store struct {
-	rdb     redis.UniversalClient
-	keys    Keys
-	maxlen  string
-	scripts map[string]*redis.Script
+	rdb      redis.UniversalClient
+	keys     Keys
+	maxlen   string
+	scripts  map[string]*redis.Script
+	observer func(Op)
 }
 
 // scriptNames are the operations, one file each under scripts/lua.
@@ -46,7 +52,8 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 	if maxlen <= 0 {
 		maxlen = 10000
 	}
-	s := &Store{rdb: rdb, keys: opt.Keys, maxlen: strconv.FormatInt(maxlen, 10), scripts: map[string]*redis.Script{}}
+	s := &Store{rdb: rdb, keys: opt.Keys, maxlen: strconv.FormatInt(maxlen, 10), scripts: map[string]*redis.Script{},
+		observer: opt.Observer}
 	for _, name := range scriptNames {
 		src, err := lua.FS.ReadFile(name + ".lua")
 		if err != nil {
@@ -76,6 +83,13 @@ func (s *Store) Load(ctx context.Context) error {
 func NewClaimID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// newIncarnation returns a new run incarnation id (Lease.Incarnation).
+func newIncarnation() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
 

@@ -31,8 +31,19 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	w.active.Add(1)
 	defer w.active.Done()
 
+	// One claim id for this claim and its retries: a retry after a lost
+	// reply finds its own claim instead of leaving it orphaned. Retries
+	// stop after a lease's time; Asynq then delivers again.
 	claimStarted := time.Now()
-	c, err := w.store.Claim(ctx, ref, w.cfg.ID, w.cfg.LeaseTTL, w.cfg.Grace)
+	claimID := fence.NewClaimID()
+	var c *Claimed
+	cctx, ccancel := context.WithTimeout(ctx, w.cfg.LeaseTTL)
+	err = retry(cctx, func() error {
+		var err error
+		c, err = w.store.ClaimAs(cctx, ref, w.cfg.ID, claimID, w.cfg.LeaseTTL, w.cfg.Grace)
+		return err
+	})
+	ccancel()
 	if err != nil {
 		return w.refused(ctx, ref, err)
 	}
@@ -98,10 +109,12 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 
 	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
 	defer cancel(nil)
-	w.hb.add(l, task, claimStarted, cancel)
-	defer w.hb.remove(l)
+	a := w.hb.add(l, task, claimStarted, cancel)
 
 	result, runErr := w.execute(hctx, c, task)
+	// From here the lease is not renewed and cannot be lost: the outcome
+	// is written once, under the claim, or not at all.
+	lost := w.hb.finish(a)
 	cause := context.Cause(hctx)
 	if errors.Is(cause, errKilled) {
 		return nil, time.Time{} // a simulated crash writes nothing
@@ -112,15 +125,17 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	defer wcancel()
 
 	switch {
+	case lost:
+		// Another worker owns the node, or this one could not prove in
+		// time that it still does (self-fenced). ErrLeaseLost promises
+		// that nothing the attempt writes afterwards is accepted, so it
+		// writes nothing, even a result; lease expiry hands the node on.
+		log.Warn("attempt_abandoned", "reason", cause, "handler_err", runErr)
 	case runErr == nil:
 		started := time.Now()
 		return w.commit(wctx, log, c, result), started
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
 		w.release(wctx, log, c)
-	case errors.Is(cause, ErrLeaseLost):
-		// Another worker owns the node, or this one cannot prove it still
-		// does. Any write would be refused; record nothing.
-		log.Warn("attempt_abandoned", "reason", runErr)
 	default:
 		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled))
 	}
@@ -173,7 +188,11 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 	l := c.Lease
 	var cont fence.Continue
 	if !w.isStopping() {
+		// One continuation claim id for this commit and its retries: a
+		// retry after a lost reply gets back the continuation its first
+		// try claimed.
 		cont = w.cont
+		cont.ClaimID = fence.NewClaimID()
 	}
 	var res fence.Committed
 	err := retry(ctx, func() error {
@@ -191,10 +210,7 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 		log.Warn("commit_failed", "err", err)
 		return nil
 	}
-	if res.Replay {
-		return nil
-	}
-	w.m.Commits.Inc()
+	w.m.Commits.Inc()                                                            // a Replay is this commit, whose first reply was lost
 	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus) // the event stream keeps every commit
 	for i, id := range res.Ready {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
@@ -242,7 +258,12 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 
 func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
 	l := c.Lease
-	end, err := w.store.Release(ctx, l, "worker shutting down")
+	var end fence.Ended
+	err := retry(ctx, func() error {
+		var err error
+		end, err = w.store.Release(ctx, l, "worker shutting down")
+		return err
+	})
 	switch {
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("release").Inc()
@@ -262,8 +283,9 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
 	}
 }
 
-// retry retries op on Redis/network errors (not on fencing or other
-// script outcomes) until ctx ends.
+// retry retries op on Redis/network errors (not on a script's answer)
+// until ctx ends. op must carry the same identity (claim id, lease) on every
+// try: the scripts recognise their own earlier success.
 func retry(ctx context.Context, op func() error) error {
 	delay := 50 * time.Millisecond
 	for {
@@ -281,11 +303,5 @@ func retry(ctx context.Context, op func() error) error {
 }
 
 func isTransient(err error) bool {
-	for _, e := range []error{fence.ErrStaleEpoch, fence.ErrNotOwner, fence.ErrNotRunning, fence.ErrNotFound,
-		fence.ErrNodeDone, fence.ErrLeaseActive} {
-		if errors.Is(err, e) {
-			return false
-		}
-	}
-	return true
+	return !fence.IsRefused(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }

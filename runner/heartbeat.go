@@ -23,7 +23,7 @@ type heartbeater struct {
 	m        *Metrics
 
 	mu     sync.Mutex
-	leases map[string]*active // by lease ref
+	leases map[string]*active // by claim id: a worker can hold two claims of one node
 	killed bool
 	wg     sync.WaitGroup
 }
@@ -39,6 +39,7 @@ type active struct {
 	trusted   time.Time
 	selfFence *time.Timer
 	until     time.Time // lease deadline (Redis time) as last renewed
+	lost      bool      // the lease was lost or no longer trusted; guarded by heartbeater.mu
 }
 
 // margin is how long before the lease's end a worker stops trusting it:
@@ -46,37 +47,50 @@ type active struct {
 func (h *heartbeater) margin() time.Duration { return max(h.ttl/10, 2*h.interval/3) }
 
 // add tracks a lease claimed at claimStarted; cancel is the handler's.
-func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel context.CancelCauseFunc) {
+func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel context.CancelCauseFunc) *active {
 	a := &active{lease: l, task: t, cancel: cancel, until: l.Until}
 	a.trusted = claimStarted.Add(h.ttl - h.margin())
-	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, "self_fenced") })
 	h.mu.Lock()
-	h.leases[l.Ref()] = a
+	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, "self_fenced") })
+	h.leases[l.ClaimID] = a
 	h.mu.Unlock()
 	h.m.Running.Inc()
+	return a
 }
 
-// remove stops tracking a lease; the handler has finished.
-func (h *heartbeater) remove(l fence.Lease) {
+// finish stops renewing a's lease and its self-fence timer, once its
+// handler has returned and before the worker writes the outcome: a renewal
+// racing with that write is neither a lost lease nor a stale write. It
+// reports whether the attempt had already lost its lease (fenced or
+// self-fenced): such an attempt must not write its outcome.
+func (h *heartbeater) finish(a *active) (lost bool) {
 	h.mu.Lock()
-	a, ok := h.leases[l.Ref()]
-	if ok && a.lease.ClaimID == l.ClaimID {
-		delete(h.leases, l.Ref())
+	defer h.mu.Unlock()
+	if h.leases[a.lease.ClaimID] != a {
+		return a.lost
 	}
-	h.mu.Unlock()
-	if ok {
-		a.selfFence.Stop()
-		h.m.Running.Dec()
-	}
+	delete(h.leases, a.lease.ClaimID)
+	a.selfFence.Stop()
+	h.m.Running.Dec()
+	return a.lost
 }
 
 func (h *heartbeater) tracked(a *active) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.leases[a.lease.Ref()] == a
+	return h.leases[a.lease.ClaimID] == a
 }
 
+// lost cancels a's handler with ErrLeaseLost, unless its attempt has
+// finished: from then on nothing it writes is sent.
 func (h *heartbeater) lost(a *active, why string) {
+	h.mu.Lock()
+	if h.leases[a.lease.ClaimID] != a {
+		h.mu.Unlock()
+		return
+	}
+	a.lost = true
+	h.mu.Unlock()
 	h.log.Warn("lease_lost", "run_id", a.lease.Run, "node_id", a.lease.Node, "epoch", a.lease.Epoch, "reason", why)
 	a.cancel(ErrLeaseLost)
 }
@@ -151,7 +165,10 @@ func (h *heartbeater) tick(ctx context.Context) {
 	for i, a := range list {
 		err := errs[i]
 		if !h.tracked(a) {
-			continue // the handler finished (committed) while the renewal was in flight
+			// The handler returned while the renewal was in flight. finish
+			// untracked it before the outcome was written, so a refusal
+			// here (the node is no longer RUNNING) is its own commit.
+			continue
 		}
 		switch {
 		case err == nil:

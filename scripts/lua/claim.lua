@@ -5,6 +5,10 @@ node whose lease ran out more than the grace ago (a takeover). Either way the
 epoch is incremented and the caller's claim id stored: every later
 write must carry both. Time is Redis's TIME, never the caller's clock.
 
+A retry with the same claim id (its first reply was lost) finds the node
+RUNNING under that claim and answers as the first time, lease_until as
+stored: the claim is not made twice and no attempt is counted again.
+
 KEYS[1] node hash
 KEYS[2] run hash
 KEYS[3] run event stream
@@ -21,8 +25,10 @@ ARGV[7] event stream MAXLEN (approximate)
 
 Returns
   {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
-   max_attempts, dependents_json, descendants_json, prev_owner}
-         claimed; prev_owner is "" unless this was a takeover
+   max_attempts, dependents_json, descendants_json, prev_owner, incarnation}
+         claimed (or this claim id's earlier claim, replayed); prev_owner is
+         "" unless this was a takeover; incarnation names the run's
+         submission (a reused run id gets a new one)
   {-2, lease_until_ms}  busy: another owner's lease is live
   {-4, ready_at_ms}     READY but not due yet (retry backoff)
   {-6, epoch, claim_id, owner, descendants_json}
@@ -41,9 +47,13 @@ local ttl, grace, ref, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], A
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
-  'kind', 'queue', 'input', 'timeout_ms', 'dependents')
+  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc')
 local state = f[1]
 if not state then return -1 end
+if state == 'RUNNING' and f[9] == claimID then
+  return {1, tonumber(f[8]), tonumber(f[4]), tonumber(f[3]), f[11], f[12], f[13], tonumber(f[14]),
+    tonumber(f[6]), f[15], f[10], f[16] or '', f[17] or ''}
+end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
 if state == 'BLOCKED' then return -5 end
 
@@ -74,7 +84,8 @@ local epoch = tonumber(f[8]) + 1
 local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl
 rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epoch, 'attempt', attempt,
-  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now)
+  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now,
+  'prev_owner', prevOwner, 'end_op', '')
 rcall('ZADD', leaseKey, leaseUntil, ref)
 rcall('ZREM', readyKey, ref)
 
@@ -88,4 +99,4 @@ else
 end
 
 return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], tonumber(f[14]),
-  tonumber(f[6]), f[15], f[10], prevOwner}
+  tonumber(f[6]), f[15], f[10], prevOwner, f[17] or ''}

@@ -10,6 +10,10 @@ kind the caller serves is claimed for the caller in this same step (epoch+1,
 lease, claimed event) instead of being enqueued, so a chain of nodes runs
 without a queue round trip per step. The lease index covers it as any claim.
 
+A retry of an accepted commit (its reply was lost) changes nothing and
+answers as the first time, with code 2: the continuation still RUNNING under
+the continuation claim id, and the dependents still READY.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
@@ -35,11 +39,12 @@ Returns
   {1, run_status, 0, ready_id, ready_queue, ...}
         committed; pairs of dependents now READY and their queues
   {1, run_status, 1, id, epoch, attempt, lease_until_ms, kind, queue, input,
-   timeout_ms, max_attempts, dependents_json, descendants_json,
+   timeout_ms, max_attempts, dependents_json, descendants_json, incarnation,
    ready_id, ready_queue, ...}
         committed, and dependent id is now RUNNING under the caller's
         continuation claim
-  {2, run_status}               this claim had already committed (a replay)
+  {2, run_status, ...}  this claim had already committed (a replay); the
+        rest as for code 1
   -1   node missing
   -10  stale epoch: the node was claimed again since
   -11  not owner: same epoch, another claim id
@@ -62,7 +67,30 @@ if f[2] ~= epoch or f[3] ~= claimID then
   if f[2] ~= epoch then return -10 end
   return -11
 end
-if f[1] == 'SUCCEEDED' then return {2, rcall('HGET', runKey, 'status')} end
+
+local contFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
+  'max_attempts', 'dependents', 'descendants', 'inc', 'claim', 'lease_until'}
+local function contReply(id, d, epoch, attempt, leaseUntil)
+  return {1, id, epoch, attempt, leaseUntil, d[3], d[2], d[6], tonumber(d[7]), tonumber(d[8]),
+    d[9], d[10], d[11] or ''}
+end
+
+if f[1] == 'SUCCEEDED' then
+  local out = {2, rcall('HGET', runKey, 'status')}
+  local cont, ready = {0}, {}
+  for i = 7, #KEYS do
+    local d = rcall('HMGET', KEYS[i], unpack(contFields))
+    if cont[1] == 0 and contClaim ~= '' and d[1] == 'RUNNING' and d[12] == contClaim then
+      cont = contReply(ARGV[i + 5], d, tonumber(d[4]), tonumber(d[5]), tonumber(d[13]))
+    elseif d[1] == 'READY' then
+      ready[#ready + 1] = ARGV[i + 5]
+      ready[#ready + 1] = d[2]
+    end
+  end
+  for _, v in ipairs(cont) do out[#out + 1] = v end
+  for _, v in ipairs(ready) do out[#out + 1] = v end
+  return out
+end
 if f[1] ~= 'RUNNING' then return -12 end
 
 rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'progress', 100,
@@ -79,18 +107,18 @@ if r[1] ~= '1' then
     local depID = ARGV[i + 5]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
     if remaining == 0 then
-      local d = rcall('HMGET', KEYS[i], 'state', 'queue', 'kind', 'epoch', 'attempt', 'input',
-        'timeout_ms', 'max_attempts', 'dependents', 'descendants')
+      local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 11))
       if d[1] == 'BLOCKED' then
         if cont[1] == 0 and contClaim ~= '' and string.find(queues, ',' .. d[2] .. ',', 1, true)
             and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
           local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
           rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', e, 'attempt', a, 'owner', worker,
-            'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now, 'updated_at', now)
+            'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now, 'updated_at', now,
+            'prev_owner', '', 'end_op', '')
           rcall('ZADD', leaseKey, lu, refPrefix .. depID)
           rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
             'node', depID, 'epoch', e, 'worker', worker, 'at', now, 'attempt', a)
-          cont = {1, depID, e, a, lu, d[3], d[2], d[6], tonumber(d[7]), tonumber(d[8]), d[9], d[10]}
+          cont = contReply(depID, d, e, a, lu)
         else
           rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now, 'updated_at', now)
           rcall('ZADD', readyKey, now, refPrefix .. depID)

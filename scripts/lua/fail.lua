@@ -11,6 +11,10 @@ In every mode a cancelled run turns the node CANCELLED instead. A node that
 FAILS or is CANCELLED cancels its BLOCKED descendants, and the run's status
 follows when every node is terminal.
 
+A retry of an accepted call (its reply was lost) finds the node ended by the
+same claim and mode (field end_op) and answers as the first time, changing
+nothing.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
@@ -48,7 +52,7 @@ local delay, mode, grace = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local refPrefix, maxlen = ARGV[9], ARGV[10]
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'attempt', 'releases',
-  'max_attempts', 'lease_until', 'owner')
+  'max_attempts', 'lease_until', 'owner', 'end_op', 'ready_at')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -61,7 +65,15 @@ if f[2] ~= epoch or f[3] ~= claimID then
   if f[2] ~= epoch then return -10 end
   return -11
 end
-if f[1] ~= 'RUNNING' then return -12 end
+if f[1] ~= 'RUNNING' then
+  local endOp = mode
+  if endOp ~= 'expire' then endOp = 'fail' end
+  if f[9] ~= endOp then return -12 end
+  if f[1] == 'READY' then return {1, tonumber(f[10])} end
+  local code = 2
+  if f[1] == 'CANCELLED' then code = 3 end
+  return {code, rcall('HGET', runKey, 'status')}
+end
 if mode == 'expire' then
   if tonumber(f[7]) + grace >= now then return -13 end
   errMsg = 'lease of ' .. f[8] .. ' expired at attempt ' .. f[4] .. ': ' .. errMsg
@@ -72,7 +84,8 @@ local cancelled = rcall('HGET', runKey, 'cancel') == '1'
 local attemptsLeft = tonumber(f[4]) - tonumber(f[5]) < tonumber(f[6])
 if not cancelled and mode == 'retry' and attemptsLeft then
   local readyAt = now + delay
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg, 'updated_at', now)
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg, 'updated_at', now,
+    'end_op', 'fail')
   rcall('ZADD', readyKey, readyAt, refPrefix .. nodeID)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
@@ -93,7 +106,10 @@ else
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
     'attempt', f[4], 'error', errMsg, 'final', 1)
 end
-rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now, 'updated_at', now)
+local endOp = 'fail'
+if mode == 'expire' then endOp = 'expire' end
+rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now, 'updated_at', now,
+  'end_op', endOp)
 local ended = 1
 for i = 7, #KEYS do
   local s = rcall('HGET', KEYS[i], 'state')

@@ -2,7 +2,8 @@
 
 Used on graceful shutdown: the node is READY at once so another worker
 resumes it from its last checkpoint. In a cancelled run it is CANCELLED
-instead.
+instead. A retry of an accepted release (its reply was lost) finds the node
+ended by the same claim (end_op = release) and answers as the first time.
 
 KEYS[1] node hash
 KEYS[2] run hash
@@ -32,7 +33,7 @@ local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEY
 local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reason, ref, maxlen = ARGV[5], ARGV[6], ARGV[7]
 
-local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
+local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'end_op')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -43,12 +44,16 @@ if f[2] ~= epoch or f[3] ~= claimID then
   if f[2] ~= epoch then return -10 end
   return -11
 end
-if f[1] ~= 'RUNNING' then return -12 end
+if f[1] ~= 'RUNNING' then
+  if f[4] ~= 'release' then return -12 end
+  if f[1] == 'READY' then return {1, ''} end
+  return {3, rcall('HGET', runKey, 'status')}
+end
 rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('HINCRBY', nodeKey, 'releases', 1)
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'updated_at', now)
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'updated_at', now, 'end_op', 'release')
   rcall('ZADD', readyKey, now, ref)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
@@ -56,7 +61,7 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
 end
 
 rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
-  'finished_at', now, 'updated_at', now)
+  'finished_at', now, 'updated_at', now, 'end_op', 'release')
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
 local r = rcall('HMGET', runKey, 'total')

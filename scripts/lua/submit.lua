@@ -17,10 +17,15 @@ ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
 ARGV[6] event stream MAXLEN (approximate)
 ARGV[7] the thread's active run id as the caller read it ("" if none)
 ARGV[8] multitask strategy: "" (the run is its own thread) or "reject"
+ARGV[9] incarnation: a new id for this submission, made by the caller, so
+        that a run id reused after retention never continues the epochs
+        (and fencing tokens) of the run that held it before
 
 Returns
-  {1, status, ready_id...}  created; ready_id are the nodes with no deps, now READY
-  {2, status}               the run already exists with the same digest (no change)
+  {1, status, incarnation, ready_id...}
+                            created; ready_id are the nodes with no deps, now READY
+  {2, status, incarnation}  the run already exists with the same digest (no
+                            change); incarnation is the stored one
   -20                       the run exists with a different digest
   {-21, active_run_id}      reject: the thread's active run has not finished
   -23                       the thread's active run changed since the caller
@@ -32,6 +37,7 @@ local runID, thread, digest, refPrefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local nodes = cjson.decode(ARGV[5])
 local maxlen = ARGV[6]
 local activeKey, activeRunKey, expectedActive, multitask = KEYS[4], KEYS[5], ARGV[7], ARGV[8]
+local inc = ARGV[9]
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
 -- a userdata; lists are stored as JSON arrays whatever the input.
@@ -43,7 +49,8 @@ end
 local existing = rcall('HGET', runKey, 'digest')
 if existing then
   if existing == digest then
-    return {2, rcall('HGET', runKey, 'status')}
+    local r = rcall('HMGET', runKey, 'status', 'inc')
+    return {2, r[1], r[2] or ''}
   end
   return -20
 end
@@ -80,16 +87,16 @@ for i, n in ipairs(nodes) do
     'descendants', list(n.descendants), 'remaining', #deps,
     'max_attempts', n.max_attempts, 'timeout_ms', n.timeout_ms,
     'attempt', 0, 'releases', 0, 'epoch', 0, 'claim', '', 'owner', '',
-    'lease_until', 0, 'ready_at', now, 'progress', 0,
+    'lease_until', 0, 'ready_at', now, 'progress', 0, 'inc', inc,
     'created_at', now, 'updated_at', now)
 end
 
-rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest,
+rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
   'status', 'RUNNING', 'nodes', cjson.encode(ids), 'total', #nodes,
   'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
   'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes)
 
-local out = {1, 'RUNNING'}
+local out = {1, 'RUNNING', inc}
 for _, id in ipairs(ready) do out[#out + 1] = id end
 return out
