@@ -3,8 +3,10 @@ package runner
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -64,6 +66,11 @@ type WorkerConfig struct {
 	Logger *slog.Logger
 	// Metrics receives the worker's series. Zero value: unregistered ones.
 	Metrics *Metrics
+	// History, when set, receives one JSON line (fence.Op) per protocol
+	// call this worker makes (claim, heartbeat, commit, fail, release,
+	// expire), each in one Write: a history for fault checkers such as
+	// cmd/chaos. Zero value: none.
+	History io.Writer
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -159,7 +166,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	}
 	w := &Worker{
 		cfg:   cfg,
-		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
+		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}, Observer: historyWriter(cfg.History)}),
 		queue: enqueuer{asynq.NewClientFromRedisClient(cfg.Redis)},
 		kinds: map[string]Kind{},
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
@@ -287,6 +294,21 @@ func (w *Worker) isStopping() bool {
 }
 
 var errKilled = errors.New("baton: worker killed")
+
+// historyWriter returns a fence observer that writes each call as one JSON
+// line to w, or nil when w is nil.
+func historyWriter(w io.Writer) func(fence.Op) {
+	if w == nil {
+		return nil
+	}
+	var mu sync.Mutex
+	return func(op fence.Op) {
+		b, _ := json.Marshal(op) // cannot fail: strings and numbers only
+		mu.Lock()
+		defer mu.Unlock()
+		_, _ = w.Write(append(b, '\n'))
+	}
+}
 
 // retryDelay is Asynq's delay before redelivering a task whose handler
 // returned an error: baton's state was unreachable, or the node is not due.

@@ -71,6 +71,14 @@ type Config struct {
 	// Retention is how long a finished run stays readable before Redis
 	// frees it; a negative value keeps runs forever. Default: 168h.
 	Retention time.Duration `env:"RUN_RETENTION" envDefault:"168h"`
+	// ReadyThreshold is how long a READY node may stay unclaimed (its
+	// delivery lost) before the sweeper enqueues it again. Default: 15s.
+	ReadyThreshold time.Duration `env:"READY_THRESHOLD" envDefault:"15s"`
+	// HistoryFile, when set, is a file the runner appends one JSON line to
+	// per protocol call (claim, heartbeat, commit, fail, release, expire)
+	// with its invocation and response times: the history that cmd/chaos
+	// checks. Default: empty, no history.
+	HistoryFile string `env:"HISTORY_FILE"`
 
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
@@ -160,7 +168,8 @@ func (c Config) validate(skip map[string]bool) error {
 	for _, v := range []struct {
 		key string
 		d   time.Duration
-	}{{"GRACE", c.Grace}, {"SWEEP_INTERVAL", c.SweepInterval}, {"SHUTDOWN_TIMEOUT", c.ShutdownTimeout}} {
+	}{{"GRACE", c.Grace}, {"SWEEP_INTERVAL", c.SweepInterval}, {"SHUTDOWN_TIMEOUT", c.ShutdownTimeout},
+		{"READY_THRESHOLD", c.ReadyThreshold}} {
 		if v.d <= 0 {
 			bad(v.key, "%s: want a positive duration", v.d)
 		}

@@ -27,6 +27,7 @@ func TestDefaults(t *testing.T) {
 		MaxInputBytes:   1 << 20,
 		Prefix:          "baton",
 		Retention:       7 * 24 * time.Hour,
+		ReadyThreshold:  15 * time.Second,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
 }
@@ -189,7 +190,7 @@ func TestEmbeddedIgnoresRedisURL(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 16)
+	require.Len(t, keys, 18)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -48,6 +50,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	queues, _ := parseQueues(cfg.Queues) // validated
+	var history *os.File
+	if cfg.HistoryFile != "" {
+		history, err = os.OpenFile(cfg.HistoryFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return fmt.Errorf("HISTORY_FILE: %w", err)
+		}
+		defer history.Close()
+	}
 	w, err := runner.NewWorker(runner.WorkerConfig{
 		Redis:             rdb,
 		Prefix:            cfg.Prefix,
@@ -60,8 +70,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		SweepInterval:     cfg.SweepInterval,
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		Retention:         cfg.Retention,
+		ReadyThreshold:    cfg.ReadyThreshold,
 		Logger:            log,
 		Metrics:           runner.NewMetrics(reg),
+		History:           historyOrNil(history),
 	})
 	if err != nil {
 		return err
@@ -144,4 +156,12 @@ func redactedURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// historyOrNil keeps a nil *os.File from becoming a non-nil io.Writer.
+func historyOrNil(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }

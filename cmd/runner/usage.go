@@ -26,6 +26,8 @@ const envHelp = `Environment (default in brackets):
   MAX_INPUT_BYTES     [1048576] cap on each node's input in runs submitted through the API
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
+  READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
+  HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
 `
 
 func usage(fs *flag.FlagSet, w io.Writer) {
