@@ -13,7 +13,7 @@ import (
 // split a token gets into a key.
 func TestValidateID(t *testing.T) {
 	t.Parallel()
-	for _, id := range []string{"a", "run-1", "Node_2.v3", strings.Repeat("x", fence.MaxIDLen)} {
+	for _, id := range []string{"a", "run-1", "Node_2.v3", strings.Repeat("x", fence.MaxIDLen), ".a", "a..b", "..-", "_"} {
 		require.NoError(t, fence.ValidateID("run id", id), id)
 	}
 	for name, id := range map[string]string{
@@ -28,6 +28,9 @@ func TestValidateID(t *testing.T) {
 		"unicode":     "nöde",
 		"empty":       "",
 		"129 bytes":   strings.Repeat("x", fence.MaxIDLen+1),
+		"dot":         ".",
+		"dot dot":     "..",
+		"only dots":   "...",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -68,5 +71,17 @@ func TestToken(t *testing.T) {
 	} {
 		_, err := fence.ParseToken(s)
 		require.Error(t, err, "%q", s)
+	}
+}
+
+// TestValidateIDRefusesDotSegments: an id of dots alone would be stored and
+// then be unreachable at /v1/runs/{id}, because URL paths resolve "." and
+// "..". The error says why.
+func TestValidateIDRefusesDotSegments(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{".", "..", "...."} {
+		err := fence.ValidateID("run id", id)
+		require.ErrorIs(t, err, fence.ErrInvalidID, "%q", id)
+		require.Contains(t, err.Error(), "only dots", "%q", id)
 	}
 }
