@@ -42,7 +42,7 @@ type SubmitResult struct {
 	Thread  string
 	Created bool     // false: the same run existed already
 	Status  string   // the run's status
-	Ready   []string // nodes to enqueue now (Created only)
+	Ready   []string // nodes to enqueue now (again, when not Created)
 	// Incarnation names this submission of the run id (see
 	// Lease.Incarnation).
 	Incarnation string
@@ -111,10 +111,8 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
-	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0]), Incarnation: asString(rest[1])}
-	if res.Created {
-		res.Ready = asStrings(rest[2:])
-	}
+	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0]), Incarnation: asString(rest[1]),
+		Ready: asStrings(rest[2:])}
 	return res, nil
 }
 

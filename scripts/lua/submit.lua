@@ -24,8 +24,10 @@ ARGV[9] incarnation: a new id for this submission, made by the caller, so
 Returns
   {1, status, incarnation, ready_id...}
                             created; ready_id are the nodes with no deps, now READY
-  {2, status, incarnation}  the run already exists with the same digest (no
-                            change); incarnation is the stored one
+  {2, status, incarnation, ready_id...}
+                            the run already exists with the same digest (a
+                            retry): no change; incarnation is the stored one,
+                            ready_id the nodes still READY, to enqueue again
   -20                       the run exists with a different digest
   {-21, active_run_id}      reject: the thread's active run has not finished
   -23                       the thread's active run changed since the caller
@@ -50,7 +52,11 @@ local existing = rcall('HGET', runKey, 'digest')
 if existing then
   if existing == digest then
     local r = rcall('HMGET', runKey, 'status', 'inc')
-    return {2, r[1], r[2] or ''}
+    local out = {2, r[1], r[2] or ''}
+    for i, n in ipairs(nodes) do
+      if rcall('HGET', KEYS[5 + i], 'state') == 'READY' then out[#out + 1] = n.id end
+    end
+    return out
   end
   return -20
 end
