@@ -51,6 +51,55 @@ type Config struct {
 	// MonitorReadOnly restricts the Asynq UI to GET requests (no deleting,
 	// archiving or re-running tasks from the UI). Zero value: read-write.
 	MonitorReadOnly bool
+
+	// The timeouts below apply to the *http.Server that NewServer returns;
+	// New ignores them. They bound what a slow or stalled client costs: a
+	// connection is held for at most ReadHeaderTimeout before the request
+	// is even read, and unauthenticated requests get no longer than
+	// authenticated ones.
+
+	// ReadHeaderTimeout bounds reading a request's line and headers. Zero
+	// value: 5s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds reading a whole request, body included: a client
+	// that announces a body and sends it slowly, or never, loses its
+	// connection after this long. A body of MaxBodyBytes must therefore
+	// arrive within it (8 MiB in 30s: about 2.3 Mbit/s). Zero value: 30s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds a request from the end of its headers to the end
+	// of its response. No route streams (the Asynq UI polls its JSON API),
+	// so every answer fits in it. Zero value: 60s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a kept-alive connection waits for its
+	// next request. Zero value: 120s.
+	IdleTimeout time.Duration
+}
+
+// Defaults of the server timeouts in Config.
+const (
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 30 * time.Second
+	DefaultWriteTimeout      = 60 * time.Second
+	DefaultIdleTimeout       = 120 * time.Second
+)
+
+// NewServer returns an *http.Server that serves New(cfg) with cfg's
+// timeouts and logs its connection errors through cfg.Logger. Callers set
+// nothing but what to listen on: srv.Serve(ln).
+func NewServer(cfg Config) (*http.Server, error) {
+	h, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	log := cmp.Or(cfg.Logger, slog.Default()).With("component", "admin")
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: cmp.Or(cfg.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		ReadTimeout:       cmp.Or(cfg.ReadTimeout, DefaultReadTimeout),
+		WriteTimeout:      cmp.Or(cfg.WriteTimeout, DefaultWriteTimeout),
+		IdleTimeout:       cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout),
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}, nil
 }
 
 // New returns the admin handler. Mount it at the server's root: its routes
@@ -65,6 +114,15 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	if cfg.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("MaxBodyBytes is negative"))
+	}
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{{"ReadHeaderTimeout", cfg.ReadHeaderTimeout}, {"ReadTimeout", cfg.ReadTimeout},
+		{"WriteTimeout", cfg.WriteTimeout}, {"IdleTimeout", cfg.IdleTimeout}} {
+		if t.d < 0 {
+			errs = append(errs, errors.New(t.name+" is negative"))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("admin: config"), err)
@@ -97,7 +155,7 @@ func New(cfg Config) (http.Handler, error) {
 	})
 	mux.Handle("GET /readyz", readyz{rdb: cfg.Redis, timeout: cfg.ReadyTimeout, log: log})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.Handle(MonitorPath+"/", protect(mon))
+	mux.Handle(MonitorPath+"/", protect(mon)) // asynqmon caps the bodies it reads at 1 MB
 	if cfg.Token != "" {
 		mux.Handle("/login", csrf.Handler(login{guard: guard}))
 	}
