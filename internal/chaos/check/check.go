@@ -123,9 +123,9 @@ func Check(in Input) Report {
 // succeed.
 func checkRuns(in Input, r *Report) []Violation {
 	var out []Violation
-	commits := map[string][]Op{} // run/node -> accepted, non-replayed commits
+	commits := map[string][]Op{} // run/node -> accepted commits, replays included
 	for _, o := range in.Ops {
-		if o.Op == "commit" && o.Outcome == OK && !o.Replay {
+		if o.Op == "commit" && o.Outcome == OK {
 			commits[o.Key()] = append(commits[o.Key()], o)
 		}
 	}
@@ -168,7 +168,14 @@ func checkRuns(in Input, r *Report) []Violation {
 				out = append(out, Violation{Check: "commits", Run: id, Node: n.ID,
 					Msg: fmt.Sprintf("%s but committed at epochs %v", n.State, ev)})
 			}
-			if len(hist) > 1 || (len(hist) == 1 && (hist[0].Epoch != n.Epoch || n.State != "SUCCEEDED")) {
+			fresh, wrong := 0, false
+			for _, o := range hist {
+				if !o.Replay {
+					fresh++
+				}
+				wrong = wrong || o.Epoch != n.Epoch || n.State != "SUCCEEDED"
+			}
+			if fresh > 1 || wrong {
 				var seen []string
 				for _, o := range hist {
 					seen = append(seen, o.String())

@@ -67,6 +67,20 @@ func legalOps() []Op {
 	}
 }
 
+// go-redis resends a command whose connection broke: one recorded commit
+// call ran twice, and only the replay's answer arrived.
+func TestReplayOfTheCallsOwnCommitPasses(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r1", "claim", "a", 1, "c1", 0, 1, OK),
+		with(op("r1", "commit", "a", 1, "c1", 100, 300, OK), func(o *Op) { o.Replay = true }),
+	}
+	f := runFinal(fence.NodeInfo{ID: "a", State: "SUCCEEDED", Epoch: 1},
+		ev("claimed", "a", 1, "r1", 0, nil), ev("committed", "a", 1, "r1", 150, nil))
+	r := Check(Input{Ops: ops, Submitted: []string{"run1"}, Runs: map[string]RunFinal{"run1": f}, Bounds: bounds})
+	require.Empty(t, r.Violations)
+}
+
 func TestLegalHistoryPasses(t *testing.T) {
 	t.Parallel()
 	r := Check(Input{Ops: legalOps(), Bounds: bounds})

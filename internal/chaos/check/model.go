@@ -153,8 +153,13 @@ func okStep(s reg, in input) []reg {
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{s}
 		}
+	// A replay answers a call whose earlier run already applied: an earlier
+	// call of the same claim, or this same call sent twice (go-redis resends
+	// a command whose connection broke, and only the second reply arrives).
+	// So a replay may also apply the change itself; what it may never do is
+	// apply it on top of a change already made.
 	case "commit":
-		if !in.Replay && s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{{stSucceeded, s.Epoch, s.Claim, s.Owner}}
 		}
 		if in.Replay && s.St == stSucceeded && s.owns(in.Epoch, in.Claim) {
@@ -163,7 +168,7 @@ func okStep(s reg, in input) []reg {
 	case "fail", "release", "expire":
 		var out []reg
 		for _, st := range endStates(in.Op, in.End) {
-			if !in.Replay && s.St == stRunning && s.owns(in.Epoch, in.Claim) {
+			if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
 			}
 			if in.Replay && s.St == st && s.owns(in.Epoch, in.Claim) {

@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/chaos/check"
+	"github.com/batonrun/baton/runner"
+)
+
+// harness is one fault run: Redis, the fleet, the downstream, the workload.
+type harness struct {
+	cfg    config
+	log    *slog.Logger
+	timing timing
+
+	redisMu sync.Mutex // a Redis kill holds it until Redis is back
+	redis   *redisProc
+	runners []*runnerSlot
+	down    *downstreamProc
+	work    *workload
+}
+
+// runHarness runs the whole fault run and checks it. An error means the
+// harness could not run; violations are in the result.
+func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, error) {
+	began := time.Now()
+	h := &harness{cfg: cfg, log: log, timing: defaultTiming}
+	out, err := filepath.Abs(cfg.out)
+	if err != nil {
+		return nil, err
+	}
+	h.cfg.out = out
+	if err := prepareOut(out); err != nil {
+		return nil, err
+	}
+	bin := cfg.bin
+	if bin == "" {
+		log.Info("building", "packages", "cmd/runner examples/downstream")
+		if bin, err = buildBinaries(ctx); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(bin)
+	}
+	defer h.teardown()
+	if h.redis, err = startRedis(ctx, filepath.Join(out, "redis")); err != nil {
+		return nil, err
+	}
+	if h.down, err = startDownstream(ctx, bin, h.redis.URL(), out); err != nil {
+		return nil, err
+	}
+	for i := range cfg.runners {
+		p, err := newProxy(h.redis.Addr())
+		if err != nil {
+			return nil, err
+		}
+		s := &runnerSlot{id: fmt.Sprintf("r%d", i+1), proxy: p, bin: bin, out: out, timing: h.timing,
+			log: log}
+		h.runners = append(h.runners, s)
+		if err := s.start(); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range h.runners {
+		if err := waitReady(ctx, s); err != nil {
+			return nil, err
+		}
+	}
+	rdb, err := runner.OpenRedis(h.redis.URL())
+	if err != nil {
+		return nil, err
+	}
+	defer rdb.Close()
+	runs := cfg.runs
+	if runs == 0 {
+		runs = max(int(2*cfg.duration/time.Second), 1)
+	}
+	if h.work, err = newWorkload(rdb, cfg.seed, runs, h.down.addr, log); err != nil {
+		return nil, err
+	}
+	defer h.work.close()
+
+	sched := plan(cfg.seed, cfg.duration, cfg.runners, h.timing)
+	log.Info("fault_window", "seed", cfg.seed, "duration", cfg.duration, "faults_planned", len(sched),
+		"runs", runs, "runners", cfg.runners, "out", out)
+	inj := &injector{h: h, log: log}
+	start := time.Now()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); inj.run(ctx, start, sched) }()
+	go func() { defer wg.Done(); h.work.submitAll(ctx, cfg.duration) }()
+	wg.Wait()
+	select {
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-time.After(time.Until(start.Add(cfg.duration))):
+	}
+
+	// Heal: every link clean, every runner running, and let the runs end.
+	log.Info("healing")
+	for _, s := range h.runners {
+		s.proxy.Heal()
+		if err := s.ensureRunning(); err != nil {
+			return nil, err
+		}
+	}
+	settled := time.Now()
+	open := h.work.waitTerminal(ctx, settled.Add(cfg.settle))
+	settleTook := time.Since(settled)
+	log.Info("settled", "open_runs", open, "took", settleTook.Round(time.Millisecond))
+
+	// Drain the fleet so every history is complete, then read the outcome.
+	var stop sync.WaitGroup
+	for _, s := range h.runners {
+		stop.Add(1)
+		go func() { defer stop.Done(); s.shutdown() }()
+	}
+	stop.Wait()
+	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	final := h.work.final(readCtx)
+	h.down.stop()
+
+	faults := inj.Faults()
+	if err := writeLines(filepath.Join(out, "faults.jsonl"), faults); err != nil {
+		return nil, err
+	}
+	if err := writeLines(filepath.Join(out, "runs.jsonl"), sortedFinal(final)); err != nil {
+		return nil, err
+	}
+	ops, err := check.ReadHistoryDir(filepath.Join(out, "history"))
+	if err != nil {
+		return nil, fmt.Errorf("history: %w", err)
+	}
+	admits, err := check.ReadAdmits(filepath.Join(out, "admits.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("admit log: %w", err)
+	}
+	log.Info("checking", "ops", len(ops), "admits", len(admits), "runs", len(final))
+	rep := check.Check(check.Input{Ops: ops, Faults: faults, Admits: admits, Submitted: h.work.Accepted(),
+		Runs: final, Dependents: h.work.dependents(), OutDir: out,
+		Bounds: check.Bounds{LeaseTTL: h.timing.LeaseTTL, Grace: h.timing.Grace, Sweep: h.timing.Sweep, Slack: cfg.slack}})
+	for _, s := range h.runners {
+		rep.Notes = append(rep.Notes, s.exits...)
+	}
+	if len(ops) > 0 && !historiesCover(ops, h.runners) {
+		rep.Notes = append(rep.Notes, "some runner incarnation wrote no history line")
+	}
+	return &result{cfg: cfg, report: rep, faults: faults, final: final, settle: settleTook,
+		elapsed: time.Since(began)}, nil
+}
+
+// waitReady waits for a runner's first incarnation to log runner_ready, so
+// that a configuration error stops the harness before any fault.
+func waitReady(ctx context.Context, s *runnerSlot) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, done, src := s.current()
+		b, _ := os.ReadFile(filepath.Join(s.out, "runners", src+".log"))
+		if strings.Contains(string(b), "runner_ready") {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("runner %s exited at start:\n%s", src, tail(string(b), 3000))
+		default:
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("runner %s not ready within 30s:\n%s", src, tail(string(b), 3000))
+		}
+		time.Sleep(50 * time.Millisecond) // polling a process start-up
+	}
+}
+
+// historiesCover reports whether every slot's histories hold a line; a
+// runner that ran nodes but never wrote one is not recording.
+func historiesCover(ops []check.Op, slots []*runnerSlot) bool {
+	seen := map[string]bool{}
+	for _, o := range ops {
+		seen[o.Worker] = true
+	}
+	for _, s := range slots {
+		if !seen[s.id] {
+			return false
+		}
+	}
+	return true
+}
+
+// writeLines writes one JSON line per item, for a post-mortem of the run.
+func writeLines[T any](path string, items []T) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := json.NewEncoder(f)
+	for _, x := range items {
+		if err := enc.Encode(x); err != nil {
+			f.Close()
+			return err
+		}
+	}
+	return f.Close()
+}
+
+// finalRecord is one line of runs.jsonl: a run as read back, with its events.
+type finalRecord struct {
+	Run    *fence.RunInfo `json:"run"`
+	Events []fence.Event  `json:"events"`
+	Err    string         `json:"err,omitempty"`
+}
+
+func sortedFinal(final map[string]check.RunFinal) []finalRecord {
+	var out []finalRecord
+	for _, id := range slices.Sorted(maps.Keys(final)) {
+		f := final[id]
+		rec := finalRecord{Run: f.Info, Events: f.Events}
+		if f.Err != nil {
+			rec.Err = f.Err.Error()
+		}
+		out = append(out, rec)
+	}
+	return out
+}
+
+// teardown stops whatever is still running, whatever happened.
+func (h *harness) teardown() {
+	for _, s := range h.runners {
+		s.mu.Lock()
+		s.closing = true
+		cmd, done := s.cmd, s.done
+		s.mu.Unlock()
+		if cmd != nil && cmd.Process != nil {
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		s.proxy.Close()
+	}
+	if h.down != nil {
+		h.down.stop()
+	}
+	if h.redis != nil {
+		h.redis.kill()
+	}
+}

@@ -1,0 +1,108 @@
+// Command chaos is baton's fault harness. It runs a real redis-server (AOF,
+// fsync always), a fleet of real runner processes, each reaching Redis
+// through its own TCP proxy, and the fenced downstream service; submits runs
+// of exec, http and sleep nodes; and for the whole window injects a
+// schedule of faults drawn from the seed: runners paused past their lease,
+// killed or drained and restarted; connections reset, replies lost, traffic
+// stalled or swallowed; Redis killed and restarted from its AOF; duplicate
+// deliveries of live nodes. Then it heals everything, waits for the runs to
+// end, and checks what happened (package internal/chaos/check): the
+// runners' protocol histories against a model of the node register, and
+// the outcome against baton's guarantees.
+//
+//	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -out chaos-out
+//
+// It prints a summary, every violation, and a final JSON line
+// {"seed","duration_s","faults","runs","nodes","ops","violations"}. Exit
+// status: 0 when nothing was violated, 1 on a violation, 2 for bad flags or
+// when the harness itself could not run.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+)
+
+// config is what the flags set.
+type config struct {
+	seed     uint64
+	duration time.Duration // the fault window
+	settle   time.Duration // the bounded wait for runs to end after it
+	runners  int
+	runs     int // 0: two runs per second of the window
+	out      string
+	slack    time.Duration // takeover bound's allowance for delivery
+	bin      string        // prebuilt binaries; empty: go build
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("chaos", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg config
+	fs.Uint64Var(&cfg.seed, "seed", uint64(time.Now().UnixNano()%1_000_000), "seed of the fault schedule and the workload")
+	fs.DurationVar(&cfg.duration, "duration", 5*time.Minute, "how long faults are injected")
+	fs.DurationVar(&cfg.settle, "settle", 90*time.Second, "how long to wait, after healing, for every run to end")
+	fs.IntVar(&cfg.runners, "runners", 3, "runner processes")
+	fs.IntVar(&cfg.runs, "runs", 0, "runs to submit (0: two per second of the window)")
+	fs.StringVar(&cfg.out, "out", "chaos-out", "directory for Redis's AOF, logs, histories and visualisations")
+	fs.DurationVar(&cfg.slack, "slack", time.Second, "allowance for delivery in the takeover bound")
+	fs.StringVar(&cfg.bin, "bin", "", "directory with prebuilt runner and downstream binaries (default: go build)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if cfg.runners < 2 || cfg.duration < 10*time.Second || fs.NArg() > 0 {
+		fmt.Fprintln(stderr, "chaos: want -runners >= 2, -duration >= 10s and no arguments")
+		return 2
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "chaos")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := runHarness(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "chaos:", err)
+		return 2
+	}
+	res.print(stdout)
+	if len(res.report.Violations) > 0 {
+		return 1
+	}
+	return 0
+}
+
+// prepareOut makes the out dir's subdirectories, emptying those a previous
+// run left: histories of two runs must never be checked as one.
+func prepareOut(out string) error {
+	for _, sub := range []string{"redis", "runners", "history"} {
+		p := filepath.Join(out, sub)
+		if err := os.RemoveAll(p); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(p, 0o755); err != nil {
+			return err
+		}
+	}
+	old, _ := filepath.Glob(filepath.Join(out, "porcupine-*.html"))
+	for _, f := range append(old, filepath.Join(out, "admits.jsonl"), filepath.Join(out, "faults.jsonl"),
+		filepath.Join(out, "runs.jsonl")) {
+		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
+			return err
+		}
+	}
+	return nil
+}

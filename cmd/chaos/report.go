@@ -1,0 +1,116 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/batonrun/baton/internal/chaos/check"
+)
+
+// result is a finished fault run and its check.
+type result struct {
+	cfg     config
+	report  check.Report
+	faults  []check.Fault
+	final   map[string]check.RunFinal
+	settle  time.Duration
+	elapsed time.Duration
+}
+
+// faultCounts counts the faults by kind, stalls split at the lease: a stall
+// shorter than the lease must cost nothing, a longer one a takeover.
+func (r *result) faultCounts(ttl time.Duration) map[string]int {
+	out := map[string]int{}
+	for _, f := range r.faults {
+		k := f.Kind
+		if k == check.KindStall {
+			if time.Duration(f.End-f.Start) >= ttl {
+				k += "_long"
+			} else {
+				k += "_short"
+			}
+		}
+		out[k]++
+	}
+	return out
+}
+
+// summary is the final JSON line.
+type summary struct {
+	Seed       uint64         `json:"seed"`
+	DurationS  float64        `json:"duration_s"`
+	Faults     map[string]int `json:"faults"`
+	Runs       int            `json:"runs"`
+	Nodes      int            `json:"nodes"`
+	Ops        int            `json:"ops"`
+	Violations int            `json:"violations"`
+}
+
+// print writes the human summary, every violation, then the JSON line.
+func (r *result) print(w io.Writer) {
+	rep := r.report
+	counts := r.faultCounts(defaultTiming.LeaseTTL)
+	status := map[string]int{}
+	for _, f := range r.final {
+		if f.Info != nil {
+			status[f.Info.Status]++
+		} else {
+			status["missing"]++
+		}
+	}
+	fmt.Fprintf(w, "chaos: seed %d, %s of faults on %d runners, %s in all (settle %s)\n",
+		r.cfg.seed, r.cfg.duration, r.cfg.runners, r.elapsed.Round(time.Second), r.settle.Round(time.Millisecond))
+	fmt.Fprintf(w, "  faults:     %d —", len(r.faults))
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(w, " %s %d", k, counts[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  runs:       %d —", len(r.final))
+	for _, k := range slices.Sorted(maps.Keys(status)) {
+		fmt.Fprintf(w, " %s %d", k, status[k])
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  nodes:      %d\n", rep.Nodes)
+	failed := 0
+	for _, id := range slices.Sorted(maps.Keys(r.final)) {
+		f := r.final[id]
+		if f.Info == nil {
+			continue
+		}
+		for _, n := range f.Info.Nodes {
+			if n.State != "FAILED" {
+				continue
+			}
+			if failed++; failed <= 10 {
+				fmt.Fprintf(w, "    FAILED %s/%s after %d/%d attempts: %s\n", id, n.ID, n.Attempt, n.MaxAttempts, n.Error)
+			}
+		}
+	}
+	if failed > 10 {
+		fmt.Fprintf(w, "    ... %d FAILED nodes in all\n", failed)
+	}
+	fmt.Fprintf(w, "  history:    %d operations on %d nodes (%d needed a killed runner's lost line)\n",
+		rep.Ops, rep.Partitions, rep.Phantoms)
+	fmt.Fprintf(w, "  takeovers:  %d, longest %s (bound %s)\n", rep.Takeovers, rep.MaxTakeover.Round(time.Millisecond),
+		check.Bounds{LeaseTTL: defaultTiming.LeaseTTL, Grace: defaultTiming.Grace, Sweep: defaultTiming.Sweep,
+			Slack: r.cfg.slack}.Takeover())
+	fmt.Fprintf(w, "  downstream: %d tokens admitted\n", rep.Admits)
+	for _, n := range rep.Notes {
+		fmt.Fprintf(w, "  note: %s\n", n)
+	}
+	if len(rep.Violations) == 0 {
+		fmt.Fprintln(w, "  violations: none")
+	} else {
+		fmt.Fprintf(w, "  violations: %d\n", len(rep.Violations))
+		for _, v := range rep.Violations {
+			fmt.Fprintf(w, "    %s\n", v)
+		}
+	}
+	line, _ := json.Marshal(summary{Seed: r.cfg.seed, DurationS: r.cfg.duration.Seconds(), Faults: counts,
+		Runs: len(r.final), Nodes: rep.Nodes, Ops: rep.Ops, Violations: len(rep.Violations)})
+	fmt.Fprintln(w, string(line))
+}
