@@ -4,7 +4,7 @@
 GO       ?= go
 TIMEOUT  ?= 15m
 
-.PHONY: all build test test-short demo bench lint clean
+.PHONY: all build test test-short demo bench chaos lint clean
 
 all: build test
 
@@ -28,6 +28,13 @@ demo:
 # baton against bare Asynq on the same Redis, in one run.
 bench:
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+
+# The fault harness: real runners, Redis and the fenced downstream under a
+# seeded schedule of kills, pauses, network faults and Redis restarts, then
+# a check of every protocol history. Five minutes by default; exit 1 on a
+# violation. E.g. make chaos CHAOS_FLAGS="-seed 7 -duration 1m".
+chaos:
+	$(GO) run ./cmd/chaos $(CHAOS_FLAGS)
 
 lint:
 	gofmt -l . | (! grep .)

@@ -36,7 +36,14 @@ type harness struct {
 func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, error) {
 	began := time.Now()
 	h := &harness{cfg: cfg, log: log, timing: defaultTiming}
-	out, err := filepath.Abs(cfg.out)
+	out := cfg.out
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", "baton-chaos-"); err != nil {
+			return nil, err
+		}
+	}
+	out, err := filepath.Abs(out)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +163,7 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	if len(ops) > 0 && !historiesCover(ops, h.runners) {
 		rep.Notes = append(rep.Notes, "some runner incarnation wrote no history line")
 	}
-	return &result{cfg: cfg, report: rep, faults: faults, final: final, settle: settleTook,
+	return &result{cfg: h.cfg, report: rep, faults: faults, final: final, settle: settleTook,
 		elapsed: time.Since(began)}, nil
 }
 

@@ -10,7 +10,7 @@
 // runners' protocol histories against a model of the node register, and
 // the outcome against baton's guarantees.
 //
-//	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -out chaos-out
+//	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -out /tmp/chaos
 //
 // It prints a summary, every violation, and a final JSON line
 // {"seed","duration_s","faults","runs","nodes","ops","violations"}. Exit
@@ -38,8 +38,8 @@ type config struct {
 	duration time.Duration // the fault window
 	settle   time.Duration // the bounded wait for runs to end after it
 	runners  int
-	runs     int // 0: two runs per second of the window
-	out      string
+	runs     int           // 0: two runs per second of the window
+	out      string        // empty: a new temporary directory, kept for a post-mortem
 	slack    time.Duration // takeover bound's allowance for delivery
 	bin      string        // prebuilt binaries; empty: go build
 }
@@ -57,7 +57,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.settle, "settle", 90*time.Second, "how long to wait, after healing, for every run to end")
 	fs.IntVar(&cfg.runners, "runners", 3, "runner processes")
 	fs.IntVar(&cfg.runs, "runs", 0, "runs to submit (0: two per second of the window)")
-	fs.StringVar(&cfg.out, "out", "chaos-out", "directory for Redis's AOF, logs, histories and visualisations")
+	fs.StringVar(&cfg.out, "out", "", "directory for Redis's AOF, logs, histories and visualisations (default: a new temporary one)")
 	fs.DurationVar(&cfg.slack, "slack", time.Second, "allowance for delivery in the takeover bound")
 	fs.StringVar(&cfg.bin, "bin", "", "directory with prebuilt runner and downstream binaries (default: go build)")
 	if err := fs.Parse(args); err != nil {

@@ -64,6 +64,7 @@ func (r *result) print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "chaos: seed %d, %s of faults on %d runners, %s in all (settle %s)\n",
 		r.cfg.seed, r.cfg.duration, r.cfg.runners, r.elapsed.Round(time.Second), r.settle.Round(time.Millisecond))
+	fmt.Fprintf(w, "  out:        %s\n", r.cfg.out)
 	fmt.Fprintf(w, "  faults:     %d —", len(r.faults))
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		fmt.Fprintf(w, " %s %d", k, counts[k])

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer collects the harness's log for a failure message.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestChaosFixedSeed runs the whole harness for 55 s of faults on a fixed
+// seed and fails on any violation: the guarantees hold under every kind of
+// fault, every time the suite runs.
+func TestChaosFixedSeed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the fault harness runs for about a minute")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("BATON_REQUIRE_REDIS") != "" {
+			t.Fatalf("redis-server not found: %v", err)
+		}
+		t.Skip("redis-server not installed")
+	}
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	cfg := config{seed: 42, duration: 55 * time.Second, settle: 25 * time.Second, runners: 3, runs: 90,
+		out: t.TempDir(), slack: 2 * time.Second} // the suite's other packages share the 2 cores
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := runHarness(ctx, cfg, log)
+	require.NoError(t, err, "harness log:\n%s", logs.String())
+	var out bytes.Buffer
+	res.print(&out)
+	t.Log("\n" + out.String())
+	if len(res.report.Violations) > 0 {
+		t.Fatalf("%d violations (seed %d); harness log:\n%s", len(res.report.Violations), cfg.seed, tail(logs.String(), 20000))
+	}
+	// A harness that injected nothing, or a runner that recorded nothing,
+	// proves nothing.
+	require.GreaterOrEqual(t, len(res.faults), 15, "faults injected")
+	require.Greater(t, res.report.Ops, 300, "operations in the histories")
+	require.Equal(t, 90, len(res.final), "runs read back")
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// upstream is a line server that counts the requests it ran and answers
+// each with "ok <line>".
+func upstream(t *testing.T) (string, *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	var ran atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				r := bufio.NewReader(c)
+				for {
+					line, err := r.ReadString('\n')
+					if err != nil {
+						return
+					}
+					ran.Add(1)
+					if _, err := c.Write([]byte("ok " + line)); err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), &ran
+}
+
+func roundTrip(t *testing.T, addr, req string, timeout time.Duration) (string, error) {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte(req + "\n")); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return strings.TrimSpace(line), err
+}
+
+func TestProxyFaults(t *testing.T) {
+	t.Parallel()
+	addr, ran := upstream(t)
+	p, err := newProxy(addr)
+	require.NoError(t, err)
+	t.Cleanup(p.Close)
+	script := `evalsha abc 1 baton:{t}:node:r:n`
+
+	got, err := roundTrip(t, p.Addr(), script, time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "ok "+script, got)
+
+	// A lost reply: the request ran, the caller hears nothing.
+	p.LoseReplies(time.Minute)
+	before := ran.Load()
+	_, err = roundTrip(t, p.Addr(), script, time.Second)
+	require.Error(t, err)
+	require.Eventually(t, func() bool { return ran.Load() == before+1 }, time.Second, 5*time.Millisecond)
+	got, err = roundTrip(t, p.Addr(), "get asynq:{default}:x", time.Second)
+	require.NoError(t, err, "only baton script calls lose their replies")
+	require.Equal(t, "ok get asynq:{default}:x", got)
+	p.Heal()
+
+	// A stall delivers late; a blackhole never.
+	go p.Stall(300 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond) // let the stall begin
+	start := time.Now()
+	got, err = roundTrip(t, p.Addr(), "ping", 2*time.Second)
+	require.NoError(t, err)
+	require.Equal(t, "ok ping", got)
+	require.Greater(t, time.Since(start), 200*time.Millisecond)
+
+	before = ran.Load()
+	go p.Blackhole(300 * time.Millisecond)
+	time.Sleep(20 * time.Millisecond)
+	_, err = roundTrip(t, p.Addr(), "ping", 2*time.Second)
+	require.Error(t, err)
+	require.Equal(t, before, ran.Load(), "nothing crossed the blackhole")
+}
+
+// The same seed names the same schedule, and process faults never hit the
+// last free runner.
+func TestPlanIsSeededAndLeavesARunner(t *testing.T) {
+	t.Parallel()
+	a := plan(7, 5*time.Minute, 3, defaultTiming)
+	require.Equal(t, a, plan(7, 5*time.Minute, 3, defaultTiming))
+	require.NotEqual(t, a, plan(8, 5*time.Minute, 3, defaultTiming))
+	require.Greater(t, len(a), 100)
+	kinds := map[string]int{}
+	for _, p := range a {
+		kinds[p.kind]++
+		require.LessOrEqual(t, p.at+p.dur, 5*time.Minute)
+	}
+	require.Len(t, kinds, 9, "every kind is drawn: %v", kinds)
+}
