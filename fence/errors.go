@@ -12,6 +12,8 @@ var (
 	// ErrInvalidID: an ID is empty, too long or holds a character outside
 	// [A-Za-z0-9._-].
 	ErrInvalidID = errors.New("fence: invalid id")
+	// ErrInvalidData: a checkpoint's data or metadata is not JSON.
+	ErrInvalidData = errors.New("fence: invalid data")
 	// ErrNotFound: the run or node does not exist.
 	ErrNotFound = errors.New("fence: not found")
 	// ErrNodeBusy: another worker holds a live lease on the node.
@@ -49,6 +51,14 @@ var (
 	errActiveChanged = errors.New("fence: thread's active run changed")
 	// ErrRunDone: the run has finished; it cannot be cancelled.
 	ErrRunDone = errors.New("fence: run done")
+	// ErrNotActiveRun: the caller's run is not its thread's active run
+	// (it was interrupted, rolled back, or has not started): its
+	// checkpoints would overwrite another run's state.
+	ErrNotActiveRun = errors.New("fence: run is not the thread's active run")
+	// ErrTooLarge: a checkpoint or pending write is over the size cap.
+	ErrTooLarge = errors.New("fence: too large")
+	// ErrNoCheckpoint: no checkpoint with that id in the namespace.
+	ErrNoCheckpoint = errors.New("fence: no such checkpoint")
 )
 
 // codeErrors is the one place script codes become errors.
@@ -68,6 +78,9 @@ var codeErrors = map[int64]error{
 	-21: ErrThreadBusy,
 	-23: errActiveChanged,
 	-22: ErrRunDone,
+	-14: ErrNotActiveRun,
+	-15: ErrTooLarge,
+	-16: ErrNoCheckpoint,
 }
 
 func codeError(code int64) error {
@@ -78,10 +91,12 @@ func codeError(code int64) error {
 }
 
 // IsFenced reports whether err means the caller no longer owns the node: a
-// stale epoch, another claim id, or a node that left RUNNING. The caller must
-// stop and must not retry the write.
+// stale epoch, another claim id, a node that left RUNNING, or (for a
+// checkpoint) a run that is no longer its thread's active run. The caller
+// must stop and must not retry the write.
 func IsFenced(err error) bool {
-	return errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotRunning)
+	return errors.Is(err, ErrStaleEpoch) || errors.Is(err, ErrNotOwner) || errors.Is(err, ErrNotRunning) ||
+		errors.Is(err, ErrNotActiveRun)
 }
 
 // IsRefused reports whether err is a script's answer (one of the sentinel
@@ -100,8 +115,10 @@ func refusal(err error) error {
 			return sentinel
 		}
 	}
-	if errors.Is(err, ErrInvalidID) {
-		return ErrInvalidID
+	for _, bad := range []error{ErrInvalidID, ErrInvalidData} {
+		if errors.Is(err, bad) {
+			return bad
+		}
 	}
 	return nil
 }

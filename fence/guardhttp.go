@@ -9,7 +9,7 @@ import (
 )
 
 // HeaderFencingToken is the request header that carries Token.String(),
-// "run/node@epoch/claim". The runner's http node kind sets it on every
+// "run~incarnation/node@epoch/claim". The runner's http node kind sets it on every
 // request; GuardHTTP reads it.
 const HeaderFencingToken = "Baton-Fencing-Token"
 

@@ -36,6 +36,18 @@ func (k Keys) Active(thread string) string { return k.tagged(thread, "active") }
 // Events is the run's event stream.
 func (k Keys) Events(thread, run string) string { return k.tagged(thread, "events", run) }
 
+// Checkpoints is the thread's hash of checkpoint namespaces, each with the
+// last version assigned in it (versions are never reused).
+func (k Keys) Checkpoints(thread string) string { return k.tagged(thread, "cp") }
+
+// CheckpointNS are the four keys of one namespace of a thread's
+// checkpoints: versions (zset), data (hash), ids (hash) and pending
+// writes (hash). ns passed ValidateNS.
+func (k Keys) CheckpointNS(thread, ns string) [4]string {
+	return [4]string{k.tagged(thread, "cpv", ns), k.tagged(thread, "cpd", ns),
+		k.tagged(thread, "cpi", ns), k.tagged(thread, "cpw", ns)}
+}
+
 // Locator maps a run id to its thread. It is the one per-run key outside the
 // thread's slot, written once at submit.
 func (k Keys) Locator(run string) string { return k.prefix() + ":loc:" + run }

@@ -85,16 +85,21 @@ func parseHeader(t *testing.T, name, src string) header {
 var bindings = map[string]struct {
 	keys, args       int
 	varKeys, varArgs bool
+	keysPerArg       int // keys listed per variadic ARGV; zero: 1
 }{
-	"submit":    {5, 9, true, false},
-	"claim":     {5, 7, false, false},
-	"heartbeat": {4, 8, false, false},
-	"commit":    {6, 11, true, true},
-	"fail":      {6, 10, true, true},
-	"release":   {6, 7, false, false},
-	"cancel":    {4, 4, true, true},
-	"sweep":     {2, 4, false, false},
-	"guard":     {1, 3, false, false},
+	"submit":    {5, 9, true, false, 0},
+	"claim":     {5, 7, false, false, 0},
+	"heartbeat": {4, 8, false, false, 0},
+	"commit":    {6, 11, true, true, 0},
+	"fail":      {6, 10, true, true, 0},
+	"release":   {6, 7, false, false, 0},
+	"cancel":    {4, 4, true, true, 0},
+	"sweep":     {2, 4, false, false, 0},
+	"guard":     {1, 3, false, false, 0},
+
+	"checkpoint":        {8, 15, false, false, 0},
+	"checkpoint_writes": {8, 13, false, false, 0},
+	"checkpoint_delete": {3, 3, true, true, 4},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -211,11 +216,17 @@ func TestBindings(t *testing.T) {
 	require.NoError(t, err)
 	b, err = s.Claim(ctx, nr("b"), "w", time.Minute, time.Second)
 	require.NoError(t, err)
+	_, err = s.SaveCheckpoint(ctx, b.Lease, CheckpointWrite{NS: "b", ID: "c1", Data: []byte(`{}`)})
+	require.NoError(t, err)
+	_, err = s.PutWrites(ctx, b.Lease, "b", "c1", "t1", []PendingWrite{{Idx: 0, Channel: "x", Value: []byte(`1`)}})
+	require.NoError(t, err)
 	_, err = s.Fail(ctx, b.Lease, Failure{Err: "x"}, b.Descendants)
 	require.NoError(t, err)
 	_, err = s.Cancel(ctx, "r", "x", "w")
 	require.NoError(t, err)
 	_, err = s.Sweep(ctx, SweepOptions{Limit: 1})
+	require.NoError(t, err)
+	_, err = s.DeleteCheckpoints(ctx, "r")
 	require.NoError(t, err)
 	// guard.lua is bound by Guard (a downstream service's), not by Store.
 	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Lease.Token()))
@@ -246,7 +257,8 @@ func TestBindings(t *testing.T) {
 			require.Greater(t, numKeys, h.keys, "%s: node keys passed", name)
 		default:
 			require.GreaterOrEqual(t, numKeys, h.keys, "%s: keys passed", name)
-			require.Equal(t, numKeys-h.keys, numArgs-h.args, "%s: one ARGV id per listed key", name)
+			require.Equal(t, numKeys-h.keys, max(1, bindings[name].keysPerArg)*(numArgs-h.args),
+				"%s: ARGV ids match the listed keys", name)
 		}
 		if h.varArgs == 0 {
 			require.Equal(t, h.args, numArgs, "%s: args passed", name)

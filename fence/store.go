@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -22,6 +23,17 @@ type Options struct {
 	// EventMaxLen caps each run's event stream (approximate MAXLEN).
 	// Zero value: 10000.
 	EventMaxLen int64
+	// CheckpointHistory is how many checkpoints each thread keeps per
+	// namespace, the newest. Zero value: DefaultCheckpointHistory (100).
+	CheckpointHistory int
+	// ThreadRetention is how long a thread's checkpoints live after their
+	// last write; negative keeps them forever. Zero value:
+	// DefaultThreadRetention (30 days).
+	ThreadRetention time.Duration
+	// MaxCheckpointBytes caps a checkpoint's data and metadata together,
+	// and a task's pending writes together. Zero value:
+	// DefaultCheckpointBytes (1 MiB).
+	MaxCheckpointBytes int
 	// Observer, when set, is called after every claim, heartbeat, commit,
 	// fail, release and expire with what the caller saw (a history for
 	// checkers; see Op). It runs on the caller's goroutine and must be
@@ -38,10 +50,15 @@ type Store struct {
 	maxlen   string
 	scripts  map[string]*redis.Script
 	observer func(Op)
+
+	ckptHistory int
+	ckptBytes   int
+	retentionMS int64 // 0: checkpoints never expire
 }
 
 // scriptNames are the operations, one file each under scripts/lua.
-var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard"}
+var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard",
+	"checkpoint", "checkpoint_writes", "checkpoint_delete"}
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, opt *Options) *Store {
@@ -53,7 +70,11 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 		maxlen = 10000
 	}
 	s := &Store{rdb: rdb, keys: opt.Keys, maxlen: strconv.FormatInt(maxlen, 10), scripts: map[string]*redis.Script{},
-		observer: opt.Observer}
+		observer: opt.Observer, ckptHistory: cmp.Or(opt.CheckpointHistory, DefaultCheckpointHistory),
+		ckptBytes: cmp.Or(opt.MaxCheckpointBytes, DefaultCheckpointBytes)}
+	if r := cmp.Or(opt.ThreadRetention, DefaultThreadRetention); r > 0 {
+		s.retentionMS = max(r.Milliseconds(), 1)
+	}
 	for _, name := range scriptNames {
 		src, err := lua.FS.ReadFile(name + ".lua")
 		if err != nil {

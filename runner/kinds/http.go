@@ -23,7 +23,7 @@ import (
 const (
 	// HeaderEpoch carries the lease's epoch as a decimal integer.
 	HeaderEpoch = "Baton-Epoch"
-	// HeaderFencingToken carries Token().String(), "run/node@epoch/claim":
+	// HeaderFencingToken carries Token().String(), "run~incarnation/node@epoch/claim":
 	// what a service compares to reject a paused, superseded owner.
 	HeaderFencingToken = fence.HeaderFencingToken
 	// HeaderIdempotencyKey is "run/node/attempt", so a service can drop a
