@@ -33,6 +33,10 @@ func (k Keys) Node(thread, run, node string) string { return k.tagged(thread, "n
 // strategy).
 func (k Keys) Active(thread string) string { return k.tagged(thread, "active") }
 
+// Queue lists the runs waiting for the thread's active run to end
+// (multitask "enqueue", "interrupt", "rollback"), first to start first.
+func (k Keys) Queue(thread string) string { return k.tagged(thread, "queue") }
+
 // Events is the run's event stream.
 func (k Keys) Events(thread, run string) string { return k.tagged(thread, "events", run) }
 
