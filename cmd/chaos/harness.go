@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -48,6 +49,19 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 		return nil, err
 	}
 	h.cfg.out = out
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return nil, err
+	}
+	// Two harnesses in one out dir would share Redis's AOF and mix their
+	// histories; the lock dies with the process.
+	lock, err := os.OpenFile(filepath.Join(out, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return nil, fmt.Errorf("out dir %s is in use by another harness: %w", out, err)
+	}
 	if err := prepareOut(out); err != nil {
 		return nil, err
 	}
@@ -155,7 +169,8 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	}
 	log.Info("checking", "ops", len(ops), "admits", len(admits), "runs", len(final))
 	rep := check.Check(check.Input{Ops: ops, Faults: faults, Admits: admits, Submitted: h.work.Accepted(),
-		Runs: final, Dependents: h.work.dependents(), OutDir: out,
+		SubmitRefused: h.work.Refused(),
+		Runs:          final, Dependents: h.work.dependents(), OutDir: out,
 		Bounds: check.Bounds{LeaseTTL: h.timing.LeaseTTL, Grace: h.timing.Grace, Sweep: h.timing.Sweep, Slack: cfg.slack}})
 	for _, s := range h.runners {
 		rep.Notes = append(rep.Notes, s.exits...)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -31,6 +32,7 @@ type workload struct {
 
 	mu       sync.Mutex
 	accepted []string
+	refused  map[string]string // run id -> why a submit of its spec was refused for good
 }
 
 func newWorkload(rdb redis.UniversalClient, seed uint64, runs int, downstream string, log *slog.Logger) (*workload, error) {
@@ -39,7 +41,7 @@ func newWorkload(rdb redis.UniversalClient, seed uint64, runs int, downstream st
 		return nil, err
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0xda6))
-	w := &workload{client: c, queue: asynq.NewClientFromRedisClient(rdb), log: log,
+	w := &workload{client: c, queue: asynq.NewClientFromRedisClient(rdb), log: log, refused: map[string]string{},
 		rng: rand.New(rand.NewPCG(seed, seed^0xd0b))}
 	for i := range runs {
 		w.specs = append(w.specs, makeSpec(rng, fmt.Sprintf("chaos-%d-%03d", seed, i), downstream))
@@ -133,6 +135,15 @@ func (w *workload) submitAll(ctx context.Context, window time.Duration) {
 				w.mu.Unlock()
 				break
 			}
+			if errors.Is(err, runner.ErrInvalidSpec) || errors.Is(err, fence.ErrRunConflict) || errors.Is(err, fence.ErrThreadBusy) {
+				// Only ever this run's one spec is submitted: no retry can
+				// make a refusal right.
+				w.log.Error("submit_refused", "run_id", spec.ID, "err", err)
+				w.mu.Lock()
+				w.refused[spec.ID] = err.Error()
+				w.mu.Unlock()
+				break
+			}
 			w.log.Warn("submit_retry", "run_id", spec.ID, "err", err)
 			time.Sleep(300 * time.Millisecond) // Redis is restarting
 		}
@@ -144,6 +155,13 @@ func (w *workload) Accepted() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.accepted...)
+}
+
+// Refused returns the runs whose submit was refused for good, with why.
+func (w *workload) Refused() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return maps.Clone(w.refused)
 }
 
 // dependents maps run -> node -> its direct dependents, for the checker.

@@ -2,6 +2,7 @@ package check
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -19,6 +20,9 @@ type Input struct {
 	Admits []Admit
 	// Submitted are the run ids whose submit was accepted.
 	Submitted []string
+	// SubmitRefused maps a run id to the error that refused a submit of
+	// its one spec for good (retrying the same spec must never conflict).
+	SubmitRefused map[string]string
 	// Runs are the final states read back from Redis, by run id.
 	Runs map[string]RunFinal
 	// Dependents maps run -> node -> its direct dependents, from the specs
@@ -61,7 +65,7 @@ func (b Bounds) Takeover() time.Duration {
 
 // Violation is one broken guarantee.
 type Violation struct {
-	Check string // linearizable, terminal, lost_run, commits, history, admit, takeover, attempts
+	Check string // linearizable, terminal, lost_run, submit, commits, history, admit, takeover, attempts
 	Run   string
 	Node  string
 	Msg   string
@@ -110,6 +114,10 @@ func Check(in Input) Report {
 	r.Violations = append(r.Violations, lin.violations...)
 	for _, k := range lin.unknown {
 		r.Notes = append(r.Notes, "porcupine timed out on "+k+" (not decided)")
+	}
+	for _, id := range slices.Sorted(maps.Keys(in.SubmitRefused)) {
+		r.Violations = append(r.Violations, Violation{Check: "submit", Run: id,
+			Msg: "a retried submit of the same spec was refused: " + in.SubmitRefused[id]})
 	}
 	r.Violations = append(r.Violations, checkRuns(in, &r)...)
 	r.Violations = append(r.Violations, checkAdmits(in.Admits, in.Runs, &r)...)
