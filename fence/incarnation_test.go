@@ -28,7 +28,7 @@ func TestReusedRunIDIsANewIncarnation(t *testing.T) {
 		tb.commit(t, old, `"first run"`)
 
 		// Retention frees the run id.
-		n, err := tb.store.RetainFinished(tb.ctx, time.Millisecond, 10)
+		n, err := tb.store.RetainFinished(tb.ctx, time.Second, 10)
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		tb.expireKeys(t)

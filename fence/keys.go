@@ -71,6 +71,12 @@ func (k Keys) Ready() string { return k.prefix() + ":ready" }
 // sweeper has applied their retention.
 func (k Keys) Finished() string { return k.prefix() + ":finished" }
 
+// Queued indexes threads that have runs waiting (thread -> ms when last
+// looked at): the sweeper starts a waiting run whose thread's active run
+// ended but was never followed (its ender crashed). A trigger, never
+// authority.
+func (k Keys) Queued() string { return k.prefix() + ":queued" }
+
 // Ref names a node in the global indexes: "thread:run:node". Colons cannot
 // occur in IDs, so a ref splits back unambiguously.
 func Ref(thread, run, node string) string { return thread + ":" + run + ":" + node }

@@ -30,8 +30,11 @@ type NodeSpec struct {
 type SubmitArgs struct {
 	Run    string
 	Thread string // empty: the run is its own thread
-	// Multitask is what happens when Thread has an active run: "reject"
-	// (ErrThreadBusy). Empty: "reject" when Thread is set.
+	// Multitask is what happens when Thread is busy: "reject"
+	// (ErrThreadBusy), "enqueue" (QUEUED at the back of the thread's
+	// queue), "interrupt" or "rollback" (QUEUED at its front; the caller
+	// cancels the active run, see runner.Client). Empty: "reject" when
+	// Thread is set.
 	Multitask string
 	Digest    string // same run id and digest: the submit is a no-op
 	Nodes     []NodeSpec
@@ -46,6 +49,9 @@ type SubmitResult struct {
 	// Incarnation names this submission of the run id (see
 	// Lease.Incarnation).
 	Incarnation string
+	// Behind is the thread's active run when this run was QUEUED behind
+	// it (multitask enqueue, interrupt, rollback).
+	Behind string
 }
 
 // Submit creates a run and its nodes atomically. Submitting the same run id
@@ -59,6 +65,12 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 	multitask := ""
 	if a.Thread != "" && a.Thread != a.Run {
 		multitask = cmp.Or(a.Multitask, "reject")
+		switch multitask {
+		case "reject", "enqueue", "interrupt", "rollback":
+		default:
+			return SubmitResult{}, fmt.Errorf("submit %s: multitask %q: %w: want reject, enqueue, interrupt or rollback",
+				a.Run, multitask, ErrInvalidData)
+		}
 	}
 	nodes, err := json.Marshal(a.Nodes)
 	if err != nil {
@@ -95,7 +107,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 		activeKey = s.keys.Run(thread, activeRun)
 	}
 	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(),
-		s.keys.Active(thread), activeKey}
+		s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued()}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
@@ -112,7 +124,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0]), Incarnation: asString(rest[1]),
-		Ready: asStrings(rest[2:])}
+		Behind: asString(rest[2]), Ready: asStrings(rest[3:])}
 	return res, nil
 }
 

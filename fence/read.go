@@ -21,6 +21,9 @@ type RunInfo struct {
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 	Nodes        []NodeInfo `json:"nodes"`
 	CancelReason string     `json:"cancel_reason,omitempty"`
+	// Behind is the thread's active run when this run was queued behind it
+	// (status QUEUED: it starts when the runs before it have ended).
+	Behind string `json:"behind,omitempty"`
 }
 
 // NodeInfo is a node as stored.
@@ -85,7 +88,7 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
 	}
 	info := &RunInfo{ID: run, Status: h["status"], Cancelled: h["cancel"] == "1",
-		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"]}
+		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"], Behind: h["behind"]}
 	if thread != run {
 		info.Thread = thread
 	}

@@ -87,7 +87,7 @@ var bindings = map[string]struct {
 	varKeys, varArgs bool
 	keysPerArg       int // keys listed per variadic ARGV; zero: 1
 }{
-	"submit":    {5, 9, true, false, 0},
+	"submit":    {7, 9, true, false, 0},
 	"claim":     {5, 7, false, false, 0},
 	"heartbeat": {4, 8, false, false, 0},
 	"commit":    {6, 11, true, true, 0},
@@ -100,6 +100,7 @@ var bindings = map[string]struct {
 	"checkpoint":        {8, 15, false, false, 0},
 	"checkpoint_writes": {8, 13, false, false, 0},
 	"checkpoint_delete": {3, 3, true, true, 4},
+	"promote":           {7, 6, true, true, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -228,6 +229,18 @@ func TestBindings(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.DeleteCheckpoints(ctx, "r")
 	require.NoError(t, err)
+	one := []NodeSpec{{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}
+	_, err = s.Submit(ctx, SubmitArgs{Run: "t1", Thread: "th", Multitask: "enqueue", Digest: "d", Nodes: one})
+	require.NoError(t, err)
+	_, err = s.Submit(ctx, SubmitArgs{Run: "t2", Thread: "th", Multitask: "enqueue", Digest: "d", Nodes: one})
+	require.NoError(t, err)
+	t1, err := s.Claim(ctx, NodeRef{Thread: "th", Run: "t1", Node: "a"}, "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	_, err = s.Commit(ctx, t1.Lease, []byte(`1`), nil)
+	require.NoError(t, err)
+	p, err := s.Promote(ctx, "th", "w")
+	require.NoError(t, err)
+	require.Equal(t, "t2", p.Run)
 	// guard.lua is bound by Guard (a downstream service's), not by Store.
 	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Lease.Token()))
 

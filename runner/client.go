@@ -55,12 +55,15 @@ type Submitted struct {
 	Thread  string `json:"thread,omitempty"`
 	Status  string `json:"status"`
 	Created bool   `json:"created"` // false: the same run existed already
+	// Behind is the thread's active run this run is QUEUED behind.
+	Behind string `json:"behind,omitempty"`
 }
 
 // Submit validates spec, stores the run atomically and enqueues its ready
 // nodes. A spec error is a *SpecError (errors.Is ErrInvalidSpec); the same
-// run id with another spec is fence.ErrRunConflict; a run for a thread whose
-// active run has not finished is fence.ErrThreadBusy. If enqueueing fails
+// run id with another spec is fence.ErrRunConflict; a run for a busy thread
+// is fence.ErrThreadBusy (multitask reject) or QUEUED (enqueue, interrupt,
+// rollback; the last two cancel the active run). If enqueueing fails
 // after the run was stored, the run is not lost: the sweeper enqueues its
 // READY nodes; the error is still returned.
 func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
@@ -83,7 +86,7 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if err != nil {
 		return Submitted{}, err
 	}
-	out := Submitted{RunID: runID, Status: res.Status, Created: res.Created}
+	out := Submitted{RunID: runID, Status: res.Status, Created: res.Created, Behind: res.Behind}
 	if res.Thread != runID {
 		out.Thread = res.Thread
 	}
@@ -96,6 +99,16 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	for _, id := range res.Ready {
 		ref := fence.NodeRef{Thread: res.Thread, Run: runID, Node: id}
 		if err := e.enqueue(ctx, ref, queues[id], 1, time.Time{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if res.Status == "QUEUED" {
+		// interrupt and rollback cancel the active run; and if the thread's
+		// active run ended before anyone started the next, start it now.
+		if err := c.interruptActive(ctx, res, runID, spec.Multitask); err != nil {
+			errs = append(errs, err)
+		}
+		if _, err := advance(ctx, c.store, e, res.Thread, "client"); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -132,7 +145,18 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 	if reason == "" {
 		reason = "cancelled by user"
 	}
-	return c.store.Cancel(ctx, run, reason, "client")
+	res, err := c.store.Cancel(ctx, run, reason, "client")
+	if err != nil || !terminal(res.RunStatus) {
+		return res, err
+	}
+	// The run ended at once (nothing was running): its thread's next run
+	// may start.
+	if thread, err := c.store.Locate(ctx, run); err == nil && thread != run {
+		if _, err := advance(ctx, c.store, enqueuer{c.asynq}, thread, "client"); err != nil {
+			return res, fmt.Errorf("run %s cancelled; start the thread's next run: %w", run, err)
+		}
+	}
+	return res, nil
 }
 
 // RunSummary is one line of List.

@@ -90,6 +90,7 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 		if xerr == nil {
 			w.log.Warn("node_expired", "run_id", ref.Run, "node_id", ref.Node, "reason", expired.Err,
 				"prev_owner", expired.Lease.Owner, "run_status", end.RunStatus)
+			w.runEnded(ctx, expired.Lease, end.RunStatus)
 		}
 	default:
 		w.m.Claims.WithLabelValues("error").Inc()
@@ -210,8 +211,11 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 		log.Warn("commit_failed", "err", err)
 		return nil
 	}
-	w.m.Commits.Inc()                                                            // a Replay is this commit, whose first reply was lost
-	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus) // the event stream keeps every commit
+	// A Replay is this commit, whose first reply was lost; the event stream
+	// keeps every commit, so the log line is for debugging only.
+	w.m.Commits.Inc()
+	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus)
+	w.runEnded(ctx, l, res.RunStatus)
 	for i, id := range res.Ready {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
 		if err := w.queue.enqueue(ctx, n, res.Queues[i], 1, time.Time{}); err != nil {
@@ -250,9 +254,11 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 	case fence.Failed:
 		w.m.Failures.WithLabelValues("failed").Inc()
 		log.Warn("node_failed", "err", runErr, "run_status", end.RunStatus)
+		w.runEnded(ctx, l, end.RunStatus)
 	case fence.Cancelled:
 		w.m.Failures.WithLabelValues("cancelled").Inc()
 		log.Info("node_cancelled", "run_status", end.RunStatus)
+		w.runEnded(ctx, l, end.RunStatus)
 	}
 }
 
@@ -275,6 +281,7 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
 	}
 	w.m.Releases.Inc()
 	log.Info("released")
+	w.runEnded(ctx, l, end.RunStatus)
 	if end.Outcome == fence.Retrying {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
 		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, time.Time{}); err != nil {

@@ -27,10 +27,14 @@ type RunSpec struct {
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
 	// Thread groups runs of one conversation; empty: the run is its own.
 	Thread string `json:"thread,omitempty" yaml:"thread,omitempty"`
-	// Multitask says what to do when the thread has an active run:
-	// "reject" (the default with a thread) refuses the new run with
-	// fence.ErrThreadBusy. enqueue, interrupt and rollback are not
-	// supported yet.
+	// Multitask says what to do when the thread is busy (its active run
+	// has not finished, or runs wait): "reject" (the default with a
+	// thread) refuses the new run with fence.ErrThreadBusy; "enqueue"
+	// queues it (FIFO) to start when the runs before it end, whatever
+	// their outcome; "interrupt" cancels the active run, keeping its
+	// checkpoints, and starts next; "rollback" cancels it and deletes the
+	// checkpoints it wrote, then starts next. LangGraph's names and
+	// meanings.
 	Multitask string     `json:"multitask,omitempty" yaml:"multitask,omitempty"`
 	Nodes     []NodeSpec `json:"nodes" yaml:"nodes"`
 }
@@ -185,12 +189,12 @@ func (s *RunSpec) Validate(lim Limits) error {
 	}
 	switch s.Multitask {
 	case "":
-	case "reject":
+	case "reject", "enqueue", "interrupt", "rollback":
 		if s.Thread == "" {
 			bad("multitask", "needs a thread")
 		}
 	default:
-		bad("multitask", "%q is not supported (only \"reject\" for now)", s.Multitask)
+		bad("multitask", "%q is not a strategy (reject, enqueue, interrupt or rollback)", s.Multitask)
 	}
 	if len(s.Nodes) == 0 {
 		bad("nodes", "a run needs at least one node")

@@ -31,7 +31,7 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 		{"cycle", `{"nodes":[{"id":"a","kind":"noop","deps":["c"]},{"id":"b","kind":"noop","deps":["a"]},{"id":"c","kind":"noop","deps":["b"]}]}`, []string{"nodes"}},
 		{"oversized input", `{"nodes":[{"id":"a","kind":"noop","input":` + big + `}]}`, []string{"nodes[0].input"}},
 		{"multitask without thread", `{"multitask":"reject","nodes":[{"id":"a","kind":"noop"}]}`, []string{"multitask"}},
-		{"unsupported multitask", `{"thread":"t","multitask":"interrupt","nodes":[{"id":"a","kind":"noop"}]}`, []string{"multitask"}},
+		{"unknown multitask", `{"thread":"t","multitask":"queue","nodes":[{"id":"a","kind":"noop"}]}`, []string{"multitask"}},
 		{"several at once", `{"id":"{x}","nodes":[{"id":"","kind":""},{"id":"b","kind":"noop","deps":["q"]}]}`,
 			[]string{"id", "nodes[0].id", "nodes[0].kind", "nodes[1].deps[0]"}},
 	} {

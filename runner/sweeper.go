@@ -50,6 +50,7 @@ func (s *sweeper) wait() { s.wg.Wait() }
 func (s *sweeper) sweep(ctx context.Context) {
 	s.retain(ctx)
 	s.trim(ctx)
+	s.startQueued(ctx)
 	for ctx.Err() == nil {
 		sw, err := s.store.Sweep(ctx, s.opts)
 		if err != nil {
@@ -90,6 +91,29 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		}
 		s.m.SweeperActions.WithLabelValues(action).Inc()
 		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", action, "attempt", p.Attempt+1)
+	}
+}
+
+// startQueued starts waiting runs of threads whose active run ended
+// without anyone starting the next (its ender crashed in between): those
+// whose thread was last looked at over the READY threshold ago.
+func (s *sweeper) startQueued(ctx context.Context) {
+	threads, err := s.store.QueuedThreads(ctx, s.opts.Threshold, s.opts.Retry, s.opts.Limit)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("sweep_failed", "err", err)
+		}
+		return
+	}
+	for _, thread := range threads {
+		run, err := advance(ctx, s.store, s.queue, thread, "sweeper")
+		switch {
+		case err != nil:
+			s.log.Warn("thread_advance_failed", "thread", thread, "err", err)
+		case run != "":
+			s.m.SweeperActions.WithLabelValues("queued_run_started").Inc()
+			s.log.Info("thread_run_started", "thread", thread, "run_id", run)
+		}
 	}
 }
 

@@ -1,11 +1,22 @@
 --[[ submit: create a run and all its nodes in one atomic step.
 
+A run of a thread with a multitask strategy starts at once when the thread
+is idle: it becomes the thread's active run. When the thread is busy (its
+active run is RUNNING or QUEUED, or runs wait in its queue), "reject"
+refuses it, and the other strategies store it QUEUED, its nodes BLOCKED:
+"enqueue" at the back of the thread's queue, "interrupt" and "rollback" at
+the front (the caller then cancels the active run). promote.lua starts the
+queue's head once the active run has ended. Concurrent submits to a thread
+are serialised by the active-run check (-23: read again).
+
 KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
 KEYS[4]   the thread's active-run key
 KEYS[5]   hash of the run ARGV[7] names (any key of the thread when none)
-KEYS[6..] node hashes, one per node, in the order of ARGV[5]'s array
+KEYS[6]   the thread's queue (list of waiting run ids)
+KEYS[7]   queued-threads index (zset: thread -> ms when a run was queued)
+KEYS[8..] node hashes, one per node, in the order of ARGV[5]'s array
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -16,15 +27,18 @@ ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
         verbatim as a string
 ARGV[6] event stream MAXLEN (approximate)
 ARGV[7] the thread's active run id as the caller read it ("" if none)
-ARGV[8] multitask strategy: "" (the run is its own thread) or "reject"
+ARGV[8] multitask strategy: "" (the run is its own thread), "reject",
+        "enqueue", "interrupt" or "rollback"
 ARGV[9] incarnation: a new id for this submission, made by the caller, so
         that a run id reused after retention never continues the epochs
         (and fencing tokens) of the run that held it before
 
 Returns
-  {1, status, incarnation, ready_id...}
-                            created; ready_id are the nodes with no deps, now READY
-  {2, status, incarnation, ready_id...}
+  {1, status, incarnation, behind, ready_id...}
+                            created, RUNNING or QUEUED behind the thread's
+                            active run; ready_id are the nodes with no deps,
+                            now READY (none when QUEUED)
+  {2, status, incarnation, behind, ready_id...}
                             the run already exists with the same digest (a
                             retry): no change; incarnation is the stored one,
                             ready_id the nodes still READY, to enqueue again
@@ -39,7 +53,9 @@ local runID, thread, digest, refPrefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local nodes = cjson.decode(ARGV[5])
 local maxlen = ARGV[6]
 local activeKey, activeRunKey, expectedActive, multitask = KEYS[4], KEYS[5], ARGV[7], ARGV[8]
+local queueKey, queuedKey = KEYS[6], KEYS[7]
 local inc = ARGV[9]
+local firstNode = 7 -- KEYS[firstNode + i] is node i's hash
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
 -- a userdata; lists are stored as JSON arrays whatever the input.
@@ -51,28 +67,41 @@ end
 local existing = rcall('HGET', runKey, 'digest')
 if existing then
   if existing == digest then
-    local r = rcall('HMGET', runKey, 'status', 'inc')
-    local out = {2, r[1], r[2] or ''}
+    local r = rcall('HMGET', runKey, 'status', 'inc', 'behind')
+    local out = {2, r[1], r[2] or '', r[3] or ''}
     for i, n in ipairs(nodes) do
-      if rcall('HGET', KEYS[5 + i], 'state') == 'READY' then out[#out + 1] = n.id end
+      if rcall('HGET', KEYS[firstNode + i], 'state') == 'READY' then out[#out + 1] = n.id end
     end
     return out
   end
   return -20
 end
 
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local status, behind = 'RUNNING', ''
 if multitask ~= '' then
   local cur = rcall('GET', activeKey) or ''
   if cur ~= expectedActive then return -23 end
+  local busy = rcall('LLEN', queueKey) > 0
   if cur ~= '' then
     local st = rcall('HGET', activeRunKey, 'status')
-    if st == 'RUNNING' or st == 'PENDING' then return {-21, cur} end
+    if st == 'RUNNING' or st == 'QUEUED' then busy = true end
   end
-  rcall('SET', activeKey, runID)
+  if busy then
+    if multitask == 'reject' then return {-21, cur} end
+    status, behind = 'QUEUED', cur
+    if multitask == 'enqueue' then
+      rcall('RPUSH', queueKey, runID)
+    else
+      rcall('LPUSH', queueKey, runID)
+    end
+    rcall('ZADD', queuedKey, 'NX', now, thread)
+  else
+    rcall('SET', activeKey, runID)
+  end
 end
-
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local ids = {}
 local ready = {}
@@ -81,12 +110,12 @@ for i, n in ipairs(nodes) do
   local deps = n.deps
   if type(deps) ~= 'table' then deps = {} end
   local state = 'BLOCKED'
-  if #deps == 0 then
+  if #deps == 0 and status == 'RUNNING' then
     state = 'READY'
     ready[#ready + 1] = n.id
     rcall('ZADD', readyKey, now, refPrefix .. n.id)
   end
-  rcall('HSET', KEYS[5 + i],
+  rcall('HSET', KEYS[firstNode + i],
     'id', n.id, 'run', runID, 'thread', thread, 'state', state,
     'kind', n.kind, 'queue', n.queue, 'input', n.input,
     'deps', list(deps), 'dependents', list(n.dependents),
@@ -98,11 +127,15 @@ for i, n in ipairs(nodes) do
 end
 
 rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
-  'status', 'RUNNING', 'nodes', cjson.encode(ids), 'total', #nodes,
+  'status', status, 'behind', behind, 'multitask', multitask, 'nodes', cjson.encode(ids), 'total', #nodes,
   'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
   'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes)
 
-local out = {1, 'RUNNING', inc}
+if status == 'QUEUED' then
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'queued',
+    'node', '', 'epoch', 0, 'worker', '', 'at', now, 'behind', behind, 'multitask', multitask)
+end
+local out = {1, status, inc, behind}
 for _, id in ipairs(ready) do out[#out + 1] = id end
 return out

@@ -1,0 +1,110 @@
+package fence
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Promoted is a queued run that Promote started.
+type Promoted struct {
+	Run    string
+	Ready  []string // its nodes now READY: enqueue them
+	Queues []string // Queues[i] is Ready[i]'s queue
+}
+
+// Promote starts the thread's next queued run once its active run has
+// ended: the head of the queue becomes the active run, RUNNING, with its
+// root nodes READY. A head whose strategy is "rollback" first has the
+// checkpoints of the run it follows deleted, so the thread's state is what
+// it was before that run. Heads cancelled while queued are dropped. It
+// returns nil when nothing started: the queue is empty or the active run
+// has not ended. Safe to call any number of times from any number of
+// processes; each call is a few round trips.
+func (s *Store) Promote(ctx context.Context, thread, who string) (*Promoted, error) {
+	for try := 0; try < 20; try++ {
+		pipe := s.rdb.Pipeline()
+		activeCmd := pipe.Get(ctx, s.keys.Active(thread))
+		headCmd := pipe.LIndex(ctx, s.keys.Queue(thread), 0)
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("promote %s: %w", thread, err)
+		}
+		active, head := activeCmd.Val(), headCmd.Val()
+		if head == "" {
+			return nil, nil
+		}
+		h, err := s.rdb.HMGet(ctx, s.keys.Run(thread, head), "nodes", "multitask").Result()
+		if err != nil {
+			return nil, fmt.Errorf("promote %s: %w", thread, err)
+		}
+		var ids []string
+		_ = json.Unmarshal([]byte(asString(h[0])), &ids) // a head whose keys expired has none: it is dropped
+		if asString(h[1]) == "rollback" && active != "" {
+			if _, err := s.deleteCheckpoints(ctx, thread, "run", active); err != nil {
+				return nil, fmt.Errorf("promote %s: roll back %s: %w", thread, active, err)
+			}
+		}
+		activeKey := s.keys.Active(thread)
+		if active != "" {
+			activeKey = s.keys.Run(thread, active)
+		}
+		keys := []string{s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(),
+			s.keys.Run(thread, head), s.keys.Events(thread, head), s.keys.Ready()}
+		args := []any{active, head, thread, Ref(thread, head, ""), s.maxlen, who}
+		for _, id := range ids {
+			keys = append(keys, s.keys.Node(thread, head, id))
+			args = append(args, id)
+		}
+		v, err := s.run(ctx, "promote", keys, args...)
+		if err != nil {
+			return nil, fmt.Errorf("promote %s: %w", thread, err)
+		}
+		code, r, err := reply(v)
+		switch {
+		case errors.Is(err, errActiveChanged):
+			continue
+		case errors.Is(err, ErrThreadBusy):
+			return nil, nil
+		case err != nil:
+			return nil, fmt.Errorf("promote %s: %w", thread, err)
+		case code == 2: // the head was cancelled while queued: the next one
+			continue
+		case code == 3:
+			return nil, nil
+		}
+		p := &Promoted{Run: head}
+		for i := 0; i+1 < len(r); i += 2 {
+			p.Ready = append(p.Ready, asString(r[i]))
+			p.Queues = append(p.Queues, asString(r[i+1]))
+		}
+		return p, nil
+	}
+	return nil, fmt.Errorf("promote %s: the thread kept changing", thread)
+}
+
+// QueuedThreads returns up to limit threads whose waiting runs were last
+// looked at before the given age, and pushes them back by retry, so
+// concurrent sweepers share them. Triggers for Promote, never authority.
+func (s *Store) QueuedThreads(ctx context.Context, age, retry time.Duration, limit int) ([]string, error) {
+	now, err := s.rdb.Time(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("queued threads: %w", err)
+	}
+	threads, err := s.rdb.ZRangeByScore(ctx, s.keys.Queued(), &redis.ZRangeBy{Min: "-inf",
+		Max: fmt.Sprint(now.Add(-age).UnixMilli()), Count: int64(limit)}).Result()
+	if err != nil || len(threads) == 0 {
+		return threads, err
+	}
+	zs := make([]redis.Z, len(threads))
+	for i, t := range threads {
+		zs[i] = redis.Z{Score: float64(now.Add(retry).UnixMilli()), Member: t}
+	}
+	if err := s.rdb.ZAddXX(ctx, s.keys.Queued(), zs...).Err(); err != nil {
+		return nil, fmt.Errorf("queued threads: %w", err)
+	}
+	return threads, nil
+}

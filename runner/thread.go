@@ -1,0 +1,77 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// advance starts the thread's next queued run if its active run has ended,
+// and enqueues that run's ready nodes. Whoever sees a thread's run end
+// calls it (the worker whose write ended it, a canceller, a submitter); the
+// sweeper calls it for threads whose waiting runs were never started. It
+// returns the run it started, or "".
+func advance(ctx context.Context, store *fence.Store, q enqueuer, thread, who string) (string, error) {
+	var errs []error
+	started := ""
+	for {
+		p, err := store.Promote(ctx, thread, who)
+		if err != nil {
+			return started, errors.Join(append(errs, err)...)
+		}
+		if p == nil {
+			return started, errors.Join(errs...)
+		}
+		started = p.Run
+		for i, id := range p.Ready {
+			ref := fence.NodeRef{Thread: thread, Run: p.Run, Node: id}
+			if err := q.enqueue(ctx, ref, p.Queues[i], 1, time.Time{}); err != nil {
+				errs = append(errs, err) // the sweeper delivers it
+			}
+		}
+		// A run with no node able to start (impossible for a valid DAG)
+		// would leave the thread stuck; the loop ends when Promote finds
+		// nothing more to start.
+		info, err := store.GetRun(ctx, p.Run)
+		if err != nil || !terminal(info.Status) {
+			return started, errors.Join(errs...)
+		}
+	}
+}
+
+// terminal reports whether a run status is final.
+func terminal(status string) bool {
+	return status == "SUCCEEDED" || status == "FAILED" || status == "CANCELLED"
+}
+
+// runEnded is called after a write that left the run in status: a run of a
+// thread that ended lets the thread's next run start.
+func (w *Worker) runEnded(ctx context.Context, l fence.Lease, status string) {
+	if !terminal(status) || l.Thread == l.Run {
+		return
+	}
+	run, err := advance(ctx, w.store, w.queue, l.Thread, w.cfg.ID)
+	if err != nil {
+		w.log.Warn("thread_advance_failed", "thread", l.Thread, "err", err) // the sweeper starts it
+		return
+	}
+	if run != "" {
+		w.log.Info("thread_run_started", "thread", l.Thread, "run_id", run, "after", l.Run)
+	}
+}
+
+// interruptActive cancels the run a new run of the thread was queued
+// behind, for the multitask strategies that interrupt it.
+func (c *Client) interruptActive(ctx context.Context, res fence.SubmitResult, run, multitask string) error {
+	if res.Status != "QUEUED" || res.Behind == "" || (multitask != "interrupt" && multitask != "rollback") {
+		return nil
+	}
+	_, err := c.store.Cancel(ctx, res.Behind, fmt.Sprintf("%s by run %s", multitask+"ed", run), "client")
+	if err != nil && !errors.Is(err, fence.ErrRunDone) {
+		return fmt.Errorf("run %s queued; cancel the active run %s: %w", run, res.Behind, err)
+	}
+	return nil
+}
