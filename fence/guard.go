@@ -85,11 +85,11 @@ type Guard struct {
 var guardScript = redis.NewScript(mustScript("guard"))
 
 func mustScript(name string) string {
-	src, err := lua.FS.ReadFile(name + ".lua")
+	src, err := lua.Source(name)
 	if err != nil {
-		panic("fence: script " + name + ".lua is not embedded") // a build defect, not input
+		panic("fence: " + err.Error()) // a build defect, not input
 	}
-	return string(src)
+	return src
 }
 
 // NewGuard returns a Guard that keeps its records in rdb.

@@ -34,12 +34,10 @@ type replyDropper struct {
 func newReplyDropper(t *testing.T) *replyDropper {
 	t.Helper()
 	d := &replyDropper{names: map[string]string{}, drop: map[string]int{}}
-	files, err := lua.FS.ReadDir(".")
-	require.NoError(t, err)
-	for _, f := range files {
-		src, err := lua.FS.ReadFile(f.Name())
+	for _, name := range lua.Names() {
+		src, err := lua.Source(name)
 		require.NoError(t, err)
-		d.names[redis.NewScript(string(src)).Hash()] = strings.TrimSuffix(f.Name(), ".lua")
+		d.names[redis.NewScript(src).Hash()] = name
 	}
 	return d
 }

@@ -138,9 +138,9 @@ func TestScriptHeaders(t *testing.T) {
 		}
 
 		// Every negative code the body returns is documented.
-		src, err := lua.FS.ReadFile(name + ".lua")
+		src, err := lua.Source(name)
 		require.NoError(t, err)
-		body := string(src)[strings.Index(string(src), "]]"):]
+		body := src[strings.Index(src, "]]"):]
 		for _, m := range reReturn.FindAllStringSubmatch(body, -1) {
 			c, _ := strconv.ParseInt(m[1], 10, 64)
 			require.Contains(t, h.codes, c, "%s returns %d but its header does not say so", name, c)
@@ -252,7 +252,7 @@ func TestBindings(t *testing.T) {
 		name := byScript[fmt.Sprint(args[1])]
 		if name == "" { // EVAL carries the source
 			for n := range s.scripts {
-				if src, _ := lua.FS.ReadFile(n + ".lua"); string(src) == fmt.Sprint(args[1]) {
+				if src, _ := lua.Source(n); src == fmt.Sprint(args[1]) {
 					name = n
 				}
 			}

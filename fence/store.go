@@ -12,8 +12,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/batonrun/baton/scripts/lua"
 )
 
 // Options configures a Store. A nil *Options takes every default.
@@ -76,11 +74,7 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 		s.retentionMS = max(r.Milliseconds(), 1)
 	}
 	for _, name := range scriptNames {
-		src, err := lua.FS.ReadFile(name + ".lua")
-		if err != nil {
-			panic("fence: script " + name + ".lua is not embedded") // a build defect, not input
-		}
-		s.scripts[name] = redis.NewScript(string(src))
+		s.scripts[name] = redis.NewScript(mustScript(name))
 	}
 	return s
 }

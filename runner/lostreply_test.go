@@ -33,12 +33,10 @@ type lossyLink struct {
 func newLossyLink(t *testing.T, every int) *lossyLink {
 	t.Helper()
 	l := &lossyLink{every: every, names: map[string]string{}, calls: map[string]int{}, lost: map[string]int{}}
-	files, err := lua.FS.ReadDir(".")
-	require.NoError(t, err)
-	for _, f := range files {
-		src, err := lua.FS.ReadFile(f.Name())
+	for _, name := range lua.Names() {
+		src, err := lua.Source(name)
 		require.NoError(t, err)
-		l.names[redis.NewScript(string(src)).Hash()] = strings.TrimSuffix(f.Name(), ".lua")
+		l.names[redis.NewScript(src).Hash()] = name
 	}
 	return l
 }

@@ -53,14 +53,10 @@ if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
-local function refuse(code)
-  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-    'op', 'checkpoint_writes', 'current_epoch', f[2], 'ns', ns)
-  return code
-end
-if f[2] ~= epoch then return refuse(-10) end
-if f[3] ~= claimID then return refuse(-11) end
+--@include fence_check
+local function refuse(code) return rejectWrite('checkpoint_writes', code, f[2], 'ns', ns) end
+local stale = staleCode(f[2], f[3], 'checkpoint_writes', 'ns', ns)
+if stale then return stale end
 if f[1] ~= 'RUNNING' then return refuse(-12) end
 local active = rcall('GET', activeKey)
 if active ~= runID and not (active == false and thread == runID) then return refuse(-14) end

@@ -60,13 +60,9 @@ local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if f[2] ~= epoch or f[3] ~= claimID then
-  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-    'op', 'commit', 'current_epoch', f[2])
-  if f[2] ~= epoch then return -10 end
-  return -11
-end
+--@include fence_check
+local stale = staleCode(f[2], f[3], 'commit')
+if stale then return stale end
 
 local contFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
   'max_attempts', 'dependents', 'descendants', 'inc', 'claim', 'lease_until'}

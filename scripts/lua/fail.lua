@@ -56,14 +56,15 @@ local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'attempt', 'release
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if f[2] ~= epoch or f[3] ~= claimID then
-  if mode ~= 'expire' then
-    rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
-      'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-      'op', 'fail', 'current_epoch', f[2])
-  end
+--@include fence_check
+if mode == 'expire' then
+  -- The caller is not the owner: a mismatch means the owner renewed or
+  -- the node moved on, not a stale write.
   if f[2] ~= epoch then return -10 end
-  return -11
+  if f[3] ~= claimID then return -11 end
+else
+  local stale = staleCode(f[2], f[3], 'fail')
+  if stale then return stale end
 end
 if f[1] ~= 'RUNNING' then
   local endOp = mode

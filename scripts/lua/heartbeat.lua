@@ -34,13 +34,9 @@ local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'progress')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-if f[2] ~= epoch or f[3] ~= claimID then
-  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-    'op', 'heartbeat', 'current_epoch', f[2])
-  if f[2] ~= epoch then return -10 end
-  return -11
-end
+--@include fence_check
+local stale = staleCode(f[2], f[3], 'heartbeat')
+if stale then return stale end
 if f[1] ~= 'RUNNING' then return -12 end
 
 local leaseUntil = now + ttl
