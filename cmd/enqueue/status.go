@@ -70,6 +70,9 @@ func writeStatus(w io.Writer, info *fence.RunInfo) error {
 	if info.Thread != "" {
 		fmt.Fprintf(w, "  thread %s", info.Thread)
 	}
+	if info.Status == "QUEUED" && info.Behind != "" {
+		fmt.Fprintf(w, "  behind %s", info.Behind)
+	}
 	if info.FinishedAt != nil {
 		fmt.Fprintf(w, "  finished %s", info.FinishedAt.Format(time.RFC3339))
 	}
