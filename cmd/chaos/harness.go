@@ -159,6 +159,11 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	if err := writeLines(filepath.Join(out, "runs.jsonl"), sortedFinal(final)); err != nil {
 		return nil, err
 	}
+	m := meta{Seed: cfg.seed, DurationS: cfg.duration.Seconds(), Runners: cfg.runners, Submitted: h.work.Accepted(),
+		Refused: h.work.Refused(), SettleMS: settleTook.Milliseconds(), ElapsedMS: time.Since(began).Milliseconds()}
+	if err := writeLines(filepath.Join(out, "meta.json"), []meta{m}); err != nil {
+		return nil, err
+	}
 	ops, err := check.ReadHistoryDir(filepath.Join(out, "history"))
 	if err != nil {
 		return nil, fmt.Errorf("history: %w", err)

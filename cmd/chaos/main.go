@@ -12,6 +12,9 @@
 //
 //	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -out /tmp/chaos
 //
+// -recheck DIR judges a finished run's out dir again (after a checker fix,
+// or for a post-mortem) without running anything.
+//
 // It prints a summary, every violation, and a final JSON line
 // {"seed","duration_s","faults","runs","nodes","ops","violations"}. Exit
 // status: 0 when nothing was violated, 1 on a violation, 2 for bad flags or
@@ -60,11 +63,24 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.out, "out", "", "directory for Redis's AOF, logs, histories and visualisations (default: a new temporary one)")
 	fs.DurationVar(&cfg.slack, "slack", time.Second, "allowance for delivery in the takeover bound")
 	fs.StringVar(&cfg.bin, "bin", "", "directory with prebuilt runner and downstream binaries (default: go build)")
+	recheckDir := fs.String("recheck", "", "check a finished run's out dir again instead of running one")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
+	}
+	if *recheckDir != "" {
+		res, err := recheck(*recheckDir, cfg.slack)
+		if err != nil {
+			fmt.Fprintln(stderr, "chaos:", err)
+			return 2
+		}
+		res.print(stdout)
+		if len(res.report.Violations) > 0 {
+			return 1
+		}
+		return 0
 	}
 	if cfg.runners < 2 || cfg.duration < 10*time.Second || fs.NArg() > 0 {
 		fmt.Fprintln(stderr, "chaos: want -runners >= 2, -duration >= 10s and no arguments")
@@ -99,7 +115,7 @@ func prepareOut(out string) error {
 	}
 	old, _ := filepath.Glob(filepath.Join(out, "porcupine-*.html"))
 	for _, f := range append(old, filepath.Join(out, "admits.jsonl"), filepath.Join(out, "faults.jsonl"),
-		filepath.Join(out, "runs.jsonl")) {
+		filepath.Join(out, "runs.jsonl"), filepath.Join(out, "meta.json")) {
 		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
 			return err
 		}

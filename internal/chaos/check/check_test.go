@@ -160,6 +160,23 @@ func TestPhantomOnlyForKilledIncarnations(t *testing.T) {
 	require.Equal(t, 1, r.Phantoms)
 }
 
+// Seen in a fault run: r2 committed d, the commit claimed e for it as a
+// continuation, and r2 was killed before it wrote either line. e shows up
+// in the histories only when r3 takes it over at epoch 2, two seconds later.
+func TestPhantomContinuationBeforeTheNodesFirstLine(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r3", "claim", "e", 2, "ce2", 3800, 3801, OK),
+		op("r3", "commit", "e", 2, "ce2", 3802, 3803, OK),
+	}
+	kill := Fault{Kind: KindKill, Target: "r2", Source: "r2.1", Start: ms(2000), End: ms(2600)}
+	r := Check(Input{Ops: ops, Bounds: bounds, Faults: []Fault{kill}})
+	require.Empty(t, r.Violations)
+	kill.Start = ms(3900) // killed after the takeover: cannot explain it
+	r = Check(Input{Ops: ops, Bounds: bounds, Faults: []Fault{kill}})
+	require.Equal(t, []string{"linearizable"}, checks(r.Violations))
+}
+
 // runFinal builds a run read back from Redis with one node.
 func runFinal(node fence.NodeInfo, events ...fence.Event) RunFinal {
 	return RunFinal{Info: &fence.RunInfo{ID: "run1", Status: node.State, Nodes: []fence.NodeInfo{node}}, Events: events}

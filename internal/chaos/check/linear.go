@@ -160,8 +160,16 @@ func sortOps(ops []porcupine.Operation) {
 	})
 }
 
-// phantoms returns one phantom operation per runner incarnation that was
-// killed after the node's first operation and before its last one.
+// phantomReach is how long before a node's first recorded operation a kill
+// may have left an unrecorded one: a commit that claimed the node as its
+// continuation shows only when the continuation's lease runs out and
+// another runner takes it over, a lease and a sweep later.
+const phantomReach = 10 * time.Second
+
+// phantoms returns one phantom operation per runner incarnation killed
+// before the node's last recorded operation and at most phantomReach before
+// its first. The phantom was sent before the kill; its effect may land at
+// any time after.
 func phantoms(p *partition, faults []Fault, clientOf func(string) int, end int64) []porcupine.Operation {
 	var out []porcupine.Operation
 	seen := map[string]bool{}
@@ -169,13 +177,13 @@ func phantoms(p *partition, faults []Fault, clientOf func(string) int, end int64
 		if f.Kind != KindKill || f.Source == "" || seen[f.Source] {
 			continue
 		}
-		if f.Start < p.first-int64(time.Second) || f.Start > p.last {
+		if f.Start < p.first-int64(phantomReach) || f.Start > p.last {
 			continue
 		}
 		seen[f.Source] = true
 		out = append(out, porcupine.Operation{ClientId: clientOf(f.Source),
 			Input: input{Op: "phantom", Owner: f.Source, Outcome: Unknown, Synth: "in flight at SIGKILL"},
-			Call:  p.first - int64(time.Second), Output: output{}, Return: end})
+			Call:  min(f.Start, p.first) - int64(time.Millisecond), Output: output{}, Return: end})
 	}
 	return out
 }
