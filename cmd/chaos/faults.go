@@ -162,10 +162,11 @@ func (in *injector) inject(ctx context.Context, p planned) {
 		return
 	}
 	if p.kind == check.KindDuplicate {
-		if node, ok := h.work.duplicate(ctx, in.dups); ok {
-			in.mu.Lock()
-			in.dups++
-			in.mu.Unlock()
+		in.mu.Lock()
+		in.dups++
+		n := in.dups
+		in.mu.Unlock()
+		if node, ok := h.work.duplicate(ctx, n); ok {
 			t := now()
 			in.record(check.Fault{Kind: p.kind, Target: node, Start: t, End: t})
 			in.log.Info("fault", "kind", p.kind, "node", node)
