@@ -46,17 +46,28 @@ func TestChaosFixedSeed(t *testing.T) {
 	}
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
+	// The out dir outlives a failed test: its histories, logs and
+	// porcupine's visualisation are the post-mortem (go run ./cmd/chaos
+	// -recheck DIR judges it again).
+	out, err := os.MkdirTemp("", "baton-chaos-test-")
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			_ = os.RemoveAll(out)
+		}
+	})
 	cfg := config{seed: 42, duration: 55 * time.Second, settle: 25 * time.Second, runners: 3, runs: 90,
-		out: t.TempDir(), slack: 2 * time.Second} // the suite's other packages share the 2 cores
+		out: out, slack: 2 * time.Second} // the suite's other packages share the 2 cores
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	res, err := runHarness(ctx, cfg, log)
 	require.NoError(t, err, "harness log:\n%s", logs.String())
-	var out bytes.Buffer
-	res.print(&out)
-	t.Log("\n" + out.String())
+	var summary bytes.Buffer
+	res.print(&summary)
+	t.Log("\n" + summary.String())
 	if len(res.report.Violations) > 0 {
-		t.Fatalf("%d violations (seed %d); harness log:\n%s", len(res.report.Violations), cfg.seed, tail(logs.String(), 20000))
+		t.Fatalf("%d violations (seed %d, out dir %s kept); harness log:\n%s", len(res.report.Violations), cfg.seed,
+			out, tail(logs.String(), 20000))
 	}
 	// A harness that injected nothing, or a runner that recorded nothing,
 	// proves nothing.
