@@ -111,6 +111,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
 	defer cancel(nil)
 	a := w.hb.add(l, task, claimStarted, cancel)
+	task.ckpt = w.checkpointer(hctx, a, log)
 
 	result, runErr := w.execute(hctx, c, task)
 	// From here the lease is not renewed and cannot be lost: the outcome

@@ -37,6 +37,8 @@ type Task struct {
 	Input   json.RawMessage
 	Timeout time.Duration // the node's timeout; zero: none. ctx carries it too.
 
+	// ckpt saves and reads checkpoints (checkpoint.go); nil outside a worker.
+	ckpt     *checkpointer
 	progress atomic.Int64 // -1: not reported
 }
 
