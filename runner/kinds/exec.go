@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"math"
 	"os"
@@ -31,6 +32,10 @@ type ExecOptions struct {
 	// cancelled or times out, and to processes a command leaves behind when
 	// it exits. Default (zero): 5s.
 	KillGrace time.Duration
+	// Logger receives warnings about stdout lines that ask for something
+	// that cannot be done, such as a ::checkpoint line that is not JSON.
+	// Default (nil): slog.Default().
+	Logger *slog.Logger
 }
 
 // Caps on what the exec kind keeps of a command's output.
@@ -57,11 +62,19 @@ const (
 // Input: {"command": ["argv0", "arg", ...], "env": {"K": "V"}, "dir":
 // "path", "timeout": "30s"}; command is required and is not run through a
 // shell. The child sees the worker's environment, then the input's env,
-// then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH and
-// BATON_FENCING_TOKEN, which input env cannot override. Stdin is empty.
+// then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
+// BATON_FENCING_TOKEN, BATON_THREAD_ID and BATON_CHECKPOINT_FILE, which
+// input env cannot override. Stdin is empty.
 //
 // Stdout lines "::progress N" (N in 0-100) report progress and are left
 // out of the result; the rest of stdout (its last 64 KiB) is the result.
+// Lines "::checkpoint {json}" are left out too: each saves the JSON as the
+// newest checkpoint of the node's thread (BATON_THREAD_ID) in the
+// namespace of the node's id, before the next line is read. Every attempt
+// of a node that has one finds the newest in the file BATON_CHECKPOINT_FILE
+// names, so it resumes where the previous attempt stopped. A line that is
+// not JSON is logged and skipped; a save the store refuses (the node was
+// taken over) stops the command as a lost lease does.
 // A non-zero exit is an *ExitError, retried while attempts remain.
 //
 // The command runs in its own process group, and nothing in that group
@@ -72,10 +85,13 @@ const (
 // outlive its node has to leave the group itself (setsid), and then runs
 // unfenced.
 func Exec(opts ExecOptions) runner.Kind {
-	return &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second)}
+	return &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second), log: cmp.Or(opts.Logger, slog.Default())}
 }
 
-type execKind struct{ grace time.Duration }
+type execKind struct {
+	grace time.Duration
+	log   *slog.Logger
+}
 
 type execInput struct {
 	Command []string          `json:"command"`
@@ -130,6 +146,11 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("exec %s: not started: %w", name, err)
 	}
+	env, cleanup, err := checkpointEnv(ctx, t, env)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanup()
 	if in.Timeout > 0 {
 		d := time.Duration(in.Timeout)
 		var cancel context.CancelFunc
@@ -167,7 +188,7 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	}
 	pgid := cmd.Process.Pid // Setpgid: the group is named after its leader
 
-	stdout := &stdoutSink{task: t, tail: tailBuffer{max: execMaxResult}}
+	stdout := &stdoutSink{task: t, tail: tailBuffer{max: execMaxResult}, ckpt: newCheckpointLines(ctx, t, k.log)}
 	stderr := &tailBuffer{max: execMaxStderr}
 	var readers sync.WaitGroup
 	readers.Go(func() { stdout.readFrom(outR) })
@@ -209,7 +230,7 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	go func() { readers.Wait(); close(drained) }()
 	select {
 	case <-drained:
-	case <-time.After(execDrain):
+	case <-stdout.ckpt.drainTimeout(execDrain, drained):
 		outR.Close()
 		errR.Close()
 		<-drained
@@ -343,6 +364,7 @@ func liveInGroup(pgid int) (alive, ok bool) {
 type stdoutSink struct {
 	task *runner.Task
 	tail tailBuffer
+	ckpt *checkpointLines
 }
 
 func (s *stdoutSink) readFrom(r io.Reader) {
@@ -351,7 +373,9 @@ func (s *stdoutSink) readFrom(r io.Reader) {
 	for {
 		line, err := br.ReadSlice('\n')
 		whole := !midLine && !errors.Is(err, bufio.ErrBufferFull)
-		if p, ok := progressLine(line); whole && ok {
+		if s.ckpt.take(line, midLine, errors.Is(err, bufio.ErrBufferFull)) {
+			// saved before the next line is read; not part of the result
+		} else if p, ok := progressLine(line); whole && ok {
 			s.task.SetProgress(p)
 		} else {
 			_, _ = s.tail.Write(line)
