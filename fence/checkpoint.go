@@ -376,9 +376,35 @@ func (s *Store) DeleteCheckpoints(ctx context.Context, thread string) (int, erro
 	return s.deleteCheckpoints(ctx, thread, "thread", "")
 }
 
-// deleteCheckpoints runs checkpoint_delete.lua, reading the thread's
-// namespaces and active run first and again when they changed meanwhile.
+// DeleteThreadCheckpoints deletes every checkpoint of l's thread from
+// inside its active run (LangGraph's deleteThread, called by a saver that
+// holds a lease), if and only if l is the current claim of a RUNNING node
+// of that run. A refusal changes nothing, is recorded as stale_rejected
+// (op=checkpoint_delete) and matches IsFenced. Versions are not reused.
+func (s *Store) DeleteThreadCheckpoints(ctx context.Context, l Lease) (int, error) {
+	if err := ValidateID("thread", l.Thread); err != nil {
+		return 0, err
+	}
+	return s.deleteCheckpointsAs(ctx, l.Thread, "lease", l.Run, &l)
+}
+
+// deleteCheckpoints runs checkpoint_delete.lua in mode thread or run.
 func (s *Store) deleteCheckpoints(ctx context.Context, thread, mode, run string) (int, error) {
+	return s.deleteCheckpointsAs(ctx, thread, mode, run, nil)
+}
+
+// deleteCheckpointsAs runs checkpoint_delete.lua, reading the thread's
+// namespaces and active run first and again when they changed meanwhile.
+// l is the caller's lease in mode lease, else nil.
+func (s *Store) deleteCheckpointsAs(ctx context.Context, thread, mode, run string, l *Lease) (int, error) {
+	// Mode lease names the caller's node and events; the other modes pass
+	// a key of the thread in their place, so every key stays in its slot.
+	nodeKey, evKey := s.keys.Checkpoints(thread), s.keys.Checkpoints(thread)
+	lease := []any{"", "", "", "", ""}
+	if l != nil {
+		nodeKey, evKey = s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Events(l.Thread, l.Run)
+		lease = []any{l.Thread, l.Node, l.Owner, l.Epoch, l.ClaimID}
+	}
 	for try := 0; ; try++ {
 		active, err := s.rdb.Get(ctx, s.keys.Active(thread)).Result()
 		if err != nil && !errors.Is(err, redis.Nil) {
@@ -392,8 +418,8 @@ func (s *Store) deleteCheckpoints(ctx context.Context, thread, mode, run string)
 		if active != "" {
 			activeKey = s.keys.Run(thread, active)
 		}
-		keys := []string{s.keys.Active(thread), activeKey, s.keys.Checkpoints(thread)}
-		args := []any{mode, run, active}
+		keys := []string{s.keys.Active(thread), activeKey, s.keys.Checkpoints(thread), nodeKey, evKey}
+		args := append(append([]any{mode, run, active}, lease...), s.maxlen)
 		for _, ns := range names {
 			k := s.keys.CheckpointNS(thread, ns)
 			keys = append(keys, k[0], k[1], k[2], k[3])

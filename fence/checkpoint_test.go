@@ -311,3 +311,71 @@ func TestDeleteCheckpoints(t *testing.T) {
 		require.Equal(t, int64(2), got.Version, "a version is never reused")
 	})
 }
+
+// A thread's checkpoints are deleted from inside its active run only by the
+// current claim (a saver's deleteThread): a stale claim, a forged claim id
+// or a finished node is refused as fenced, recorded as stale_rejected with
+// op=checkpoint_delete, and deletes nothing, even after the run ended.
+func TestDeleteThreadCheckpointsFenced(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		args := spec("dt-1", node("n"), node("m"))
+		args.Thread = "talk"
+		tb.submit(t, args)
+		ref := func(id string) fence.NodeRef { return fence.NodeRef{Thread: "talk", Run: "dt-1", Node: id} }
+		old, err := tb.store.Claim(tb.ctx, ref("n"), "w1", shortTTL, grace)
+		require.NoError(t, err)
+		for _, ns := range []string{"", "n", "sub:1|x"} {
+			_, err = tb.save(t, old, ns, "c-"+strings.NewReplacer(":", "", "|", "").Replace(ns), `{"turn":1}`)
+			require.NoError(t, err)
+		}
+		tb.advance(t, pastExpiry)
+		cur, err := tb.store.Claim(tb.ctx, ref("n"), "w2", longTTL, grace) // a takeover: epoch 2
+		require.NoError(t, err)
+		forged := cur.Lease
+		forged.ClaimID = "another-claim"
+		m, err := tb.store.Claim(tb.ctx, ref("m"), "w2", longTTL, grace)
+		require.NoError(t, err)
+		tb.commit(t, m, `"m done"`)
+		refuse := func(when string, namespaces int) {
+			for _, tc := range []struct {
+				name  string
+				lease fence.Lease
+				want  error
+			}{
+				{"stale epoch", old.Lease, fence.ErrStaleEpoch},
+				{"same epoch, another claim id", forged, fence.ErrNotOwner},
+				{"finished node", m.Lease, fence.ErrNotRunning},
+			} {
+				_, err := tb.store.DeleteThreadCheckpoints(tb.ctx, tc.lease)
+				require.ErrorIs(t, err, tc.want, "%s: %s", when, tc.name)
+				require.True(t, fence.IsFenced(err), "%s: %s", when, tc.name)
+				nss, err := tb.store.CheckpointNamespaces(tb.ctx, "talk")
+				require.NoError(t, err)
+				require.Len(t, nss, namespaces, "%s: %s deleted nothing", when, tc.name)
+			}
+		}
+		refuse("while the run is active", 3)
+		rejected := ofType(tb.events(t, "dt-1"), "stale_rejected")
+		require.Len(t, rejected, 3)
+		for _, e := range rejected {
+			require.Equal(t, "checkpoint_delete", e.Details["op"])
+		}
+
+		deleted, err := tb.store.DeleteThreadCheckpoints(tb.ctx, cur.Lease)
+		require.NoError(t, err)
+		require.Equal(t, 3, deleted)
+		nss, err := tb.store.CheckpointNamespaces(tb.ctx, "talk")
+		require.NoError(t, err)
+		require.Empty(t, nss)
+		got, err := tb.save(t, cur, "", "again", `{"turn":2}`)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), got.Version, "a version is never reused")
+
+		// Once the run has ended, nobody's lease deletes anything.
+		tb.commit(t, cur, `"done"`)
+		refuse("after the run ended", 1)
+		_, err = tb.store.DeleteThreadCheckpoints(tb.ctx, cur.Lease)
+		require.ErrorIs(t, err, fence.ErrNotRunning)
+	})
+}

@@ -99,7 +99,7 @@ var bindings = map[string]struct {
 
 	"checkpoint":        {8, 15, false, false, 0},
 	"checkpoint_writes": {8, 13, false, false, 0},
-	"checkpoint_delete": {3, 3, true, true, 4},
+	"checkpoint_delete": {5, 9, true, true, 4},
 	"promote":           {7, 6, true, true, 0},
 }
 

@@ -5,40 +5,81 @@ while the thread has an active run that has not finished.
 mode "run": the checkpoints ARGV[2] wrote (the newest of each namespace,
 back to the first written by another run), so the thread's state is what it
 was before that run: a rollback. Versions are never reused.
+mode "lease": every checkpoint of the thread, as "thread", but from inside
+the thread's active run (a saver's deleteThread): accepted only from the
+current claim of a RUNNING node of that run, fenced exactly as
+checkpoint.lua. Anything else changes nothing, records stale_rejected with
+op=checkpoint_delete, and returns the fencing code.
 
 KEYS[1]   the thread's active-run key
 KEYS[2]   hash of the run ARGV[3] names (any key of the thread when none)
 KEYS[3]   the thread's checkpoint hash (ns -> last version assigned)
-KEYS[4..] per namespace of ARGV[4..], four keys: versions zset, data hash,
+KEYS[4]   mode lease: the caller's node hash (else any key of the thread)
+KEYS[5]   mode lease: the caller's run event stream (else any key of the
+          thread)
+KEYS[6..] per namespace of ARGV[10..], four keys: versions zset, data hash,
           ids hash, pending writes hash
 
-ARGV[1]   mode: thread | run
-ARGV[2]   run id (mode run)
+ARGV[1]   mode: thread | run | lease
+ARGV[2]   run id (modes run and lease)
 ARGV[3]   the thread's active run id as the caller read it ("" if none)
-ARGV[4..] every namespace of the thread, as the caller read them
+ARGV[4]   mode lease: thread id
+ARGV[5]   mode lease: node id
+ARGV[6]   mode lease: worker id
+ARGV[7]   mode lease: epoch the caller claimed under
+ARGV[8]   mode lease: claim id the caller claimed under
+ARGV[9]   event stream MAXLEN (approximate)
+ARGV[10..] every namespace of the thread, as the caller read them
 
 Returns
   {1, deleted}  how many checkpoints were deleted
   {-21, active_run_id}  mode thread: the thread's active run has not finished
   -23  the active run or the namespaces changed since the caller read them:
        read again and retry
+  -1   mode lease: node missing
+  -10  mode lease: stale epoch: the node was claimed again since
+  -11  mode lease: not owner: same epoch, another claim id
+  -12  mode lease: the caller's claim is no longer RUNNING
+  -14  mode lease: the run is not the thread's active run
 ]]
 local rcall = redis.call
 local activeKey, activeRunKey, threadKey = KEYS[1], KEYS[2], KEYS[3]
 local mode, runID, expectedActive = ARGV[1], ARGV[2], ARGV[3]
+local nodeKey, evKey = KEYS[4], KEYS[5]
+local thread, nodeID, worker, epoch, claimID, maxlen = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
+local firstNS = 10 -- ARGV[firstNS..] are the namespaces
+local now
+if mode ~= 'thread' and mode ~= 'run' and mode ~= 'lease' then
+  return redis.error_reply('checkpoint_delete: unknown mode ' .. tostring(mode))
+end
+
+--@include fence_check
+if mode == 'lease' then
+  local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
+  if not f[1] then return -1 end
+  local t = rcall('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local stale = staleCode(f[2], f[3], 'checkpoint_delete')
+  if stale then return stale end
+  if f[1] ~= 'RUNNING' then return rejectWrite('checkpoint_delete', -12, f[2]) end
+  local active = rcall('GET', activeKey)
+  if active ~= runID and not (active == false and thread == runID) then
+    return rejectWrite('checkpoint_delete', -14, f[2])
+  end
+end
 
 if (rcall('GET', activeKey) or '') ~= expectedActive then return -23 end
-if rcall('HLEN', threadKey) ~= #ARGV - 3 then return -23 end
+if rcall('HLEN', threadKey) ~= #ARGV - firstNS + 1 then return -23 end
 if mode == 'thread' and expectedActive ~= '' then
   local st = rcall('HGET', activeRunKey, 'status')
   if st == 'RUNNING' or st == 'PENDING' then return {-21, expectedActive} end
 end
 
 local deleted = 0
-for i = 4, #ARGV do
-  local k = 4 + (i - 4) * 4
+for i = firstNS, #ARGV do
+  local k = 6 + (i - firstNS) * 4
   local versionsKey, dataKey, idsKey, writesKey = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  if mode == 'thread' then
+  if mode == 'thread' or mode == 'lease' then
     deleted = deleted + rcall('ZCARD', versionsKey)
     rcall('DEL', versionsKey, dataKey, idsKey, writesKey)
   else

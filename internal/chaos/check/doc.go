@@ -17,12 +17,16 @@
 //     grants exactly epoch+1, a commit, heartbeat, fail or release is
 //     accepted only with the current epoch and claim id while RUNNING,
 //     nothing is accepted after a terminal state, and a retry of an applied
-//     commit may only answer "replay". A call whose reply never arrived
-//     ("unknown") may or may not have taken effect, so the model steps both
-//     ways (porcupine.NondeterministicModel). A runner killed with SIGKILL
-//     loses the history line of whatever it had in flight; the checker adds
-//     such a "phantom" operation only to nodes that are not linearizable
-//     without one, and only for incarnations that were killed.
+//     commit may only answer "replay" (a replay may also be the first
+//     effect of the same call: go-redis resends a command whose connection
+//     broke). A call whose reply never arrived ("unknown") may or may not
+//     have taken effect, so the model steps both ways
+//     (porcupine.NondeterministicModel); so may the continuation of a
+//     commit that got no reply. A runner killed with SIGKILL loses the
+//     history lines of whatever it had in flight; the checker adds such a
+//     "phantom" operation only to nodes that are not linearizable without
+//     one, and only for incarnations killed before the node's last line
+//     and at most 10s before its first.
 //   - Direct checks on the outcome: every accepted run is found and
 //     terminal; every SUCCEEDED node has exactly one committed event, at its
 //     final epoch, and no other accepted commit in the histories; the
