@@ -50,6 +50,7 @@ func (a *api) routes() http.Handler {
 	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
+	a.threadRoutes(mux) // threads.go
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route "+r.URL.Path)
 	})
