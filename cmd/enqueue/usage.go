@@ -52,10 +52,16 @@ var commands = map[string]command{
 		flags: "  --status S  only runs in status S: PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED\n" +
 			"  --limit N   at most N runs (default 50)\n" +
 			"  --json      print a JSON array of {id, thread, status, nodes, done}\n"},
+	"checkpoint": {args: "THREAD [--ns NS] [--json] [--all]", run: (*app).checkpoint,
+		short: "print the thread's newest checkpoint (--all: its history)", help: checkpointHelp, flags: checkpointFlags},
+	"thread": {args: "THREAD [--json]", run: (*app).thread,
+		short: "show the thread's active run, queued runs and checkpoint namespaces",
+		help:  "Show the thread: its active run, the runs queued behind it, and the newest\ncheckpoint version of each namespace. An unknown thread is exit 1.",
+		flags: "  --json  print {thread, active, active_status, queued, checkpoints: {ns: version}}\n"},
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "list"}
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "list", "thread", "checkpoint"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {
@@ -75,9 +81,10 @@ Environment:
   MAX_INPUT_BYTES  largest node input submit accepts (default 1048576)
   BATON_LOG_LEVEL  diagnostics on stderr: debug, info, warn, error (default warn)
 
-Exit status: 0 ok; 1 refused or failed (run not found, conflict, run already
-finished, Redis unreachable, watched run did not succeed, interrupted);
-2 bad input (usage, spec, run id, environment).
+Exit status: 0 ok; 1 refused or failed (run, thread or checkpoint not found,
+conflict, run already finished, Redis unreachable, watched run did not
+succeed, interrupted); 2 bad input (usage, spec, run or thread id, checkpoint
+namespace, environment).
 `)
 	return b.String()
 }
