@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+)
+
+// The graph interrupted on worker A resumes on worker B from A's
+// checkpoint, not from scratch, and A's Set after B took over is refused,
+// recorded, and changes nothing.
+func TestGraphResumesOnAnotherWorkerAndAStaleSetIsRefused(t *testing.T) {
+	t.Parallel()
+	rdb := startRedis(t)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o, err := demo(context.Background(), rdb, log, t.Output())
+	require.NoError(t, err)
+	require.NoError(t, o.check())
+
+	require.Equal(t, "SUCCEEDED", o.Status)
+	require.Equal(t, []string{"outline by worker-a (epoch 1)", "draft by worker-a (epoch 1)",
+		"draft by worker-b (epoch 2)", "review by worker-b (epoch 2)"}, o.Ran,
+		"B started at draft: outline ran once, on A")
+	require.Equal(t, []string{"outline by worker-a (epoch 1)", "draft by worker-b (epoch 2)",
+		"review by worker-b (epoch 2)"}, o.Result.Trail, "the result carries A's outline, restored from A's checkpoint")
+
+	require.True(t, fence.IsFenced(o.LateSet), "A's late Set: %v", o.LateSet)
+	require.ErrorIs(t, o.LateSet, fence.ErrStaleEpoch)
+
+	// Two checkpoints, A's (before draft) and B's (before review); the
+	// refused one stored nothing and the newest is still B's, unchanged.
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	list, _, err := c.Checkpoints(context.Background(), o.Run, o.NS, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, []int64{2, 1}, []int64{list[0].Version, list[1].Version})
+	require.Equal(t, []string{"worker-b", "worker-a"}, []string{list[0].Worker, list[1].Worker})
+	require.Equal(t, []int64{2, 1}, []int64{list[0].Epoch, list[1].Epoch})
+	require.Contains(t, string(list[1].Data), "outline by worker-a (epoch 1)", "A's checkpoint holds draft's input")
+	require.JSONEq(t, `{"eino_checkpoint_id": "`+o.Run+`.write", "encoding": "json"}`, string(list[1].Metadata))
+	require.Equal(t, o.Before.Version, o.After.Version)
+	require.Equal(t, string(o.Before.Data), string(o.After.Data))
+	require.Equal(t, "worker-b", o.After.Worker)
+
+	var refused []fence.Event
+	evs, err := c.Events(context.Background(), o.Run, "", 0)
+	require.NoError(t, err)
+	for _, e := range evs {
+		if e.Type == "stale_rejected" {
+			refused = append(refused, e)
+		}
+	}
+	require.Len(t, refused, 1)
+	require.Equal(t, "checkpoint", refused[0].Details["op"])
+	require.Equal(t, "worker-a", refused[0].Worker)
+	require.Equal(t, int64(1), refused[0].Epoch)
+	require.Equal(t, "2", refused[0].Details["current_epoch"])
+	require.Equal(t, o.NS, refused[0].Details["ns"])
+}
+
+// Get returns what Set saved, for bytes that are JSON (kept as they are)
+// and bytes that are not (kept base64-encoded), and nothing for an id
+// never saved; ids that are not baton ids work too.
+func TestStoreRoundTripsAnyBytes(t *testing.T) {
+	t.Parallel()
+	rdb := startRedis(t)
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	var store CheckPointStore
+
+	w, err := runner.NewWorker(runner.WorkerConfig{Redis: rdb, ID: "w", Queues: map[string]int{queue: 1},
+		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	require.NoError(t, err)
+	w.Register("check", runner.KindFunc(func(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+		ctx = WithTask(ctx, t)
+		for _, data := range [][]byte{{0xff, 0x00, 0x01}, []byte(`{"step": 2}`)} {
+			if err := store.Set(ctx, "user 7/thread", data); err != nil {
+				return nil, err
+			}
+			b, ok, err := store.Get(ctx, "user 7/thread")
+			if err != nil || !ok || !bytes.Equal(b, data) {
+				return nil, fmt.Errorf("get after set of %q: %q, found %v, err %v", data, b, ok, err)
+			}
+		}
+		if _, ok, err := store.Get(ctx, "never-saved"); err != nil || ok {
+			return nil, fmt.Errorf("get of an id never saved: found %v, err %v", ok, err)
+		}
+		return json.RawMessage(`"ok"`), nil
+	}))
+	require.NoError(t, w.Start(context.Background()))
+	t.Cleanup(w.Shutdown)
+
+	_, err = c.Submit(context.Background(), &runner.RunSpec{ID: "bytes", Nodes: []runner.NodeSpec{
+		{ID: "n", Kind: "check", Queue: queue, MaxAttempts: 1}}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	info, err := waitRun(ctx, c, "bytes")
+	require.NoError(t, err)
+	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
+
+	ns, err := Namespace("user 7/thread")
+	require.NoError(t, err)
+	list, _, err := c.Checkpoints(context.Background(), "bytes", ns, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 2, "each Set is a version, though the Eino id is the same")
+	require.JSONEq(t, `{"step": 2}`, string(list[0].Data), "JSON is stored as it is, readable")
+}
+
+// Outside a baton task there is no lease to write under and no thread to
+// read: both calls say so.
+func TestStoreNeedsATask(t *testing.T) {
+	t.Parallel()
+	var store CheckPointStore
+	require.ErrorIs(t, store.Set(context.Background(), "x", []byte(`{}`)), ErrNoTask)
+	_, _, err := store.Get(context.Background(), "x")
+	require.ErrorIs(t, err, ErrNoTask)
+}
+
+// Every Eino id maps to one namespace and back; baton ids stay readable.
+func TestNamespaceIsReversible(t *testing.T) {
+	t.Parallel()
+	for id, want := range map[string]string{
+		"order-42":               "eino:order-42",
+		"run.node":               "eino:run.node",
+		"b64":                    "eino:b64",
+		"b64:x":                  "eino:b64:YjY0Ong",
+		"user 7/thread":          "eino:b64:dXNlciA3L3RocmVhZA",
+		"..":                     "eino:b64:Li4",
+		"café":                   "eino:b64:Y2Fmw6k",
+		strings.Repeat("a", 129): "eino:b64:" + strings.Repeat("YWFh", 43),
+	} {
+		ns, err := Namespace(id)
+		require.NoError(t, err, id)
+		require.Equal(t, want, ns, id)
+		require.NoError(t, fence.ValidateNS(ns))
+		back, ok := CheckPointID(ns)
+		require.True(t, ok, ns)
+		require.Equal(t, id, back)
+	}
+	for _, bad := range []string{"", strings.Repeat("/", 186)} {
+		_, err := Namespace(bad)
+		require.ErrorIs(t, err, fence.ErrInvalidID, "%q", bad)
+	}
+	for _, ns := range []string{"agent", "eino:", "eino:b64:", "eino:a:b", "eino:b64:b3JkZXItNDI" /* "order-42", kept plain */} {
+		_, ok := CheckPointID(ns)
+		require.False(t, ok, ns)
+	}
+}
+
+// startRedis runs a redis-server on a free port for the test and returns a
+// client. Without redis-server the test is skipped, or fails when
+// BATON_REQUIRE_REDIS is set (as in the core module's suite).
+func startRedis(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("BATON_REQUIRE_REDIS") != "" {
+			t.Fatalf("redis-server not found: %v", err)
+		}
+		t.Skip("redis-server not installed")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := l.Addr().(*net.TCPAddr).Port
+	require.NoError(t, l.Close())
+	dir := t.TempDir()
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", filepath.Join(dir, "redis.log"))
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + strconv.Itoa(port)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	deadline := time.Now().Add(10 * time.Second)
+	for rdb.Ping(context.Background()).Err() != nil {
+		if time.Now().After(deadline) {
+			logText, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+			t.Fatalf("redis-server on port %d did not answer:\n%s", port, logText)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a process start-up
+	}
+	return rdb
+}

@@ -1,0 +1,113 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/cloudwego/eino/compose"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/batonrun/baton/runner"
+)
+
+// Essay is the state that flows through the graph. Every step appends who
+// ran it to Trail, so a result shows which worker did which step.
+type Essay struct {
+	Topic string   `json:"topic"`
+	Trail []string `json:"trail"`
+}
+
+// Eino's checkpoint serializer needs every type a checkpoint may hold
+// registered under a stable name.
+func init() { schema.RegisterName[*Essay]("baton_example_essay") }
+
+// steps are the graph's nodes, in order: outline → draft → review.
+var steps = []string{"outline", "draft", "review"}
+
+// stepHook is called as each step starts, with the step's context (which
+// carries the baton lease). main uses it to print the steps and to stall
+// one worker inside a step; nil does nothing.
+type stepHook func(ctx context.Context, step string)
+
+// newGraph compiles the essay graph over store. It interrupts before every
+// step but the first: Eino writes a checkpoint only when a graph
+// interrupts, so each step boundary becomes a fenced save point.
+func newGraph(ctx context.Context, store compose.CheckPointStore, hook stepHook) (compose.Runnable[*Essay, *Essay], error) {
+	g := compose.NewGraph[*Essay, *Essay]()
+	prev := compose.START
+	for _, step := range steps {
+		if err := g.AddLambdaNode(step, compose.InvokableLambda(stepFunc(step, hook))); err != nil {
+			return nil, err
+		}
+		if err := g.AddEdge(prev, step); err != nil {
+			return nil, err
+		}
+		prev = step
+	}
+	if err := g.AddEdge(prev, compose.END); err != nil {
+		return nil, err
+	}
+	return g.Compile(ctx, compose.WithGraphName("essay"), compose.WithCheckPointStore(store),
+		compose.WithInterruptBeforeNodes(steps[1:]))
+}
+
+// stepFunc is one deterministic step: it records who ran it.
+func stepFunc(step string, hook stepHook) func(context.Context, *Essay) (*Essay, error) {
+	return func(ctx context.Context, in *Essay) (*Essay, error) {
+		if hook != nil {
+			hook(ctx, step)
+		}
+		trail := append(append([]string{}, in.Trail...), ranBy(ctx, step))
+		return &Essay{Topic: in.Topic, Trail: trail}, nil
+	}
+}
+
+// ranBy names a step and the claim that ran it: "draft by worker-b (epoch 2)".
+func ranBy(ctx context.Context, step string) string {
+	l, _ := runner.LeaseFrom(ctx)
+	return fmt.Sprintf("%s by %s (epoch %d)", step, l.Owner, l.Epoch)
+}
+
+// graphKind runs the essay graph as a baton node kind. Input:
+// {"topic": "...", "checkpoint_id": "..."}; checkpoint_id defaults to
+// "<run>.<node>", so each node of each run has its own graph state, and any
+// later attempt of the node, on any worker, resumes it.
+//
+// At each interrupt (a save point, see newGraph) Run resumes the graph at
+// once. A human-in-the-loop interrupt would instead end the node with the
+// interrupt as its result, and a later run of the thread, given the same
+// checkpoint_id, would resume it.
+type graphKind struct {
+	graph compose.Runnable[*Essay, *Essay]
+}
+
+func (k graphKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	var in struct {
+		Topic        string `json:"topic"`
+		CheckPointID string `json:"checkpoint_id"`
+	}
+	if err := json.Unmarshal(t.Input, &in); err != nil || in.Topic == "" {
+		return nil, runner.Permanent(errors.New(`essay: input: want {"topic": "...", "checkpoint_id": "..."}`))
+	}
+	id := cmp.Or(in.CheckPointID, t.Lease.Run+"."+t.Lease.Node)
+	ctx = WithTask(ctx, t) // the graph's CheckPointStore saves and reads as t
+	for range len(steps) { // at most one interrupt per step
+		out, err := k.graph.Invoke(ctx, &Essay{Topic: in.Topic}, compose.WithCheckPointID(id))
+		if _, interrupted := compose.ExtractInterruptInfo(err); interrupted {
+			continue // saved at a step boundary: resume from it
+		}
+		if err != nil && ctx.Err() != nil {
+			// ErrShutdown, ErrLeaseLost or ErrRunCancelled: the runtime
+			// records the outcome the cause calls for.
+			return nil, fmt.Errorf("essay %s: %w", id, context.Cause(ctx))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("essay %s: %w", id, err) // a refused Set matches fence.IsFenced
+		}
+		return json.Marshal(out)
+	}
+	return nil, fmt.Errorf("essay %s: still interrupted after %d resumes", id, len(steps))
+}
