@@ -78,7 +78,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	kinds.RegisterStock(w)
+	// exec commands get the store's address, so a command such as a
+	// LangGraph agent keeps its own fenced checkpoints (BATON_REDIS_URL).
+	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: redisURL, Prefix: cfg.Prefix})
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
 		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}})
 	if err != nil {

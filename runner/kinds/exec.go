@@ -36,6 +36,15 @@ type ExecOptions struct {
 	// that cannot be done, such as a ::checkpoint line that is not JSON.
 	// Default (nil): slog.Default().
 	Logger *slog.Logger
+	// RedisURL, when set, is handed to the command as BATON_REDIS_URL,
+	// with Prefix as BATON_PREFIX: the worker's Redis and key prefix, so
+	// the command can keep its own fenced checkpoints (a LangGraph saver,
+	// see examples/langgraph-js). The command can then do anything in that
+	// Redis: run only trusted commands. Default (empty): neither is set.
+	RedisURL string
+	// Prefix is baton's key prefix (the runner's BATON_PREFIX). Default
+	// (empty): "baton".
+	Prefix string
 }
 
 // Caps on what the exec kind keeps of a command's output.
@@ -63,8 +72,10 @@ const (
 // "path", "timeout": "30s"}; command is required and is not run through a
 // shell. The child sees the worker's environment, then the input's env,
 // then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
-// BATON_FENCING_TOKEN, BATON_THREAD_ID and BATON_CHECKPOINT_FILE, which
-// input env cannot override. Stdin is empty.
+// BATON_FENCING_TOKEN, BATON_WORKER_ID (the lease's owner),
+// BATON_THREAD_ID, BATON_CHECKPOINT_FILE and, when ExecOptions.RedisURL is
+// set, BATON_REDIS_URL and BATON_PREFIX, which input env cannot override.
+// Stdin is empty.
 //
 // Stdout lines "::progress N" (N in 0-100) report progress and are left
 // out of the result; the rest of stdout (its last 64 KiB) is the result.
@@ -85,12 +96,17 @@ const (
 // outlive its node has to leave the group itself (setsid), and then runs
 // unfenced.
 func Exec(opts ExecOptions) runner.Kind {
-	return &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second), log: cmp.Or(opts.Logger, slog.Default())}
+	k := &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second), log: cmp.Or(opts.Logger, slog.Default())}
+	if opts.RedisURL != "" {
+		k.store = []string{"BATON_REDIS_URL=" + opts.RedisURL, "BATON_PREFIX=" + cmp.Or(opts.Prefix, "baton")}
+	}
+	return k
 }
 
 type execKind struct {
 	grace time.Duration
 	log   *slog.Logger
+	store []string // BATON_REDIS_URL and BATON_PREFIX, when the options set them
 }
 
 type execInput struct {
@@ -138,7 +154,7 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	if in.Command[0] == "" {
 		return nil, permanentf("exec", "command", "argv0 is empty")
 	}
-	env, err := execEnv(in.Env, t)
+	env, err := execEnv(in.Env, t, k.store)
 	if err != nil {
 		return nil, err
 	}
@@ -266,8 +282,9 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	return result(tail), nil
 }
 
-// execEnv is the worker's environment, then the input's, then the lease's.
-func execEnv(in map[string]string, t *runner.Task) ([]string, error) {
+// execEnv is the worker's environment, then the input's, then the lease's
+// and the store's.
+func execEnv(in map[string]string, t *runner.Task, store []string) ([]string, error) {
 	env := os.Environ()
 	for _, k := range slices.Sorted(maps.Keys(in)) {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(in[k], 0) {
@@ -276,13 +293,14 @@ func execEnv(in map[string]string, t *runner.Task) ([]string, error) {
 		env = append(env, k+"="+in[k])
 	}
 	l := t.Lease
-	return append(env,
+	return append(append(env,
 		"BATON_RUN_ID="+l.Run,
 		"BATON_NODE_ID="+l.Node,
 		"BATON_ATTEMPT="+strconv.FormatInt(l.Attempt, 10),
 		"BATON_EPOCH="+strconv.FormatInt(l.Epoch, 10),
 		"BATON_FENCING_TOKEN="+t.Token().String(),
-	), nil // exec keeps the last value of a duplicated name
+		"BATON_WORKER_ID="+l.Owner,
+	), store...), nil // exec keeps the last value of a duplicated name
 }
 
 // stopGroup stops what is left of the group once its leader has exited:

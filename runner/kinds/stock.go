@@ -12,8 +12,12 @@ type Registrar interface {
 // RegisterStock registers exec, http, sleep and noop with their defaults,
 // under the names run specs use ("exec", "http", "sleep", "noop"). A program
 // that needs other options registers its own instances after this call.
-func RegisterStock(r Registrar) {
-	r.Register("exec", Exec(ExecOptions{}))
+func RegisterStock(r Registrar) { RegisterStockWith(r, ExecOptions{}) }
+
+// RegisterStockWith is RegisterStock with the exec kind's options, e.g. the
+// store's Redis URL and prefix its commands get (ExecOptions.RedisURL).
+func RegisterStockWith(r Registrar, exec ExecOptions) {
+	r.Register("exec", Exec(exec))
 	r.Register("http", HTTP(nil))
 	r.Register("sleep", Sleep())
 	r.Register("noop", Noop())
