@@ -241,3 +241,28 @@ func strip(v any) {
 		}
 	}
 }
+
+// A replayed claim or continuation renews its lease from the retry: the
+// time the lost replies took is not taken from the holder's lease.
+func TestReplayRenewsTheLease(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("renew", node("a"), node("b", "a")))
+		first, err := tb.store.ClaimAs(tb.ctx, ref("renew", "a"), "w", "claim-a", shortTTL, grace)
+		require.NoError(t, err)
+		tb.advance(t, shortTTL/2)
+		again, err := tb.store.ClaimAs(tb.ctx, ref("renew", "a"), "w", "claim-a", shortTTL, grace)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, again.Until.Sub(first.Until), shortTTL/2, "the replay renewed the lease")
+
+		cont := fence.Continue{ClaimID: "claim-b", TTL: shortTTL, Queues: []string{"default"}, Kinds: []string{"noop"}}
+		res, err := tb.store.CommitContinue(tb.ctx, again.Lease, []byte(`1`), again.Dependents, cont)
+		require.NoError(t, err)
+		tb.advance(t, shortTTL/2)
+		replay, err := tb.store.CommitContinue(tb.ctx, again.Lease, []byte(`1`), again.Dependents, cont)
+		require.NoError(t, err)
+		require.True(t, replay.Replay)
+		require.GreaterOrEqual(t, replay.Next.Until.Sub(res.Next.Until), shortTTL/2, "the continuation's lease too")
+		require.Equal(t, res.Next.Epoch, replay.Next.Epoch)
+	})
+}

@@ -6,8 +6,10 @@ epoch is incremented and the caller's claim id stored: every later
 write must carry both. Time is Redis's TIME, never the caller's clock.
 
 A retry with the same claim id (its first reply was lost) finds the node
-RUNNING under that claim and answers as the first time, lease_until as
-stored: the claim is not made twice and no attempt is counted again.
+RUNNING under that claim and answers as the first time, with the lease
+renewed from now (only the claim's holder knows its id): the claim is not
+made twice, no attempt is counted again, and the time the lost replies
+took is not taken from the lease.
 
 KEYS[1] node hash
 KEYS[2] run hash
@@ -50,15 +52,17 @@ local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc')
 local state = f[1]
 if not state then return -1 end
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if state == 'RUNNING' and f[9] == claimID then
-  return {1, tonumber(f[8]), tonumber(f[4]), tonumber(f[3]), f[11], f[12], f[13], tonumber(f[14]),
+  local renewed = now + ttl
+  rcall('HSET', nodeKey, 'lease_until', renewed, 'heartbeat_at', now)
+  rcall('ZADD', leaseKey, renewed, ref)
+  return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], tonumber(f[14]),
     tonumber(f[6]), f[15], f[10], f[16] or '', f[17] or ''}
 end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
 if state == 'BLOCKED' then return -5 end
-
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local prevOwner, prevEpoch = '', f[8]
 if state == 'READY' then

@@ -12,7 +12,8 @@ without a queue round trip per step. The lease index covers it as any claim.
 
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation still RUNNING under
-the continuation claim id, and the dependents still READY.
+the continuation claim id, its lease renewed from now (as claim.lua renews
+a replayed claim), and the dependents still READY.
 
 KEYS[1]   node hash
 KEYS[2]   run hash
@@ -77,7 +78,10 @@ if f[1] == 'SUCCEEDED' then
   for i = 7, #KEYS do
     local d = rcall('HMGET', KEYS[i], unpack(contFields))
     if cont[1] == 0 and contClaim ~= '' and d[1] == 'RUNNING' and d[12] == contClaim then
-      cont = contReply(ARGV[i + 5], d, tonumber(d[4]), tonumber(d[5]), tonumber(d[13]))
+      local renewed = now + contTTL
+      rcall('HSET', KEYS[i], 'lease_until', renewed, 'heartbeat_at', now)
+      rcall('ZADD', leaseKey, renewed, refPrefix .. ARGV[i + 5])
+      cont = contReply(ARGV[i + 5], d, tonumber(d[4]), tonumber(d[5]), renewed)
     elseif d[1] == 'READY' then
       ready[#ready + 1] = ARGV[i + 5]
       ready[#ready + 1] = d[2]
