@@ -7,11 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
+	"mime"
+	"path"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/batonrun/baton/fence"
 )
@@ -60,23 +59,23 @@ type Duration time.Duration
 
 // UnmarshalJSON reads a Go duration string or a number of seconds.
 func (d *Duration) UnmarshalJSON(b []byte) error {
+	var (
+		v   Duration
+		msg string
+	)
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
 			return err
 		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			return fmt.Errorf("duration %q: want e.g. \"90s\" or \"5m\"", s)
-		}
-		*d = Duration(v)
-		return nil
+		v, msg = durationOf(s)
+	} else {
+		v, msg = secondsOf(string(b), string(b))
 	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("duration %s: want a string like \"90s\" or a number of seconds", b)
+	if msg != "" {
+		return errors.New("timeout " + msg)
 	}
-	*d = Duration(f * float64(time.Second))
+	*d = v
 	return nil
 }
 
@@ -95,54 +94,80 @@ type SpecError struct {
 func (e *SpecError) Error() string { return e.Field + ": " + e.Msg }
 func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
 
-// ParseSpec reads a run spec in JSON or YAML. Unknown fields are errors: a
-// typo in "max_attempts" must not silently mean the default.
-func ParseSpec(data []byte) (*RunSpec, error) {
-	data = bytes.TrimSpace(data)
-	if len(data) == 0 {
-		return nil, &SpecError{Field: "spec", Msg: "empty"}
-	}
-	if data[0] != '{' || !json.Valid(data) { // YAML, including flow style
-		var v any
-		if err := yaml.Unmarshal(data, &v); err != nil {
-			return nil, &SpecError{Field: "spec", Msg: "neither JSON nor YAML: " + err.Error()}
+// SpecFormat is the syntax a run spec is written in.
+type SpecFormat int
+
+const (
+	// SpecAuto: JSON when the first character that is not white space is
+	// "{" or "[", YAML otherwise. Invalid JSON is an error, never read
+	// again as YAML: a typo must not turn into another meaning.
+	SpecAuto SpecFormat = iota
+	SpecJSON
+	SpecYAML
+)
+
+// SpecFormatOf names the format of a spec from a file name (.json, .yaml,
+// .yml) or a media type (a Content-Type such as application/json or
+// application/yaml); SpecAuto when it says neither.
+func SpecFormatOf(nameOrType string) SpecFormat {
+	s := strings.ToLower(strings.TrimSpace(nameOrType))
+	if mt, _, err := mime.ParseMediaType(s); err == nil {
+		switch {
+		case mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json"):
+			return SpecJSON
+		case mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" ||
+			mt == "text/x-yaml" || strings.HasSuffix(mt, "+yaml"):
+			return SpecYAML
 		}
-		j, err := json.Marshal(normalizeYAML(v))
-		if err != nil {
-			return nil, &SpecError{Field: "spec", Msg: "YAML has no JSON form: " + err.Error()}
-		}
-		data = j
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	var s RunSpec
-	if err := dec.Decode(&s); err != nil {
-		return nil, &SpecError{Field: "spec", Msg: err.Error()}
+	switch path.Ext(s) {
+	case ".json":
+		return SpecJSON
+	case ".yaml", ".yml":
+		return SpecYAML
 	}
-	return &s, nil
+	return SpecAuto
 }
 
-// normalizeYAML turns YAML maps into JSON-encodable ones.
-func normalizeYAML(v any) any {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			x[k] = normalizeYAML(e)
-		}
-		return x
-	case map[any]any:
-		m := make(map[string]any, len(x))
-		for k, e := range x {
-			m[fmt.Sprint(k)] = normalizeYAML(e)
-		}
-		return m
-	case []any:
-		for i, e := range x {
-			x[i] = normalizeYAML(e)
-		}
-		return x
+// ParseSpec reads a run spec in JSON or YAML, telling them apart as
+// SpecAuto does. See ParseSpecAs.
+func ParseSpec(data []byte) (*RunSpec, error) { return ParseSpecAs(data, SpecAuto) }
+
+// ParseSpecAs reads a run spec in the given format. It is strict: unknown
+// keys (a typo in "max_attempts" must not silently mean the default),
+// duplicate keys and keys that differ from a field only in case are
+// errors, and so is a value of the wrong type or one too large for its
+// field. Every problem is reported, up to 20 of them, each a *SpecError
+// naming the field path and the line and column; they are joined with
+// errors.Join. Problems with the text itself (syntax, keys) are filed
+// under the field "spec".
+func ParseSpecAs(data []byte, format SpecFormat) (*RunSpec, error) {
+	text := bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
+	i := bytes.IndexFunc(text, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' && r != '\n' })
+	if i < 0 {
+		return nil, &SpecError{Field: "spec", Msg: "empty"}
 	}
-	return v
+	var (
+		root *value
+		err  error
+	)
+	switch {
+	case format == SpecJSON:
+		root, err = parseJSON(text, "")
+	case format == SpecAuto && (text[i] == '{' || text[i] == '['):
+		root, err = parseJSON(text, fmt.Sprintf("; read as JSON because it starts with %q (YAML in flow style: start it with ---)", text[i]))
+	default:
+		root, err = parseYAML(data)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var d specDecoder
+	s := d.spec(root)
+	if !d.p.empty() {
+		return nil, d.p.err()
+	}
+	return s, nil
 }
 
 // Limits bound what a run spec may hold.
@@ -168,14 +193,13 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// Validate checks the spec and returns every problem at once, each a
-// *SpecError naming its field, joined with errors.Join.
+// Validate checks the spec and returns every problem at once (up to 20,
+// then how many more), each a *SpecError naming its field, joined with
+// errors.Join.
 func (s *RunSpec) Validate(lim Limits) error {
 	lim = lim.withDefaults()
-	var errs []error
-	bad := func(field, format string, a ...any) {
-		errs = append(errs, &SpecError{Field: field, Msg: fmt.Sprintf(format, a...)})
-	}
+	var p problems
+	bad := p.addf
 	badID := func(field, id string) {
 		if err := fence.ValidateID(field, id); err != nil {
 			bad(field, "%s", strings.TrimPrefix(err.Error(), field+": "))
@@ -194,7 +218,7 @@ func (s *RunSpec) Validate(lim Limits) error {
 			bad("multitask", "needs a thread")
 		}
 	default:
-		bad("multitask", "%q is not a strategy (reject, enqueue, interrupt or rollback)", s.Multitask)
+		bad("multitask", "%s is not a strategy (reject, enqueue, interrupt or rollback)", quote(s.Multitask))
 	}
 	if len(s.Nodes) == 0 {
 		bad("nodes", "a run needs at least one node")
@@ -207,7 +231,7 @@ func (s *RunSpec) Validate(lim Limits) error {
 		f := fmt.Sprintf("nodes[%d]", i)
 		badID(f+".id", n.ID)
 		if j, dup := index[n.ID]; dup && n.ID != "" {
-			bad(f+".id", "duplicate node id %q (also nodes[%d])", n.ID, j)
+			bad(f+".id", "duplicate node id %s (also nodes[%d])", quote(n.ID), j)
 		}
 		index[n.ID] = i
 		if n.Kind == "" {
@@ -234,21 +258,31 @@ func (s *RunSpec) Validate(lim Limits) error {
 			f := fmt.Sprintf("nodes[%d].deps[%d]", i, j)
 			switch _, ok := index[d]; {
 			case !ok:
-				bad(f, "unknown node %q", d)
+				bad(f, "unknown node %s", quote(d))
 			case d == n.ID:
-				bad(f, "node %q depends on itself", d)
+				bad(f, "node %s depends on itself", quote(d))
 			case seen[d]:
-				bad(f, "duplicate dependency %q", d)
+				bad(f, "duplicate dependency %s", quote(d))
 			}
 			seen[d] = true
 		}
 	}
-	if len(errs) == 0 {
+	if p.empty() {
 		if cycle := findCycle(s.Nodes, index); cycle != nil {
-			bad("nodes", "dependency cycle: %s", strings.Join(cycle, " -> "))
+			bad("nodes", "dependency cycle: %s", cyclePath(cycle))
 		}
 	}
-	return errors.Join(errs...)
+	return p.err()
+}
+
+// cyclePath writes a cycle of node ids, eliding the middle of a long one.
+func cyclePath(cycle []string) string {
+	const show = 8
+	if len(cycle) <= show+1 {
+		return strings.Join(cycle, " -> ")
+	}
+	return strings.Join(cycle[:show/2], " -> ") + " -> ... -> " + strings.Join(cycle[len(cycle)-show/2:], " -> ") +
+		fmt.Sprintf(" (%d nodes)", len(cycle)-1)
 }
 
 // findCycle returns one cycle as a path of node ids, or nil.

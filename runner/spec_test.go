@@ -1,6 +1,7 @@
 package runner_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -73,4 +74,85 @@ func unjoin(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// The format follows a file's name or a request's media type when they
+// name one; otherwise a spec starting with "{" or "[" is JSON, and invalid
+// JSON is refused, never read again as YAML.
+func TestSpecFormat(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]runner.SpecFormat{
+		"run.json": runner.SpecJSON, "specs.d/RUN.YAML": runner.SpecYAML, "run.yml": runner.SpecYAML,
+		"application/json": runner.SpecJSON, "application/json; charset=utf-8": runner.SpecJSON,
+		"application/vnd.baton+json": runner.SpecJSON, "application/yaml": runner.SpecYAML,
+		"application/x-yaml": runner.SpecYAML, "text/yaml; charset=utf-8": runner.SpecYAML,
+		"": runner.SpecAuto, "-": runner.SpecAuto, "stdin": runner.SpecAuto, "run.txt": runner.SpecAuto,
+		"text/plain": runner.SpecAuto, "application/x-www-form-urlencoded": runner.SpecAuto,
+	} {
+		require.Equal(t, want, runner.SpecFormatOf(in), in)
+	}
+
+	flow := []byte("{id: r1, nodes: [{id: a, kind: noop}]}")
+	_, err := runner.ParseSpec(flow)
+	require.ErrorIs(t, err, runner.ErrInvalidSpec)
+	require.ErrorContains(t, err, "start it with ---", "the error says how to write YAML in flow style")
+	s, err := runner.ParseSpecAs(flow, runner.SpecYAML)
+	require.NoError(t, err, "a .yaml file may be in flow style")
+	require.Equal(t, "r1", s.ID)
+	s, err = runner.ParseSpec(append([]byte("---\n"), flow...))
+	require.NoError(t, err)
+	require.Equal(t, "r1", s.ID)
+
+	_, err = runner.ParseSpecAs([]byte("id: r1\nnodes: [{id: a, kind: noop}]\n"), runner.SpecJSON)
+	require.ErrorContains(t, err, "invalid JSON", "a .json file is JSON")
+
+	trailing := []byte(`{"id": "r", "nodes": [{"id": "a", "kind": "noop"},]}`)
+	_, err = runner.ParseSpec(trailing)
+	require.ErrorContains(t, err, "trailing comma")
+	_, err = runner.ParseSpecAs(trailing, runner.SpecJSON)
+	require.ErrorContains(t, err, "trailing comma")
+}
+
+// A spec cannot name one run and create another: keys are matched
+// exactly, and a second "id" or an "ID" is refused, not picked.
+func TestSpecKeysMatchExactly(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{
+		`{"id": "a", "ID": "b", "nodes": [{"id": "n", "kind": "noop"}]}`,
+		`{"id": "a", "id": "b", "nodes": [{"id": "n", "kind": "noop"}]}`,
+		"id: a\nId: b\nnodes: [{id: n, kind: noop}]\n",
+		"id: a\nid: b\nnodes: [{id: n, kind: noop}]\n",
+		`{"id": "a", "nodes": [{"id": "n", "Kind": "exec", "kind": "noop"}]}`,
+	} {
+		s, err := runner.ParseSpec([]byte(spec))
+		require.ErrorIs(t, err, runner.ErrInvalidSpec, spec)
+		require.Nil(t, s)
+		require.Regexp(t, `\(line \d+, column \d+\)`, err.Error(), "the problem says where")
+	}
+}
+
+// A few kilobytes of YAML aliases cannot make the parser expand billions
+// of values: the expansion is bounded and refused.
+func TestSpecYAMLAliasesAreBounded(t *testing.T) {
+	t.Parallel()
+	doc := "nodes: [&n {id: a, kind: noop, deps: [" + strings.Repeat("x, ", 5000) + "]}, " +
+		strings.Repeat("*n, ", 5000) + "]" // 25 million deps once expanded
+	_, err := runner.ParseSpec([]byte(doc))
+	require.ErrorContains(t, err, "once YAML aliases are expanded")
+	checkSpecError(t, err)
+}
+
+// Timeouts read by encoding/json (a RunSpec decoded directly) get the same
+// checks: an overflowing number is too large, not negative.
+func TestDurationJSON(t *testing.T) {
+	t.Parallel()
+	var d runner.Duration
+	require.NoError(t, json.Unmarshal([]byte(`"1m30s"`), &d))
+	require.Equal(t, 90*time.Second, time.Duration(d))
+	require.NoError(t, json.Unmarshal([]byte(`1.5`), &d))
+	require.Equal(t, 1500*time.Millisecond, time.Duration(d))
+	require.ErrorContains(t, json.Unmarshal([]byte(`1e30`), &d), "too large")
+	require.ErrorContains(t, json.Unmarshal([]byte(`"9999999999h"`), &d), "too large")
+	require.ErrorContains(t, json.Unmarshal([]byte(`"-5s"`), &d), "negative")
+	require.ErrorContains(t, json.Unmarshal([]byte(`"soon"`), &d), `want a duration such as "90s"`)
 }
