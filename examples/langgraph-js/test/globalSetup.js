@@ -2,8 +2,14 @@
 import { buildBatonctl, startRedis } from "./harness.js";
 
 export default async function setup(project) {
-  const redis = await startRedis();
   const ctl = buildBatonctl();
+  let redis;
+  try {
+    redis = await startRedis();
+  } catch (err) {
+    ctl.cleanup();
+    throw err;
+  }
   project.provide("redisURL", redis.url);
   project.provide("batonctl", ctl.bin);
   return async () => {

@@ -29,9 +29,11 @@ export async function freePort() {
 /** Starts redis-server on a free port; stop() kills it. */
 export async function startRedis() {
   const port = await freePort();
-  const proc = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+  const proc = spawn(process.env.REDIS_SERVER || "redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
     stdio: ["ignore", "ignore", "inherit"],
   });
+  let spawnErr;
+  proc.on("error", (err) => (spawnErr = err));
   const url = `redis://127.0.0.1:${port}/0`;
   const probe = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
   probe.on("error", () => {});
@@ -42,7 +44,11 @@ export async function startRedis() {
       await probe.ping();
       break;
     } catch (err) {
-      if (proc.exitCode !== null || Date.now() > deadline) throw new Error(`redis-server did not start: ${err}`);
+      if (spawnErr) throw new Error(`the tests start their own redis-server, and it could not be run: ${spawnErr.message}`);
+      if (proc.exitCode !== null || Date.now() > deadline) {
+        proc.kill("SIGKILL");
+        throw new Error(`redis-server did not start: ${err}`);
+      }
       probe.disconnect();
       await new Promise((r) => setTimeout(r, 50));
     }
@@ -63,8 +69,18 @@ export async function startRedis() {
 export function buildBatonctl() {
   const dir = mkdtempSync(join(tmpdir(), "batonctl-"));
   const bin = join(dir, "batonctl");
-  execFileSync("go", ["build", "-o", bin, "./examples/langgraph-js/internal/batonctl"], { cwd: repoRoot, stdio: "inherit" });
-  return { bin, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  const cleanup = () => rmSync(dir, { recursive: true, force: true });
+  const go = process.env.GO || "go";
+  try {
+    execFileSync(go, ["build", "-o", bin, "./examples/langgraph-js/internal/batonctl"], { cwd: repoRoot, stdio: "inherit" });
+  } catch (err) {
+    cleanup();
+    if (err.code === "ENOENT") {
+      throw new Error(`the tests build batonctl with Go from this repository (${repoRoot}), and ${go} is not on PATH`);
+    }
+    throw err;
+  }
+  return { bin, cleanup };
 }
 
 /** A running batonctl: one JSON request per line, answered in order. */
