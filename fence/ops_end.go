@@ -203,12 +203,15 @@ func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended,
 // CancelResult says what Cancel did.
 type CancelResult struct {
 	RunStatus string
-	Running   int  // nodes still RUNNING; they stop at their next heartbeat
+	Running   int  // nodes still RUNNING; their owners were told at once (CancelChannel)
 	Already   bool // the run had been cancelled before
 }
 
-// Cancel cancels a run: BLOCKED and READY nodes at once, RUNNING ones when
-// their owners learn it from a heartbeat. A finished run is ErrRunDone.
+// Cancel cancels a run: BLOCKED and READY nodes at once. For RUNNING ones
+// the script publishes the run on Keys.CancelChannel in the same atomic
+// step, so their owners stop them at once; a worker that misses the push
+// learns it from its next heartbeat. Cancelling a cancelled run pushes
+// again while nodes still run. A finished run is ErrRunDone.
 func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResult, error) {
 	thread, err := s.Locate(ctx, run)
 	if err != nil {
@@ -219,7 +222,7 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
 	}
 	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(), s.keys.Finished()}
-	args := []any{reason, who, Ref(thread, run, ""), s.maxlen}
+	args := []any{reason, who, Ref(thread, run, ""), s.maxlen, s.keys.CancelChannel()}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))
 		args = append(args, id)

@@ -93,7 +93,7 @@ var bindings = map[string]struct {
 	"commit":    {6, 11, true, true, 0},
 	"fail":      {6, 10, true, true, 0},
 	"release":   {6, 7, false, false, 0},
-	"cancel":    {4, 4, true, true, 0},
+	"cancel":    {4, 5, true, true, 0},
 	"sweep":     {2, 4, false, false, 0},
 	"guard":     {1, 3, false, false, 0},
 

@@ -14,18 +14,53 @@ import (
 // when Redis refuses the renewal (fenced) or when no renewal has succeeded
 // for longer than the lease can be trusted (self-fencing, measured from when
 // the last successful renewal started), and with ErrRunCancelled when the
-// run was cancelled.
+// run was cancelled: pushed (cancelRun, called by the cancelWatcher), or
+// read from a renewal's reply when the push was lost.
+//
+// Progress does not wait for the tick: Task.SetProgress wakes the
+// heartbeater, which renews early, in one pipeline, the leases whose
+// progress changed, each at most once per progressEvery. The tick itself
+// costs the same whether or not progress changed.
 type heartbeater struct {
 	store    *fence.Store
 	ttl      time.Duration
 	interval time.Duration
 	log      *slog.Logger
 	m        *Metrics
+	wake     chan struct{} // a task's progress changed; buffered, never blocks a handler
 
 	mu     sync.Mutex
 	leases map[string]*active // by claim id: a worker can hold two claims of one node
+	// pushed are the runs whose cancel was pushed within the last ttl, by
+	// run id, so that an attempt claimed before the cancel but tracked
+	// only after its push arrived is cancelled when it starts.
+	pushed map[string]pushedCancel
 	killed bool
 	wg     sync.WaitGroup
+}
+
+// heartbeaterParams builds a heartbeater.
+type heartbeaterParams struct {
+	store    *fence.Store
+	ttl      time.Duration // lease TTL
+	interval time.Duration // tick; at most ttl/3
+	logger   *slog.Logger
+	metrics  *Metrics
+}
+
+func newHeartbeater(p heartbeaterParams) *heartbeater {
+	return &heartbeater{store: p.store, ttl: p.ttl, interval: p.interval, log: p.logger, m: p.metrics,
+		wake: make(chan struct{}, 1), leases: map[string]*active{}, pushed: map[string]pushedCancel{}}
+}
+
+// progressEvery is the least time between two progress renewals of one
+// lease: a handler may report progress as often as it likes; Redis sees a
+// few writes a second per node at most, each also renewing the lease.
+const progressEvery = 250 * time.Millisecond
+
+type pushedCancel struct {
+	msg fence.CancelMessage
+	at  time.Time
 }
 
 // active is one running attempt.
@@ -40,22 +75,73 @@ type active struct {
 	selfFence *time.Timer
 	until     time.Time // lease deadline (Redis time) as last renewed
 	lost      bool      // the lease was lost or no longer trusted; guarded by heartbeater.mu
+	// sent is the progress last sent to Redis (-1: none) and sentAt when
+	// it changed; guarded by heartbeater.mu.
+	sent   int
+	sentAt time.Time
 }
 
 // margin is how long before the lease's end a worker stops trusting it:
 // clock rate differences and the round trip that will carry its last write.
 func (h *heartbeater) margin() time.Duration { return max(h.ttl/10, 2*h.interval/3) }
 
-// add tracks a lease claimed at claimStarted; cancel is the handler's.
+// add tracks a lease claimed at claimStarted; cancel is the handler's. It
+// hooks t's progress reports to the heartbeater; call it before the
+// handler runs.
 func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel context.CancelCauseFunc) *active {
-	a := &active{lease: l, task: t, cancel: cancel, until: l.Until}
+	a := &active{lease: l, task: t, cancel: cancel, until: l.Until, sent: -1}
 	a.trusted = claimStarted.Add(h.ttl - h.margin())
+	t.changed = h.progressChanged
 	h.mu.Lock()
 	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, "self_fenced") })
 	h.leases[l.ClaimID] = a
+	if p, ok := h.pushed[l.Run]; ok && p.msg.Matches(l) && time.Since(p.at) <= h.ttl {
+		cancel(ErrRunCancelled) // the push came between the claim and now
+	}
 	h.mu.Unlock()
 	h.m.Running.Inc()
 	return a
+}
+
+// progressChanged wakes the heartbeater to send progress early. It never
+// blocks: one pending wake-up covers every change made before it is seen.
+func (h *heartbeater) progressChanged() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// cancelRun cancels every running attempt of the run m names with
+// ErrRunCancelled, and remembers m for a lease's time (see pushed). It
+// returns how many attempts it cancelled. A killed worker hears nothing.
+func (h *heartbeater) cancelRun(m fence.CancelMessage) int {
+	now := time.Now()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.killed {
+		return 0
+	}
+	h.forgetPushed(now)
+	h.pushed[m.Run] = pushedCancel{msg: m, at: now}
+	n := 0
+	for _, a := range h.leases {
+		if !a.lost && m.Matches(a.lease) {
+			a.cancel(ErrRunCancelled)
+			n++
+		}
+	}
+	return n
+}
+
+// forgetPushed drops the pushed cancels older than a lease: no attempt
+// claimed before them can still be starting. h.mu must be held.
+func (h *heartbeater) forgetPushed(now time.Time) {
+	for run, p := range h.pushed {
+		if now.Sub(p.at) > h.ttl {
+			delete(h.pushed, run)
+		}
+	}
 }
 
 // finish stops renewing a's lease and its self-fence timer, once its
@@ -126,12 +212,21 @@ func (h *heartbeater) start(ctx context.Context) {
 		defer h.wg.Done()
 		t := time.NewTicker(h.interval)
 		defer t.Stop()
+		held := time.NewTimer(progressEvery) // a change held back by progressEvery is due
+		held.Stop()
+		defer held.Stop()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
 				h.tick(ctx)
+				continue
+			case <-h.wake:
+			case <-held.C:
+			}
+			if wait := h.sendProgress(ctx); wait > 0 {
+				held.Reset(wait)
 			}
 		}
 	}()
@@ -140,24 +235,73 @@ func (h *heartbeater) start(ctx context.Context) {
 func (h *heartbeater) wait() { h.wg.Wait() }
 
 func (h *heartbeater) tick(ctx context.Context) {
+	now := time.Now()
 	h.mu.Lock()
 	if h.killed {
 		h.mu.Unlock()
 		return
 	}
+	h.forgetPushed(now)
 	list := make([]*active, 0, len(h.leases))
 	beats := make([]fence.Beat, 0, len(h.leases))
 	for _, a := range h.leases {
+		p := a.task.Progress()
+		if p != a.sent {
+			a.sent, a.sentAt = p, now
+		}
 		list = append(list, a)
-		beats = append(beats, fence.Beat{Lease: a.lease, Progress: a.task.Progress()})
+		beats = append(beats, fence.Beat{Lease: a.lease, Progress: p})
 	}
 	h.mu.Unlock()
+	// A renewal that takes longer than a tick is worth nothing: the next
+	// tick sends a fresh one.
+	h.renew(ctx, list, beats, h.interval, false)
+}
+
+// sendProgress renews early, in one pipeline, the leases whose progress
+// changed since it was last sent, each at most once per progressEvery. It
+// returns how long until the first change it held back may go (0: none).
+func (h *heartbeater) sendProgress(ctx context.Context) time.Duration {
+	now := time.Now()
+	var wait time.Duration
+	var list []*active
+	var beats []fence.Beat
+	h.mu.Lock()
+	if h.killed {
+		h.mu.Unlock()
+		return 0
+	}
+	for _, a := range h.leases {
+		p := a.task.Progress()
+		if p < 0 || p == a.sent || a.lost {
+			continue
+		}
+		if d := a.sentAt.Add(progressEvery).Sub(now); d > 0 {
+			if wait == 0 || d < wait {
+				wait = d
+			}
+			continue
+		}
+		a.sent, a.sentAt = p, now
+		list = append(list, a)
+		beats = append(beats, fence.Beat{Lease: a.lease, Progress: p})
+	}
+	h.mu.Unlock()
+	// Progress that cannot be written within a second waits for the tick,
+	// which carries it too; the tick must not wait behind it.
+	h.renew(ctx, list, beats, min(h.interval, time.Second), true)
+	return wait
+}
+
+// renew sends beats (beats[i] renews list[i]) in one pipeline bounded by
+// timeout and applies the outcomes: a new deadline and trust, a lost lease,
+// or a cancelled run. An early renewal (progress) that fails is left to the
+// tick, which reports failures.
+func (h *heartbeater) renew(ctx context.Context, list []*active, beats []fence.Beat, timeout time.Duration, early bool) {
 	if len(beats) == 0 {
 		return
 	}
-	// A renewal that takes longer than a tick is worth nothing: the next
-	// tick sends a fresh one.
-	rctx, cancel := context.WithTimeout(ctx, h.interval)
+	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	started := time.Now()
 	renewals, errs := h.store.HeartbeatBatch(rctx, beats, h.ttl)
@@ -193,7 +337,7 @@ func (h *heartbeater) tick(ctx context.Context) {
 		default:
 			// Redis unreachable: keep trying on the next tick; the
 			// self-fence timer ends the attempt if that goes on too long.
-			if ctx.Err() == nil {
+			if ctx.Err() == nil && !early {
 				h.log.Warn("heartbeat_failed", "run_id", a.lease.Run, "node_id", a.lease.Node,
 					"epoch", a.lease.Epoch, "err", err)
 			}

@@ -19,8 +19,8 @@ import (
 func TestEndingAnOldAttemptKeepsTheNewOneFenced(t *testing.T) {
 	t.Parallel()
 	const ttl = 300 * time.Millisecond
-	h := &heartbeater{ttl: ttl, interval: ttl / 3, leases: map[string]*active{},
-		log: slog.New(slog.NewTextHandler(io.Discard, nil)), m: NewMetrics(nil)}
+	h := newHeartbeater(heartbeaterParams{ttl: ttl, interval: ttl / 3,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(nil)})
 	node := fence.Lease{Thread: "r", Run: "r", Node: "n", Owner: "w"}
 	oldLease, newLease := node, node
 	oldLease.Epoch, oldLease.ClaimID = 1, "old"
@@ -44,4 +44,30 @@ func TestEndingAnOldAttemptKeepsTheNewOneFenced(t *testing.T) {
 	}
 	require.NoError(t, context.Cause(oldCtx), "a finished attempt is not cancelled")
 	require.Equal(t, 1, h.count())
+}
+
+// A cancel can be pushed between a node's claim and the moment its attempt
+// is tracked: the attempt is cancelled as it starts. An attempt of a later
+// run that reuses the run id (another incarnation) is left alone.
+func TestACancelPushedBeforeTheAttemptIsTrackedStillStopsIt(t *testing.T) {
+	t.Parallel()
+	h := newHeartbeater(heartbeaterParams{ttl: time.Minute, interval: 20 * time.Second,
+		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(nil)})
+	l := fence.Lease{Thread: "r", Run: "r", Incarnation: "i1", Node: "n", Owner: "w", Epoch: 1, ClaimID: "c1"}
+	require.Zero(t, h.cancelRun(fence.CancelMessage{Run: "r", Incarnation: "i1"}), "nothing was tracked yet")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	h.add(l, NewTask(l, "k", nil, 0), time.Now(), cancel)
+	require.ErrorIs(t, context.Cause(ctx), ErrRunCancelled)
+
+	later := l
+	later.Incarnation, later.ClaimID = "i2", "c2"
+	ctx2, cancel2 := context.WithCancelCause(context.Background())
+	defer cancel2(nil)
+	h.add(later, NewTask(later, "k", nil, 0), time.Now(), cancel2)
+	require.NoError(t, context.Cause(ctx2), "a later run that reuses the id is not the cancelled one")
+
+	require.Equal(t, 1, h.cancelRun(fence.CancelMessage{Run: "r", Incarnation: "i2"}))
+	require.ErrorIs(t, context.Cause(ctx2), ErrRunCancelled)
 }

@@ -40,6 +40,9 @@ type Task struct {
 	// ckpt saves and reads checkpoints (checkpoint.go); nil outside a worker.
 	ckpt     *checkpointer
 	progress atomic.Int64 // -1: not reported
+	// changed, when set, is told that progress changed (the worker's
+	// heartbeater); set before Run is called, never after.
+	changed func()
 }
 
 // NewTask returns a task for a lease; the runtime makes them, tests of
@@ -50,9 +53,18 @@ func NewTask(l fence.Lease, kind string, input json.RawMessage, timeout time.Dur
 	return t
 }
 
-// SetProgress reports progress (0-100). It is stored with the next
-// heartbeat: a heartbeat proves liveness, never success.
-func (t *Task) SetProgress(p int) { t.progress.Store(int64(max(0, min(p, 100)))) }
+// SetProgress reports progress (0-100). It returns at once; the worker
+// stores a change within about a quarter of a second with an early renewal
+// of the lease (a few writes per second per node at most, however often it
+// is called), so watchers see it while the node runs. Like a heartbeat, it
+// proves liveness, never success, and it is refused once the attempt lost
+// its lease.
+func (t *Task) SetProgress(p int) {
+	v := int64(max(0, min(p, 100)))
+	if t.progress.Swap(v) != v && t.changed != nil {
+		t.changed()
+	}
+}
 
 // Progress returns the last reported progress, or -1.
 func (t *Task) Progress() int { return int(t.progress.Load()) }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,7 +139,8 @@ func (c *WorkerConfig) validate() error {
 // Components and shutdown order: the Asynq server stops fetching; running
 // handlers are cancelled with ErrShutdown and given ShutdownTimeout to
 // return, and each one's lease is released and its node re-enqueued; then
-// the heartbeater, the sweeper and the Asynq server stop.
+// the heartbeater, the cancel watcher, the sweeper and the Asynq server
+// stop.
 type Worker struct {
 	cfg    WorkerConfig
 	store  *fence.Store
@@ -148,6 +150,7 @@ type Worker struct {
 	m      *Metrics
 	srv    *asynq.Server
 	hb     *heartbeater
+	cw     *cancelWatcher // pushes a run's cancel to hb at once
 	sweep  *sweeper
 	active sync.WaitGroup
 	cont   fence.Continue // what a commit may claim next for this worker
@@ -172,8 +175,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
 		m:     cfg.Metrics,
 	}
-	w.hb = &heartbeater{store: w.store, ttl: cfg.LeaseTTL, interval: cfg.HeartbeatInterval,
-		log: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), m: cfg.Metrics, leases: map[string]*active{}}
+	w.hb = newHeartbeater(heartbeaterParams{store: w.store, ttl: cfg.LeaseTTL, interval: cfg.HeartbeatInterval,
+		logger: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), metrics: cfg.Metrics})
+	w.cw = newCancelWatcher(cancelWatcherParams{redis: cfg.Redis, channel: w.store.Keys().CancelChannel(), hb: w.hb,
+		logger: cfg.Logger.With("component", "cancel_watcher", "worker", cfg.ID)})
 	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval, retention: cfg.Retention,
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
 			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
@@ -191,15 +196,16 @@ func (w *Worker) Register(kind string, k Kind) {
 	w.kinds[kind] = k
 }
 
-// Start loads the scripts and starts the Asynq server, the heartbeater and
-// the sweeper. It returns once they run.
+// Start loads the scripts and starts the Asynq server, the heartbeater, the
+// cancel watcher and the sweeper. It returns once they run and the cancel
+// watcher's subscription is confirmed.
 func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
 		return errors.New("baton: worker already started")
 	}
-	if err := w.store.Load(ctx); err != nil {
+	if err := w.loadScripts(ctx); err != nil {
 		return err
 	}
 	w.cont = fence.Continue{TTL: w.cfg.LeaseTTL, Kinds: w.kindNames()}
@@ -224,8 +230,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		LogLevel:        asynq.WarnLevel,
 		BaseContext:     func() context.Context { return base },
 	})
+	// Subscribed before the first claim: a cancel of a node this worker
+	// claims is pushed to it.
+	w.cw.start(base)
 	if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
 		cancel(ErrShutdown)
+		w.cw.wait()
 		return fmt.Errorf("baton: start asynq server: %w", err)
 	}
 	w.hb.start(base)
@@ -261,6 +271,7 @@ func (w *Worker) Shutdown() {
 	}
 	w.cancel(ErrShutdown)
 	w.hb.wait()
+	w.cw.wait()
 	w.sweep.wait()
 	w.srv.Shutdown()
 	_ = w.queue.client.Close()
@@ -282,6 +293,7 @@ func (w *Worker) Kill() {
 	w.cancel(errKilled)
 	w.srv.Stop()
 	w.hb.wait()
+	w.cw.wait()
 	w.sweep.wait()
 	w.srv.Shutdown()
 	_ = w.queue.client.Close()
@@ -294,6 +306,26 @@ func (w *Worker) isStopping() bool {
 }
 
 var errKilled = errors.New("baton: worker killed")
+
+// loadScripts loads the scripts, waiting while Redis is still loading its
+// dataset (a restart from its AOF answers LOADING for a while): a runner
+// started with its Redis must not exit for that. Any other error returns.
+func (w *Worker) loadScripts(ctx context.Context) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := w.store.Load(ctx)
+		if err == nil || !strings.Contains(err.Error(), "LOADING") {
+			return err
+		}
+		w.log.Warn("redis_loading", "err", err, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
 
 // historyWriter returns a fence observer that writes each call as one JSON
 // line to w, or nil when w is nil.

@@ -4,9 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
-	"io/fs"
 	"maps"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -49,10 +47,9 @@ func newRTCounter() *rtCounter {
 	for sha, name := range asynqScripts {
 		c.scripts[sha] = "asynq:" + name
 	}
-	files, _ := fs.Glob(lua.FS, "*.lua")
-	for _, f := range files {
-		src, _ := lua.FS.ReadFile(f)
-		c.scripts[sha1Hex(string(src))] = "baton:" + strings.TrimSuffix(f, ".lua")
+	for _, name := range lua.Names() {
+		src, _ := lua.Source(name) // as Redis runs it, includes expanded
+		c.scripts[sha1Hex(src)] = "baton:" + name
 	}
 	return c
 }

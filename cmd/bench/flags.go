@@ -17,7 +17,7 @@ type options struct {
 	n           int           // nodes (tasks) per measurement
 	concurrency int           // handlers at once, both systems
 	poll        time.Duration // idle poll interval, both systems
-	mode        string        // single, wide, chain or all
+	mode        string        // single, wide, chain, cancel or all
 	k           int           // nodes per run in wide and chain modes
 	runs        int           // measurements of each system and mode
 	warmup      int           // nodes (tasks) before each measurement
@@ -32,6 +32,7 @@ type options struct {
 	logLevel    slog.Level    // the worker's log level
 	resp        int           // go-redis protocol version, both systems
 	rtt         time.Duration // added to every round trip, both systems: a network in between
+	cancels     int           // running nodes cancelled per kind for the cancel latency; 0: none
 }
 
 // modes are the baton shapes; "all" runs each.
@@ -48,6 +49,11 @@ Modes (baton): single = N runs of one node; wide = N/k runs of k independent
 nodes; chain = N/k runs of k nodes in a chain (each commit enqueues the next).
 Asynq's baseline is N independent tasks, or for chain N/k chains of k tasks
 whose handlers enqueue the next one.
+
+Cancel latency: after the throughput table (or alone with -mode cancel), the
+bench cancels -cancels running nodes of each kind (a Go handler, an exec
+command) one at a time under the worker's default lease, and prints the time
+from the cancel call to the run being CANCELLED (p50, p99, max).
 
 Redis: REDIS_URL (default redis://127.0.0.1:6379/0) names the server; the
 bench uses database -db instead of the URL's, FLUSHDBs it before each
@@ -68,7 +74,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.n, "n", 20000, "nodes (tasks) per measurement")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers at once, for both systems")
 	fs.DurationVar(&o.poll, "poll", 50*time.Millisecond, "idle queue poll interval (TaskCheckInterval), for both systems")
-	fs.StringVar(&o.mode, "mode", "single", "baton shape: single, wide, chain or all")
+	fs.StringVar(&o.mode, "mode", "single", "baton shape: single, wide, chain or all; cancel: the cancel latency alone")
+	fs.IntVar(&o.cancels, "cancels", 50, "running nodes cancelled per kind to measure cancel latency (0: skip)")
 	fs.IntVar(&o.k, "k", 10, "nodes per run in wide and chain modes (1 to 1000)")
 	fs.IntVar(&o.runs, "runs", 3, "measurements of each system and mode; the table shows medians")
 	fs.IntVar(&o.warmup, "warmup", 2000, "nodes (tasks) processed before each measurement")
@@ -136,16 +143,22 @@ func (o options) validate() error {
 	if o.db < 0 || o.db > 15 {
 		errs = append(errs, fmt.Errorf("-db %d: want 0 to 15", o.db))
 	}
-	if o.mode != "all" && !slices.Contains(modes, o.mode) {
-		errs = append(errs, fmt.Errorf("-mode %q: want %s or all", o.mode, strings.Join(modes, ", ")))
+	if o.mode != "all" && o.mode != "cancel" && !slices.Contains(modes, o.mode) {
+		errs = append(errs, fmt.Errorf("-mode %q: want %s, cancel or all", o.mode, strings.Join(modes, ", ")))
+	}
+	if o.cancels < 0 || (o.mode == "cancel" && o.cancels == 0) {
+		errs = append(errs, fmt.Errorf("-cancels %d: want 0 or more (at least 1 with -mode cancel)", o.cancels))
 	}
 	return errors.Join(errs...)
 }
 
-// batonModes are the modes this invocation measures.
+// batonModes are the throughput modes this invocation measures.
 func (o options) batonModes() []string {
-	if o.mode == "all" {
+	switch o.mode {
+	case "all":
 		return modes
+	case "cancel":
+		return nil
 	}
 	return []string{o.mode}
 }

@@ -32,6 +32,8 @@ func TestBadFlags(t *testing.T) {
 		{"-k", "1001"},
 		{"-db", "16"},
 		{"-poll", "0s"},
+		{"-cancels", "-1"},
+		{"-mode", "cancel", "-cancels", "0"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -78,7 +80,7 @@ func TestSmallRun(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	code, stdout, stderr := runBench(t, srv.URL(), "-n", "200", "-k", "5", "-runs", "1", "-warmup", "20",
-		"-mode", "all", "-poll", "10ms", "-v")
+		"-mode", "all", "-poll", "10ms", "-v", "-cancels", "0")
 	require.Equal(t, 0, code, stderr)
 	for _, row := range []string{`asynq +flat +200 `, `baton +single +200 `, `baton +wide k=5 +200 `,
 		`asynq +chain k=5 +200 `, `baton +chain k=5 +200 `} {
@@ -87,6 +89,22 @@ func TestSmallRun(t *testing.T) {
 	// Baton's drain spends asynq's two round trips plus a claim and a commit.
 	require.Regexp(t, `evalsha baton:claim +1\.000`, stdout)
 	require.Regexp(t, `evalsha baton:commit +1\.000`, stdout)
+
+	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
+	t.Cleanup(func() { _ = db.Close() })
+	require.Zero(t, db.DBSize(context.Background()).Val())
+}
+
+// -mode cancel measures cancel latency alone: a row per kind with as many
+// cancels as asked, and no throughput table.
+func TestCancelLatency(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	code, stdout, stderr := runBench(t, srv.URL(), "-mode", "cancel", "-cancels", "5", "-poll", "10ms")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `(?m)^ +go +5 +[0-9.]+ms +[0-9.]+ms +[0-9.]+ms *$`, stdout)
+	require.Regexp(t, `(?m)^ +exec +5 +[0-9.]+ms +[0-9.]+ms +[0-9.]+ms *$`, stdout)
+	require.NotContains(t, stdout, "drain/s", "no throughput measured")
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })

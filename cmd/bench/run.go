@@ -20,8 +20,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case err != nil:
 		return 2
 	}
-	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d rtt=%s\n",
-		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters, o.rtt)
+	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d rtt=%s cancels=%d\n",
+		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters, o.rtt, o.cancels)
 	fmt.Fprintf(stdout, "host:   %d CPUs, GOMAXPROCS %d, load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
 	t, err := openTarget(ctx, o, stdout)
 	if err != nil {
@@ -69,9 +69,20 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				round, o.runs, sc.system(), sc.mode(), res.submitRate(), res.drainRate(), loadAverage())
 		}
 	}
-	printTable(stdout, rows)
-	if o.verbose {
-		printBreakdown(stdout, rows)
+	if len(rows) > 0 {
+		printTable(stdout, rows)
+		if o.verbose {
+			printBreakdown(stdout, rows)
+		}
+	}
+	if o.cancels > 0 {
+		cb := &cancelBench{o: o, t: t, log: b.log}
+		crows, err := cb.run(ctx)
+		if err != nil {
+			fmt.Fprintf(stderr, "bench: cancel latency: %v\n", err)
+			return 1
+		}
+		printCancels(stdout, crows)
 	}
 	return 0
 }

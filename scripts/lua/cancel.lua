@@ -1,20 +1,27 @@
 --[[ cancel: cancel a run.
 
-Sets the run's cancel flag. BLOCKED and READY nodes become CANCELLED at once;
-RUNNING nodes learn it from their next heartbeat and end CANCELLED when their
-owner stops (fail.lua, release.lua) or their lease expires.
+Sets the run's cancel flag. BLOCKED and READY nodes become CANCELLED at once.
+When nodes are RUNNING, the script PUBLISHes the run on ARGV[5] in the same
+atomic step, so whoever cancels (a Go client, the CLI, the HTTP API, another
+language) pushes the cancel to the workers that own them; their heartbeat's
+cancel flag is the fallback when a push is lost. RUNNING nodes end CANCELLED
+when their owner stops (fail.lua, release.lua) or their lease expires. A
+cancel of a cancelled run changes nothing but pushes again while nodes still
+run.
 
 KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
 KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[5..] every node hash of the run, in the order of ARGV[5..]
+KEYS[5..] every node hash of the run, in the order of ARGV[6..]
 
 ARGV[1]   reason
 ARGV[2]   who asked (recorded as the event's worker)
 ARGV[3]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[4]   event stream MAXLEN (approximate)
-ARGV[5..] node ids
+ARGV[5]   Pub/Sub channel for the push, or "" for none; the message is the
+          run id, followed by "~" and the run's incarnation when it has one
+ARGV[6..] node ids
 
 Returns
   {1, run_status, running}  cancelled; running nodes still finishing
@@ -25,17 +32,28 @@ Returns
 local rcall = redis.call
 local runKey, evKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local reason, who, refPrefix, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local channel = ARGV[5]
 
-local r = rcall('HMGET', runKey, 'status', 'cancel', 'total')
+local r = rcall('HMGET', runKey, 'status', 'cancel', 'total', 'id', 'inc')
 if not r[1] then return -1 end
+
+-- push tells the owners of running nodes; only they have anything to stop.
+local function push(n)
+  if n == 0 or channel == '' or not r[4] then return end
+  local msg = r[4]
+  if r[5] and r[5] ~= '' then msg = msg .. '~' .. r[5] end
+  rcall('PUBLISH', channel, msg)
+end
+
 local running = 0
 if r[2] == '1' then
   for i = 5, #KEYS do
     if rcall('HGET', KEYS[i], 'state') == 'RUNNING' then running = running + 1 end
   end
+  push(running)
   return {2, r[1], running}
 end
-if r[1] ~= 'RUNNING' and r[1] ~= 'PENDING' then return -22 end
+if r[1] ~= 'RUNNING' and r[1] ~= 'QUEUED' then return -22 end
 
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -46,7 +64,7 @@ local ended = 0
 for i = 5, #KEYS do
   local s = rcall('HGET', KEYS[i], 'state')
   if s == 'BLOCKED' or s == 'READY' then
-    local id = ARGV[i]
+    local id = ARGV[i + 1]
     rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', 'run cancelled: ' .. reason,
       'finished_at', now, 'updated_at', now)
     rcall('ZREM', readyKey, refPrefix .. id)
@@ -66,4 +84,5 @@ if terminal >= tonumber(r[3]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', who, 'at', now, 'status', status)
 end
+push(running)
 return {1, status, running}
