@@ -24,6 +24,7 @@ import (
 // exec kind, whose warnings the test reads.
 type ckptBundle struct {
 	t      *testing.T
+	rdb    redis.UniversalClient
 	client *runner.Client
 	logs   *lockedBuffer
 }
@@ -58,7 +59,7 @@ func ckptSetup(t *testing.T, hooks ...redis.Hook) *ckptBundle {
 		wrdb.AddHook(h)
 	}
 	t.Cleanup(func() { _ = wrdb.Close() })
-	b := &ckptBundle{t: t, client: client, logs: &lockedBuffer{}}
+	b := &ckptBundle{t: t, rdb: srv.Client(t), client: client, logs: &lockedBuffer{}}
 	log := slog.New(slog.NewJSONHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	w, err := runner.NewWorker(runner.WorkerConfig{Redis: wrdb, ID: "w1", Logger: log,
 		LeaseTTL: 3 * time.Second, Grace: 100 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
@@ -256,4 +257,48 @@ func TestExecCheckpointsBeforeExitAreStoredBeforeTheCommit(t *testing.T) {
 	}
 	require.Equal(t, []string{"checkpointed", "checkpointed", "committed"}, order)
 	require.Len(t, b.history("exit", "step"), 2)
+}
+
+// A save the store refuses stops the command as a lost lease does: the
+// group gets SIGTERM at once, the lines after it are not saved, and the
+// attempt's result is never committed.
+func TestExecRefusedCheckpointStopsTheCommand(t *testing.T) {
+	t.Parallel()
+	b := ckptSetup(t)
+	dir := t.TempDir()
+	gate, pidfile := dir+"/gate", dir+"/pid"
+	script := `
+		echo $$ > ` + pidfile + `
+		echo '::checkpoint {"step": 1}'
+		while [ ! -e ` + gate + ` ]; do sleep 0.01; done
+		echo '::checkpoint {"step": 2}'
+		sleep 30
+		echo '::checkpoint {"step": 3}'`
+	done := make(chan *fence.RunInfo, 1)
+	go func() { done <- b.run("refused", "chat", script, 1, nil) }()
+
+	pid := readPID(t, pidfile)
+	require.Eventually(t, func() bool { return len(b.history("chat", "step")) == 1 }, 10*time.Second, 5*time.Millisecond)
+	// The thread moves on to another run: this run's saves are refused.
+	require.NoError(t, b.rdb.Set(context.Background(), fence.Keys{}.Active("chat"), "other-run", 0).Err())
+	require.NoError(t, os.WriteFile(gate, nil, 0o600))
+	requireGone(t, pid) // long before its 30 s sleep ends
+
+	info := <-done
+	require.Equal(t, "FAILED", info.Status, "the abandoned attempt's lease ran out; no attempt was left")
+	require.Nil(t, info.Nodes[0].Result)
+	list := b.history("chat", "step")
+	require.Len(t, list, 1)
+	require.Equal(t, `{"step": 1}`, string(list[0].Data))
+	evs, err := b.client.Events(context.Background(), "refused", "", 0)
+	require.NoError(t, err)
+	var refused int
+	for _, e := range evs {
+		require.NotEqual(t, "committed", e.Type)
+		if e.Type == "stale_rejected" && e.Details["op"] == "checkpoint" {
+			refused++
+		}
+	}
+	require.Equal(t, 1, refused)
+	require.Contains(t, b.logs.String(), `"msg":"attempt_abandoned"`)
 }
