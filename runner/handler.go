@@ -34,12 +34,15 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	// One claim id for this claim and its retries: a retry after a lost
 	// reply finds its own claim instead of leaving it orphaned. Retries
 	// stop after a lease's time; Asynq then delivers again.
-	claimStarted := time.Now()
+	// The lease is trusted from the start of the try that succeeded: a
+	// replayed claim renews the lease it made.
+	var claimStarted time.Time
 	claimID := fence.NewClaimID()
 	var c *Claimed
 	cctx, ccancel := context.WithTimeout(ctx, w.cfg.LeaseTTL)
 	err = retry(cctx, func() error {
 		var err error
+		claimStarted = time.Now()
 		c, err = w.store.ClaimAs(cctx, ref, w.cfg.ID, claimID, w.cfg.LeaseTTL, w.cfg.Grace)
 		return err
 	})
@@ -127,17 +130,23 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	defer wcancel()
 
 	switch {
+	case lost && w.hb.wasSelfFenced(a):
+		// This worker could not prove in time that it still owns the
+		// node (renewals unheard: a partition, lost replies). Its result
+		// is not committed; it gives the node back with a fenced release,
+		// which Redis refuses if another worker took over meanwhile. A
+		// release costs no attempt: faults of the link must not fail the
+		// node.
+		log.Warn("attempt_abandoned", "reason", "self_fenced", "handler_err", runErr)
+		w.release(wctx, log, c, "lease not renewed in time")
 	case lost:
-		// Another worker owns the node, or this one could not prove in
-		// time that it still does (self-fenced). ErrLeaseLost promises
-		// that nothing the attempt writes afterwards is accepted, so it
-		// writes nothing, even a result; lease expiry hands the node on.
+		// Redis refused a renewal: another worker owns the node. Any
+		// write would be refused; the attempt writes nothing.
 		log.Warn("attempt_abandoned", "reason", cause, "handler_err", runErr)
 	case runErr == nil:
-		started := time.Now()
-		return w.commit(wctx, log, c, result), started
+		return w.commit(wctx, log, c, result)
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
-		w.release(wctx, log, c)
+		w.release(wctx, log, c, "worker shutting down")
 	default:
 		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled))
 	}
@@ -186,7 +195,9 @@ func (w *Worker) kindNames() []string {
 
 // commit records the result, retrying a lost reply: a replayed commit of
 // the same claim is recognised by the script.
-func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, result json.RawMessage) *Claimed {
+// It returns the continuation the commit claimed, if any, with the start of
+// the try that claimed it (a replay renews the continuation's lease).
+func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, result json.RawMessage) (*Claimed, time.Time) {
 	l := c.Lease
 	var cont fence.Continue
 	if !w.isStopping() {
@@ -197,8 +208,10 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 		cont.ClaimID = fence.NewClaimID()
 	}
 	var res fence.Committed
+	var started time.Time
 	err := retry(ctx, func() error {
 		var err error
+		started = time.Now()
 		res, err = w.store.CommitContinue(ctx, l, result, c.Dependents, cont)
 		return err
 	})
@@ -206,11 +219,11 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("commit").Inc()
 		log.Warn("stale_write_rejected", "op", "commit", "err", err)
-		return nil
+		return nil, time.Time{}
 	case err != nil:
 		// The lease will expire and another worker will run the node again.
 		log.Warn("commit_failed", "err", err)
-		return nil
+		return nil, time.Time{}
 	}
 	// A Replay is this commit, whose first reply was lost; the event stream
 	// keeps every commit, so the log line is for debugging only.
@@ -223,7 +236,7 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 			log.Warn("enqueue_failed", "dependent", id, "err", err) // the sweeper delivers it
 		}
 	}
-	return res.Next
+	return res.Next, started
 }
 
 func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool) {
@@ -263,12 +276,12 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 	}
 }
 
-func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
+func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed, reason string) {
 	l := c.Lease
 	var end fence.Ended
 	err := retry(ctx, func() error {
 		var err error
-		end, err = w.store.Release(ctx, l, "worker shutting down")
+		end, err = w.store.Release(ctx, l, reason)
 		return err
 	})
 	switch {
@@ -281,7 +294,7 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed) {
 		return
 	}
 	w.m.Releases.Inc()
-	log.Info("released")
+	log.Info("released", "reason", reason)
 	w.runEnded(ctx, l, end.RunStatus)
 	if end.Outcome == fence.Retrying {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}

@@ -75,6 +75,9 @@ type active struct {
 	selfFence *time.Timer
 	until     time.Time // lease deadline (Redis time) as last renewed
 	lost      bool      // the lease was lost or no longer trusted; guarded by heartbeater.mu
+	// selfFenced: lost because no renewal was heard in time, not because
+	// Redis refused one; the claim may still be current. Guarded likewise.
+	selfFenced bool
 	// sent is the progress last sent to Redis (-1: none) and sentAt when
 	// it changed; guarded by heartbeater.mu.
 	sent   int
@@ -93,7 +96,7 @@ func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel
 	a.trusted = claimStarted.Add(h.ttl - h.margin())
 	t.changed = h.progressChanged
 	h.mu.Lock()
-	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, "self_fenced") })
+	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, selfFencedReason) })
 	h.leases[l.ClaimID] = a
 	if p, ok := h.pushed[l.Run]; ok && p.msg.Matches(l) && time.Since(p.at) <= h.ttl {
 		cancel(ErrRunCancelled) // the push came between the claim and now
@@ -167,6 +170,19 @@ func (h *heartbeater) tracked(a *active) bool {
 	return h.leases[a.lease.ClaimID] == a
 }
 
+// selfFencedReason is lost's reason when the worker stopped trusting a
+// lease it could not renew in time.
+const selfFencedReason = "self_fenced"
+
+// wasSelfFenced reports whether a lost its lease by self-fencing only: no
+// renewal was heard in time (the replies may have been lost), but Redis
+// never refused one.
+func (h *heartbeater) wasSelfFenced(a *active) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return a.selfFenced
+}
+
 // lost cancels a's handler with ErrLeaseLost, unless its attempt has
 // finished: from then on nothing it writes is sent.
 func (h *heartbeater) lost(a *active, why string) {
@@ -176,6 +192,7 @@ func (h *heartbeater) lost(a *active, why string) {
 		return
 	}
 	a.lost = true
+	a.selfFenced = why == selfFencedReason
 	h.mu.Unlock()
 	h.log.Warn("lease_lost", "run_id", a.lease.Run, "node_id", a.lease.Node, "epoch", a.lease.Epoch, "reason", why)
 	a.cancel(ErrLeaseLost)

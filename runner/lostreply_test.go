@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,11 +174,14 @@ func TestHeartbeatRacingItsOwnCommitIsNotStale(t *testing.T) {
 	m := runner.NewMetrics(nil)
 	cfg := b.fastConfig("busy")
 	cfg.Concurrency = 16
-	cfg.LeaseTTL, cfg.HeartbeatInterval = 150*time.Millisecond, 50*time.Millisecond
+	// Renewals every 100 ms while 16 nodes of 20 ms each commit: many
+	// renewals are in flight as their own attempt commits. The lease is
+	// long enough that a loaded machine does not lose it for real.
+	cfg.LeaseTTL, cfg.HeartbeatInterval = 2*time.Second, 100*time.Millisecond
 	cfg.Metrics = m
 	rec := newRecorder()
 	rec.block = func(ctx context.Context, _ *runner.Task) error {
-		time.Sleep(5 * time.Millisecond) // the node's work
+		time.Sleep(20 * time.Millisecond) // the node's work
 		return nil
 	}
 	b.worker(cfg, map[string]runner.Kind{"work": rec})
@@ -191,4 +195,75 @@ func TestHeartbeatRacingItsOwnCommitIsNotStale(t *testing.T) {
 	require.Zero(t, counterValue(t, m.StaleRejected.WithLabelValues("heartbeat")))
 	require.Empty(t, countEvents(b.events(id), "stale_rejected"))
 	require.Empty(t, countEvents(b.events(id), "takeover"))
+}
+
+// deafLink runs every command and pipeline in Redis but, while deaf is set,
+// loses every reply: the worker's renewals take effect, and it never hears.
+type deafLink struct{ deaf atomic.Bool }
+
+func (d *deafLink) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (d *deafLink) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if d.deaf.Load() {
+			cmd.SetErr(errReplyLost)
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+func (d *deafLink) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if d.deaf.Load() {
+			for _, c := range cmds {
+				c.SetErr(errReplyLost)
+			}
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+// A worker that hears no renewal for too long stops trusting its lease and
+// abandons the attempt, even though its renewals reached Redis. It then
+// gives the node back with a fenced release: lost replies cost no attempt,
+// and a max_attempts-1 node still succeeds.
+func TestLostRenewalRepliesCostNoAttempt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	link := &deafLink{}
+	deaf := redis.NewClient(&redis.Options{Addr: b.srv.Addr(), MaxRetries: -1})
+	deaf.AddHook(link)
+	t.Cleanup(func() { _ = deaf.Close() })
+
+	var once sync.Once
+	fenced := make(chan error, 1)
+	rec := newRecorder()
+	rec.block = func(ctx context.Context, _ *runner.Task) error {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return nil
+		}
+		link.deaf.Store(true)
+		<-ctx.Done()
+		fenced <- context.Cause(ctx)
+		link.deaf.Store(false)
+		return context.Cause(ctx)
+	}
+	cfg := b.fastConfig("deaf")
+	cfg.Redis = deaf
+	b.worker(cfg, map[string]runner.Kind{"work": rec})
+	id := b.submit(`{"id":"deaf","nodes":[{"id":"a","kind":"work","max_attempts":1}]}`)
+
+	require.ErrorIs(t, recv(t, fenced, 10*time.Second), runner.ErrLeaseLost)
+	info := b.waitRun(id, 30*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
+	evs := b.events(id)
+	require.Equal(t, map[string]int{"a": 1}, countEvents(evs, "released"), "the abandoned attempt gave the node back")
+	require.Empty(t, countEvents(evs, "takeover"), "nobody had to wait for the lease to run out")
+	require.Equal(t, 2, rec.count("a"))
 }
