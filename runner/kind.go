@@ -78,8 +78,11 @@ var (
 	// ErrRunCancelled: a user cancelled the run.
 	ErrRunCancelled = errors.New("baton: run cancelled")
 	// ErrLeaseLost: the lease was taken over, or no heartbeat succeeded for
-	// longer than the lease can be trusted (self-fencing). Nothing the
-	// attempt writes from now on will be accepted.
+	// longer than the lease can be trusted (self-fencing). Stop: the
+	// attempt's result is never committed and its checkpoints are refused.
+	// A self-fenced worker gives the node back (a fenced release, refused
+	// if another worker took over), so the attempt costs none of the
+	// node's max_attempts.
 	ErrLeaseLost = errors.New("baton: lease lost")
 	// ErrShutdown: the worker is shutting down; reach a safe point and
 	// return. The node is released and resumed by another worker.
