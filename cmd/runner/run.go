@@ -95,7 +95,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ln  net.Listener
 	)
 	if cfg.AdminAddr != "" {
-		h, err := admin.New(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
+		// The server's timeouts bound what a slow or silent client costs,
+		// before authentication too.
+		srv, err = admin.NewServer(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
 			Logger: log, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes))})
 		if err != nil {
 			return err
@@ -104,8 +106,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("admin server: %w", err)
 		}
 		defer ln.Close()
-		srv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			ErrorLog: slog.NewLogLogger(log.With("component", "admin").Handler(), slog.LevelWarn)}
 	}
 
 	if err := w.Start(ctx); err != nil {
