@@ -132,9 +132,13 @@ func Check(in Input) Report {
 func checkRuns(in Input, r *Report) []Violation {
 	var out []Violation
 	commits := map[string][]Op{} // run/node -> accepted commits, replays included
+	maybe := map[string]bool{}   // run/node@epoch -> a commit whose reply was lost
 	for _, o := range in.Ops {
-		if o.Op == "commit" && o.Outcome == OK {
+		switch {
+		case o.Op == "commit" && o.Outcome == OK:
 			commits[o.Key()] = append(commits[o.Key()], o)
+		case o.Op == "commit" && o.Outcome == Unknown:
+			maybe[fmt.Sprintf("%s@%d", o.Key(), o.Epoch)] = true
 		}
 	}
 	for _, id := range in.Submitted {
@@ -191,7 +195,10 @@ func checkRuns(in Input, r *Report) []Violation {
 				out = append(out, Violation{Check: "commits", Run: id, Node: n.ID,
 					Msg: fmt.Sprintf("%s at epoch %d; accepted commits in the histories: %v", n.State, n.Epoch, seen)})
 			}
-			if len(in.Ops) > 0 && n.State == "SUCCEEDED" && len(hist) == 0 && !killedOwner(in, id, n) {
+			// A commit whose every try lost its reply may still have been
+			// applied: that explains a SUCCEEDED node at its epoch.
+			unheard := maybe[fmt.Sprintf("%s/%s@%d", id, n.ID, n.Epoch)]
+			if len(in.Ops) > 0 && n.State == "SUCCEEDED" && len(hist) == 0 && !unheard && !killedOwner(in, id, n) {
 				out = append(out, Violation{Check: "history", Run: id, Node: n.ID,
 					Msg: fmt.Sprintf("committed at epoch %d by %s, but no history holds an accepted commit", n.Epoch, n.Owner)})
 			}

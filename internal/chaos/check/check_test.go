@@ -275,3 +275,24 @@ func TestReadHistorySkipsATornLastLine(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// A commit whose every try lost its reply may have been applied: a node
+// SUCCEEDED at that epoch is explained. With no commit call at all it is not.
+func TestUnheardCommitExplainsASucceededNode(t *testing.T) {
+	t.Parallel()
+	final := runFinal(fence.NodeInfo{ID: "a", State: "SUCCEEDED", Epoch: 1, Owner: "r1"},
+		ev("claimed", "a", 1, "r1", 0, nil), ev("committed", "a", 1, "r1", 150, nil))
+	claim := op("r1", "claim", "a", 1, "c1", 0, 1, OK)
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		want []string
+	}{
+		{"every reply lost", []Op{claim, op("r1", "commit", "a", 1, "c1", 100, 300, Unknown),
+			op("r1", "commit", "a", 1, "c1", 350, 600, Unknown)}, nil},
+		{"no commit call", []Op{claim, op("r1", "heartbeat", "a", 1, "c1", 100, 101, OK)}, []string{"history"}},
+	} {
+		r := Check(Input{Ops: tc.ops, Submitted: []string{"run1"}, Runs: map[string]RunFinal{"run1": final}, Bounds: bounds})
+		require.Equal(t, tc.want, checks(r.Violations), tc.name)
+	}
+}
