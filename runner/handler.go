@@ -124,9 +124,13 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	if errors.Is(cause, errKilled) {
 		return nil, time.Time{} // a simulated crash writes nothing
 	}
-	// Writes after the handler are bounded and survive the handler's
-	// cancellation; the scripts, not this process, decide if they count.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), w.cfg.LeaseTTL)
+	// Writes after the handler survive the handler's cancellation and are
+	// retried, with the same identity, for well over a lease: a commit
+	// whose replies are lost has usually been applied, and its retries
+	// (answered as replays) keep renewing the continuation it claimed, so
+	// giving up early would orphan that claim and cost the node an
+	// attempt. The scripts, not this process, decide if a write counts.
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(3*w.cfg.LeaseTTL, 30*time.Second))
 	defer wcancel()
 
 	switch {
