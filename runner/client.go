@@ -135,9 +135,11 @@ func (c *Client) Events(ctx context.Context, run, after string, count int64) ([]
 	return c.store.Events(ctx, run, after, count)
 }
 
-// Cancel cancels a run. Nodes not yet running are cancelled at once; running
-// ones stop at their next heartbeat. Cancelling a cancelled run is a no-op;
-// a finished run is fence.ErrRunDone.
+// Cancel cancels a run. Nodes not yet running are cancelled at once; the
+// workers of running ones are told at once (a push, with the heartbeat as
+// fallback), and those nodes end CANCELLED when their handlers return.
+// Cancelling a cancelled run is a no-op; a finished run is
+// fence.ErrRunDone.
 func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelResult, error) {
 	if err := fence.ValidateID("run id", run); err != nil {
 		return fence.CancelResult{}, err

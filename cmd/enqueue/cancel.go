@@ -44,7 +44,7 @@ func (a *app) cancel(ctx context.Context, args []string) error {
 		fmt.Fprintf(a.stderr, "enqueue: run %s was already cancelled\n", run)
 	}
 	if res.Running > 0 {
-		fmt.Fprintf(a.stderr, "enqueue: %d node(s) still running; they stop at their next heartbeat\n", res.Running)
+		fmt.Fprintf(a.stderr, "enqueue: %d node(s) still running; their workers were told and stop them at a safe point\n", res.Running)
 	}
 	_, err = fmt.Fprintln(a.stdout, res.RunStatus)
 	return err

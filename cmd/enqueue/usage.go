@@ -43,7 +43,7 @@ var commands = map[string]command{
 	"cancel": {args: "RUN [--reason TEXT]", run: (*app).cancel,
 		short: "cancel the run; prints its resulting status",
 		help: "Cancel the run and print its resulting status. Nodes not yet running\n" +
-			"are cancelled at once; running ones stop at their next heartbeat.\n" +
+			"are cancelled at once; running ones are told at once and stop at a safe point.\n" +
 			"Cancelling a cancelled run is fine; a finished run is refused (exit 1).",
 		flags: "  --reason TEXT  recorded on the run and its events (default \"cancelled by user\")\n"},
 	"list": {args: "[--status S] [--limit N] [--json]", run: (*app).list,

@@ -113,7 +113,7 @@ func wait(ctx context.Context, c *runner.Client, id string) (*fence.RunInfo, err
 }
 
 // summarize is this program's own node kind. It works in steps, reports
-// progress (stored with the next heartbeat), stops at a safe point between
+// progress (stored within about 250 ms), stops at a safe point between
 // steps when its context ends, and hands the lease's fencing token to its
 // one side effect.
 func summarize(ctx context.Context, t *runner.Task) (json.RawMessage, error) {

@@ -164,7 +164,7 @@ type CancelRequest struct {
 type CancelBody struct {
 	ID      string `json:"id"`
 	Status  string `json:"status"`  // the run's status after the cancel
-	Running int    `json:"running"` // nodes still RUNNING; they stop at their next heartbeat
+	Running int    `json:"running"` // nodes still RUNNING; their workers are told at once (pushed; the heartbeat is the fallback)
 	Already bool   `json:"already"` // the run had been cancelled before
 }
 
