@@ -1,7 +1,7 @@
 // Command demo shows, on one machine with nothing but Go, the failure baton
 // exists for: a worker that is only paused, not dead, past its lease. Another
 // worker takes its node over, and when the paused one wakes up its late
-// commit is refused and its result is never stored.
+// write is refused and its result is never stored.
 //
 // It starts an in-process Redis (miniredis), the fenced downstream services
 // of examples/deploy, and three workers with 2s leases, then submits the deploy DAG of
@@ -143,12 +143,15 @@ func play(ctx context.Context, out io.Writer, log *slog.Logger) (*outcome, error
 	}
 	fmt.Fprintf(out, "%s took deploy over and committed it. Ending %s's pause...\n", successor, victim.Owner)
 
-	// 3. The pause ends: the victim's late commit reaches Redis.
+	// 3. The pause ends: the victim's late write reaches Redis. Its worker
+	// stopped trusting the lease during the pause, so it commits nothing and
+	// hands the node back under its old epoch; a worker whose own timer was
+	// paused too would send its commit instead. Either write is refused.
 	fl.member(victim.Owner).net.heal()
 	st.thaw()
-	err = waitFor(ctx, "the paused worker's late commit", func() (bool, error) {
+	err = waitFor(ctx, "the paused worker's late write", func() (bool, error) {
 		evs, err := client.Events(ctx, runID, "", 0)
-		return slices.ContainsFunc(evs, func(e fence.Event) bool { return isLateCommit(e, victim) }), err
+		return slices.ContainsFunc(evs, func(e fence.Event) bool { return isLateWrite(e, victim) }), err
 	})
 	if err != nil {
 		return nil, err
@@ -285,9 +288,11 @@ func sendLate(ctx context.Context, url string, tok fence.Token) (int, error) {
 	return resp.StatusCode, nil
 }
 
-func isLateCommit(e fence.Event, victim fence.Lease) bool {
+// isLateWrite: the paused worker's commit or release of the node under its
+// old epoch, refused.
+func isLateWrite(e fence.Event, victim fence.Lease) bool {
 	return e.Type == "stale_rejected" && e.Node == victim.Node && e.Worker == victim.Owner &&
-		e.Epoch == victim.Epoch && e.Details["op"] == "commit"
+		e.Epoch == victim.Epoch && (e.Details["op"] == "commit" || e.Details["op"] == "release")
 }
 
 func nodeOf(info *fence.RunInfo, id string) fence.NodeInfo {

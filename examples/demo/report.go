@@ -52,9 +52,9 @@ func report(out io.Writer, o *outcome) {
 		fmt.Fprintf(out, "  - Once the lease (plus grace) ran out on Redis's clock, %s claimed %s under epoch %d,\n"+
 			"    redid the deploy call and committed.\n", deploy.Owner, v.Node, deploy.Epoch)
 	}
-	if slices.ContainsFunc(o.Events, func(e fence.Event) bool { return isLateCommit(e, v) }) {
-		fmt.Fprintf(out, "  - %s woke up and committed under epoch %d: the commit script refused it (stale_rejected);\n"+
-			"    the stored result is %s's.\n", v.Owner, v.Epoch, cmp.Or(deployedBy(o), "nobody"))
+	if i := slices.IndexFunc(o.Events, func(e fence.Event) bool { return isLateWrite(e, v) }); i >= 0 {
+		fmt.Fprintf(out, "  - %s woke up and wrote under epoch %d (%s): the script refused it (stale_rejected);\n"+
+			"    the stored result is %s's.\n", v.Owner, v.Epoch, lateWhat(o.Events[i]), cmp.Or(deployedBy(o), "nobody"))
 	}
 	if o.Late == http.StatusConflict {
 		fmt.Fprintf(out, "  - The deploy API checks Baton-Fencing-Token: having seen epoch %d, it refuses epoch %d (409).\n",
@@ -91,9 +91,9 @@ func timeline(o *outcome) []row {
 		case e.Type == "takeover" && e.Details["prev_owner"] == v.Owner:
 			r.mark = ">>"
 			r.details += "  <- new owner, epoch+1"
-		case isLateCommit(e, v):
+		case isLateWrite(e, v):
 			r.mark = ">>"
-			r.details += "  <- the paused worker's late commit: refused, not stored"
+			r.details += "  <- the paused worker's late " + e.Details["op"] + ": refused, nothing stored"
 		case e.Type == "stale_rejected" && e.Worker == v.Owner && e.Details["op"] == "heartbeat":
 			r.details += "  <- its heartbeat, now that Redis is reachable: refused too"
 		}
@@ -185,8 +185,8 @@ func verify(o *outcome) error {
 	if !hasTakeover(o) {
 		errs = append(errs, fmt.Errorf("no takeover of %s from %s", v.Node, v.Owner))
 	}
-	if !slices.ContainsFunc(o.Events, func(e fence.Event) bool { return isLateCommit(e, v) }) {
-		errs = append(errs, fmt.Errorf("%s's late commit of %s under epoch %d was not rejected", v.Owner, v.Node, v.Epoch))
+	if !slices.ContainsFunc(o.Events, func(e fence.Event) bool { return isLateWrite(e, v) }) {
+		errs = append(errs, fmt.Errorf("%s's late write of %s under epoch %d was not rejected", v.Owner, v.Node, v.Epoch))
 	}
 	if by := deployedBy(o); by == "" || by == v.Owner {
 		errs = append(errs, fmt.Errorf("the stored %s result is %q's, want the successor's", v.Node, by))
@@ -195,4 +195,12 @@ func verify(o *outcome) error {
 		errs = append(errs, fmt.Errorf("the deploy API answered the stale token with %d, want 409", o.Late))
 	}
 	return errors.Join(errs...)
+}
+
+// lateWhat says what the paused worker's refused write was.
+func lateWhat(e fence.Event) string {
+	if e.Details["op"] == "release" {
+		return "it had stopped trusting its lease, so it committed nothing and handed the node back"
+	}
+	return "its commit, before its own timer could fence it"
 }
