@@ -40,7 +40,9 @@ func (a *app) submit(ctx context.Context, args []string) error {
 	if name == "-" {
 		name = "stdin"
 	}
-	spec, err := runner.ParseSpec(data)
+	// The file's extension, when it is .json, .yaml or .yml, decides the
+	// format; otherwise (stdin too) the content does, JSON first.
+	spec, err := runner.ParseSpecAs(data, runner.SpecFormatOf(name))
 	if err != nil {
 		return specErrors(name, err)
 	}

@@ -161,3 +161,25 @@ func TestResubmit(t *testing.T) {
 	require.Equal(t, map[string]string{"a": "READY", "b": "BLOCKED"}, states(b.status(t, "nightly-1")),
 		"the refused spec changed nothing")
 }
+
+// A spec file is parsed strictly in the format its name says: a JSON file
+// with a trailing comma is refused with its line and column (never read
+// again as YAML), and so is a key that differs from a field only in case.
+func TestSubmitRefusesLooseJSON(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dir := t.TempDir()
+	for name, tc := range map[string]struct{ spec, says string }{
+		"comma.json": {"{\"id\": \"a\",\n \"nodes\": [{\"id\": \"n\", \"kind\": \"noop\"},]}", "line 2"},
+		"case.json":  {`{"id": "a", "ID": "b", "nodes": [{"id": "n", "kind": "noop"}]}`, "ID: unknown field"},
+	} {
+		path := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(path, []byte(tc.spec), 0o644))
+		r := b.run(t, "", "submit", path)
+		require.Equal(t, 2, r.code, "%s: %s", name, r.stderr)
+		require.Contains(t, r.stderr, tc.says, name)
+		require.NotContains(t, r.stderr, "Go value", name)
+	}
+	r := b.run(t, "", "status", "a")
+	require.Equal(t, 1, r.code, "nothing was stored: %s", r.stdout)
+}

@@ -73,7 +73,11 @@ func (b *testBundle) request(t *testing.T, method, path, body string) *http.Requ
 	req, err := http.NewRequest(method, b.url+path, r)
 	require.NoError(t, err)
 	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
+		ct := "application/yaml"
+		if t := strings.TrimSpace(body); strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[") {
+			ct = "application/json"
+		}
+		req.Header.Set("Content-Type", ct)
 	}
 	if b.token != "" {
 		req.Header.Set("Authorization", "Bearer "+b.token)

@@ -89,7 +89,9 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	spec, err := runner.ParseSpec(body)
+	// The content type, when it names JSON or YAML, decides the format:
+	// invalid JSON sent as JSON is never read again as YAML.
+	spec, err := runner.ParseSpecAs(body, runner.SpecFormatOf(r.Header.Get("Content-Type")))
 	if err != nil {
 		a.fail(w, r, err)
 		return
