@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/scripts/lua"
+	"github.com/batonrun/baton/internal/redistest"
 )
 
 // errReplyLost is what a caller sees when the network lost a reply after
@@ -33,12 +33,7 @@ type replyDropper struct {
 
 func newReplyDropper(t *testing.T) *replyDropper {
 	t.Helper()
-	d := &replyDropper{names: map[string]string{}, drop: map[string]int{}}
-	for _, name := range lua.Names() {
-		src, err := lua.Source(name)
-		require.NoError(t, err)
-		d.names[redis.NewScript(src).Hash()] = name
-	}
+	d := &replyDropper{names: redistest.ScriptNames(t), drop: map[string]int{}}
 	return d
 }
 

@@ -13,8 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
-	"github.com/batonrun/baton/scripts/lua"
 )
 
 var errReplyLost = errors.New("test: reply lost after the command ran")
@@ -33,12 +33,7 @@ type lossyLink struct {
 
 func newLossyLink(t *testing.T, every int) *lossyLink {
 	t.Helper()
-	l := &lossyLink{every: every, names: map[string]string{}, calls: map[string]int{}, lost: map[string]int{}}
-	for _, name := range lua.Names() {
-		src, err := lua.Source(name)
-		require.NoError(t, err)
-		l.names[redis.NewScript(src).Hash()] = name
-	}
+	l := &lossyLink{every: every, names: redistest.ScriptNames(t), calls: map[string]int{}, lost: map[string]int{}}
 	return l
 }
 

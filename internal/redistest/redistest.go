@@ -16,6 +16,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/scripts/lua"
 )
 
 // Mini starts a miniredis for the test and returns it with a client.
@@ -181,4 +183,19 @@ func Backends(t testing.TB) []Backend {
 		{Name: "miniredis", Client: mc, Mini: m, clock: &clock},
 		{Name: "redis-server", Client: s.Client(t), Real: s},
 	}
+}
+
+// ScriptNames maps the SHA1 of each of baton's scripts, as Redis runs it, to
+// its name: what a hook sees in an EVALSHA tells it which operation it is.
+func ScriptNames(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, name := range lua.Names() {
+		src, err := lua.Source(name)
+		if err != nil {
+			t.Fatalf("script %s: %v", name, err)
+		}
+		out[redis.NewScript(src).Hash()] = name
+	}
+	return out
 }
