@@ -296,3 +296,22 @@ func TestUnheardCommitExplainsASucceededNode(t *testing.T) {
 		require.Equal(t, tc.want, checks(r.Violations), tc.name)
 	}
 }
+
+// A commit whose first tries lost their replies claimed its continuation
+// during one of them; the replay only reports it. Another worker's claim of
+// the continuation, refused as busy between the tries and the replay, is
+// legal.
+func TestReplayedContinuationWasClaimedByAnEarlierTry(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r1", "claim", "a", 1, "ca", 0, 1, OK),
+		op("r1", "commit", "a", 1, "ca", 100, 200, Unknown),
+		refused(op("r2", "claim", "b", 0, "cx", 250, 251, Refused), "fence: node busy"),
+		with(op("r1", "commit", "a", 1, "ca", 300, 301, OK), func(o *Op) {
+			o.Replay, o.Next = true, &Next{Node: "b", Epoch: 1, Claim: "cb"}
+		}),
+		op("r1", "commit", "b", 1, "cb", 400, 401, OK),
+	}
+	r := Check(Input{Ops: ops, Bounds: bounds})
+	require.Empty(t, r.Violations)
+}

@@ -64,6 +64,18 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 		}
 		return id
 	}
+	// A replayed commit's continuation was claimed by whichever earlier try
+	// of the same commit (same lease and caller) Redis ran: from the first
+	// try's call on.
+	firstTry := map[string]int64{}
+	tryKey := func(o Op) string { return fmt.Sprintf("%s@%d/%s/%s", o.Key(), o.Epoch, o.Claim, o.Source) }
+	for _, o := range ops {
+		if o.Op == "commit" {
+			if t, ok := firstTry[tryKey(o)]; !ok || o.Call < t {
+				firstTry[tryKey(o)] = o.Call
+			}
+		}
+	}
 	for _, o := range ops {
 		if o.Op == "heartbeat" && o.Outcome == Unknown {
 			continue // changes nothing whether or not it ran
@@ -83,9 +95,13 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 		switch {
 		case o.Outcome == OK && o.Next != nil:
 			// The continuation is a claim of the dependent, made by this
-			// same script call.
+			// same script call, or for a replay by an earlier try.
+			call := o.Call
+			if o.Replay {
+				call = firstTry[tryKey(o)]
+			}
 			add(o.Run+"/"+o.Next.Node, input{Op: "claim", Epoch: o.Next.Epoch, Claim: o.Next.Claim,
-				Owner: o.Source, Outcome: OK, Synth: "continuation of " + o.Node}, o.Call, o.Ret, c, true)
+				Owner: o.Source, Outcome: OK, Synth: "continuation of " + o.Node}, call, o.Ret, c, true)
 		case o.Outcome == Unknown || (o.Outcome == OK && o.Replay):
 			// The continuation may have been claimed without the caller
 			// hearing of it.
