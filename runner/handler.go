@@ -35,11 +35,13 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	// reply finds its own claim instead of leaving it orphaned. Retries
 	// stop after a lease's time; Asynq then delivers again.
 	// The lease is trusted from the start of the try that succeeded: a
-	// replayed claim renews the lease it made.
+	// replayed claim renews the lease it made. Retries go on for well over
+	// a lease (see outcomeRetry): a claim whose replies are being lost has
+	// usually been made, and giving up would orphan it.
 	var claimStarted time.Time
 	claimID := fence.NewClaimID()
 	var c *Claimed
-	cctx, ccancel := context.WithTimeout(ctx, w.cfg.LeaseTTL)
+	cctx, ccancel := context.WithTimeout(ctx, w.outcomeRetry())
 	err = retry(cctx, func() error {
 		var err error
 		claimStarted = time.Now()
@@ -130,7 +132,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	// (answered as replays) keep renewing the continuation it claimed, so
 	// giving up early would orphan that claim and cost the node an
 	// attempt. The scripts, not this process, decide if a write counts.
-	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), max(3*w.cfg.LeaseTTL, 30*time.Second))
+	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
 	defer wcancel()
 
 	switch {
@@ -307,6 +309,11 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed, reas
 		}
 	}
 }
+
+// outcomeRetry bounds how long a claim or an attempt's outcome is retried
+// with the same identity after Redis or network errors: well over a lease,
+// since each retry that Redis runs renews the lease it concerns.
+func (w *Worker) outcomeRetry() time.Duration { return max(3*w.cfg.LeaseTTL, 30*time.Second) }
 
 // retry retries op on Redis/network errors (not on a script's answer)
 // until ctx ends. op must carry the same identity (claim id, lease) on every
