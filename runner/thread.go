@@ -15,31 +15,18 @@ import (
 // sweeper calls it for threads whose waiting runs were never started. It
 // returns the run it started, or "".
 func advance(ctx context.Context, store *fence.Store, q enqueuer, thread, who string) (string, error) {
+	p, err := store.Promote(ctx, thread, who)
+	if err != nil || p == nil {
+		return "", err
+	}
 	var errs []error
-	started := ""
-	for {
-		p, err := store.Promote(ctx, thread, who)
-		if err != nil {
-			return started, errors.Join(append(errs, err)...)
-		}
-		if p == nil {
-			return started, errors.Join(errs...)
-		}
-		started = p.Run
-		for i, id := range p.Ready {
-			ref := fence.NodeRef{Thread: thread, Run: p.Run, Node: id}
-			if err := q.enqueue(ctx, ref, p.Queues[i], 1, time.Time{}); err != nil {
-				errs = append(errs, err) // the sweeper delivers it
-			}
-		}
-		// A run with no node able to start (impossible for a valid DAG)
-		// would leave the thread stuck; the loop ends when Promote finds
-		// nothing more to start.
-		info, err := store.GetRun(ctx, p.Run)
-		if err != nil || !terminal(info.Status) {
-			return started, errors.Join(errs...)
+	for i, id := range p.Ready {
+		ref := fence.NodeRef{Thread: thread, Run: p.Run, Node: id}
+		if err := q.enqueue(ctx, ref, p.Queues[i], 1, time.Time{}); err != nil {
+			errs = append(errs, err) // the sweeper delivers it
 		}
 	}
+	return p.Run, errors.Join(errs...)
 }
 
 // terminal reports whether a run status is final.
