@@ -56,7 +56,8 @@ func (c *Client) interruptActive(ctx context.Context, res fence.SubmitResult, ru
 	if res.Status != "QUEUED" || res.Behind == "" || (multitask != "interrupt" && multitask != "rollback") {
 		return nil
 	}
-	_, err := c.store.Cancel(ctx, res.Behind, fmt.Sprintf("%s by run %s", multitask+"ed", run), "client")
+	verb := map[string]string{"interrupt": "interrupted", "rollback": "rolled back"}[multitask]
+	_, err := c.store.Cancel(ctx, res.Behind, fmt.Sprintf("%s by run %s", verb, run), "client")
 	if err != nil && !errors.Is(err, fence.ErrRunDone) {
 		return fmt.Errorf("run %s queued; cancel the active run %s: %w", run, res.Behind, err)
 	}
