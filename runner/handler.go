@@ -32,12 +32,11 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	defer w.active.Done()
 
 	// One claim id for this claim and its retries: a retry after a lost
-	// reply finds its own claim instead of leaving it orphaned. Retries
-	// stop after a lease's time; Asynq then delivers again.
-	// The lease is trusted from the start of the try that succeeded: a
-	// replayed claim renews the lease it made. Retries go on for well over
-	// a lease (see outcomeRetry): a claim whose replies are being lost has
-	// usually been made, and giving up would orphan it.
+	// reply finds its own claim instead of leaving it orphaned. Retries go
+	// on for well over a lease (outcomeRetry), since a claim whose replies
+	// are being lost has usually been made; after that Asynq delivers
+	// again. The lease is trusted from the start of the try that
+	// succeeded: a replayed claim renews the lease it made.
 	var claimStarted time.Time
 	claimID := fence.NewClaimID()
 	var c *Claimed
