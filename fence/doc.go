@@ -26,6 +26,19 @@
 // same claim as Claim makes, in the same atomic step, so a chain of nodes
 // runs without a queue round trip per step and stays fenced.
 //
+// A reply can be lost after its script ran. Every operation is therefore
+// safe to retry with the same identity (ClaimAs's claim id, a Continue's
+// claim id, the lease, a checkpoint's id): each script recognises its own
+// earlier success and answers as the first time, so no claim is made twice
+// or orphaned and no attempt is burnt. IsRefused tells a script's answer,
+// which a retry cannot change, from a Redis or network error, after which
+// the caller retries.
+//
+// Checkpoints (SaveCheckpoint, PutWrites) belong to a thread and outlive
+// its runs; they are fenced like a commit, and accepted only from a run
+// that is its thread's active run. Submit and Promote keep at most one run
+// of a thread active, by its multitask strategy.
+//
 // fence knows Redis and the scripts, never the queue: package runner adapts
 // it to Asynq.
 package fence
