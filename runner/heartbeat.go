@@ -187,7 +187,10 @@ func (h *heartbeater) wasSelfFenced(a *active) bool {
 // finished: from then on nothing it writes is sent.
 func (h *heartbeater) lost(a *active, why string) {
 	h.mu.Lock()
-	if h.leases[a.lease.ClaimID] != a {
+	if h.leases[a.lease.ClaimID] != a || a.lost {
+		// Finished, or lost already: the first reason stands (a
+		// self-fenced attempt whose late renewal is then refused is
+		// still one that stopped trusting its lease).
 		h.mu.Unlock()
 		return
 	}

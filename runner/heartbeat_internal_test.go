@@ -71,3 +71,20 @@ func TestACancelPushedBeforeTheAttemptIsTrackedStillStopsIt(t *testing.T) {
 	require.Equal(t, 1, h.cancelRun(fence.CancelMessage{Run: "r", Incarnation: "i2"}))
 	require.ErrorIs(t, context.Cause(ctx2), ErrRunCancelled)
 }
+
+// An attempt that self-fenced and then has a late renewal refused is still
+// one that stopped trusting its lease: the worker gives its node back, and
+// the handler is cancelled once.
+func TestSelfFencedStaysSelfFenced(t *testing.T) {
+	t.Parallel()
+	h := &heartbeater{ttl: time.Minute, interval: time.Second, leases: map[string]*active{},
+		log: slog.New(slog.NewTextHandler(io.Discard, nil)), m: NewMetrics(nil)}
+	l := fence.Lease{Thread: "r", Run: "r", Node: "n", Owner: "w", Epoch: 1, ClaimID: "c"}
+	cancels := 0
+	a := h.add(l, NewTask(l, "k", nil, 0), time.Now(), func(error) { cancels++ })
+	h.lost(a, selfFencedReason)
+	h.lost(a, "fence: stale epoch")
+	require.True(t, h.wasSelfFenced(a))
+	require.True(t, h.finish(a))
+	require.Equal(t, 1, cancels)
+}
