@@ -73,11 +73,16 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	out = Committed{RunStatus: asString(r[0]), Replay: code == 2}
 	rest := r[1:]
 	if asInt(rest[0]) == 1 {
-		n := rest[1:13]
-		rest = rest[13:]
+		n := rest[1:14]
+		rest = rest[14:]
 		next, err := claimed(NodeRef{Thread: l.Thread, Run: l.Run, Node: asString(n[0])}, l.Owner, claimID,
-			n[1:11], asString(n[11]))
+			n[1:11], asString(n[11]), asString(n[12]))
 		if err != nil {
+			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
+		}
+		// As for a claim: a failed read is retried with the same identity,
+		// and the replayed commit hands the continuation back.
+		if err := s.readDeps(ctx, next); err != nil {
 			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
 		}
 		out.Next = next

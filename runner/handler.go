@@ -110,6 +110,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	l := c.Lease
 	log := w.log.With("run_id", l.Run, "node_id", l.Node, "epoch", l.Epoch, "attempt", l.Attempt)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
+	task.Deps = c.DepResults
 
 	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
 	defer cancel(nil)
@@ -167,6 +168,13 @@ func (w *Worker) execute(ctx context.Context, c *Claimed, task *Task) (result js
 	if !ok {
 		return nil, Permanent(fmt.Errorf("unknown node kind %q (registered: %v)", c.Kind, w.kindNames()))
 	}
+	// Input references to dependencies' results are resolved once, before
+	// the kind sees the input; one that does not resolve never will.
+	in, err := ResolveRefs(task.Input, task.Deps)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("node %s: %w", c.Node, err))
+	}
+	task.Input = in
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, fmt.Errorf("node timeout %s exceeded", c.Timeout))
