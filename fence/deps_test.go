@@ -65,7 +65,9 @@ func TestClaimRefusesAKindTheWorkerLacks(t *testing.T) {
 		require.ErrorIs(t, err, fence.ErrKindNotServed)
 		var ke *fence.KindError
 		require.True(t, errors.As(err, &ke))
-		require.Equal(t, fence.KindError{Kind: "noop", Queue: "default"}, *ke)
+		require.Equal(t, "noop", ke.Kind)
+		require.Equal(t, "default", ke.Queue)
+		require.WithinDuration(t, tb.redisNow(t), ke.ReadyAt, time.Minute)
 		require.True(t, fence.IsRefused(err))
 		n := tb.nodeInfo(t, "route", "a")
 		require.Equal(t, "READY", n.State)

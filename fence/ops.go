@@ -155,7 +155,10 @@ type Claimed struct {
 // KindError is returned (wrapping ErrKindNotServed) when the claiming
 // worker does not run the node's kind: the node is left as it was, for a
 // worker that does.
-type KindError struct{ Kind, Queue string }
+type KindError struct {
+	Kind, Queue string
+	ReadyAt     time.Time // when the node became READY, Redis time
+}
 
 func (e *KindError) Error() string {
 	return fmt.Sprintf("%v: kind %s on queue %s", ErrKindNotServed, e.Kind, e.Queue)
@@ -223,7 +226,8 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 	case errors.Is(err, ErrNotDue):
 		return nil, fmt.Errorf("claim %s: %w", n, &NotDueError{ReadyAt: time.UnixMilli(asInt(r[0]))})
 	case errors.Is(err, ErrKindNotServed):
-		return nil, fmt.Errorf("claim %s: %w", n, &KindError{Kind: asString(r[0]), Queue: asString(r[1])})
+		return nil, fmt.Errorf("claim %s: %w", n, &KindError{Kind: asString(r[0]), Queue: asString(r[1]),
+			ReadyAt: time.UnixMilli(asInt(r[2]))})
 	case errors.Is(err, ErrAttemptsExhausted), errors.Is(err, ErrRunCancelled):
 		e := &ExpiredError{Err: err, Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node,
 			Epoch: asInt(r[0]), ClaimID: asString(r[1]), Owner: asString(r[2])}}

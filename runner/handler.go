@@ -43,7 +43,7 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	err = retry(cctx, func() error {
 		var err error
 		claimStarted = time.Now()
-		c, err = w.store.ClaimAs(cctx, ref, w.cfg.ID, claimID, w.cfg.LeaseTTL, w.cfg.Grace)
+		c, err = w.store.ClaimKinds(cctx, ref, w.cfg.ID, claimID, w.cont.Kinds, w.cfg.LeaseTTL, w.cfg.Grace)
 		return err
 	})
 	ccancel()
@@ -84,6 +84,13 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 	case errors.Is(err, fence.ErrNotDue):
 		w.m.Claims.WithLabelValues("not_due").Inc()
 		return err // Asynq redelivers when due (retryDelay)
+	case errors.Is(err, fence.ErrKindNotServed):
+		// Routing: the node waits for a worker that runs its kind. The
+		// delivery goes back to the queue, later the longer the node has
+		// waited (retryDelay), and is not counted as a failure.
+		w.m.Claims.WithLabelValues("wrong_kind").Inc()
+		w.log.Debug("claim_refused", "run_id", ref.Run, "node_id", ref.Node, "reason", err)
+		return err
 	case errors.As(err, &expired):
 		w.m.Claims.WithLabelValues("expired").Inc()
 		end, xerr := w.store.Expire(ctx, expired, w.cfg.ID, w.cfg.Grace)

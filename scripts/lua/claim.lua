@@ -42,8 +42,9 @@ Returns
          mode "expire") instead of claiming it
   {-7, epoch, claim_id, owner, descendants_json}
          the expired owner's run was cancelled: end the node the same way
-  {-8, kind, queue}  the node's kind is not in ARGV[8]: nothing changed, no
-         attempt counted; a worker that runs the kind must claim it
+  {-8, kind, queue, ready_at_ms}
+         the node's kind is not in ARGV[8]: nothing changed, no attempt
+         counted; a worker that runs the kind must claim it
   -1  node missing
   -3  node terminal (SUCCEEDED, FAILED, CANCELLED)
   -5  node BLOCKED on dependencies
@@ -87,7 +88,7 @@ elseif state == 'RUNNING' then
 end
 -- Routing: a worker that cannot run the kind leaves the node as it is.
 if kinds ~= '' and not string.find(kinds, ',' .. f[11] .. ',', 1, true) then
-  return {-8, f[11], f[12]}
+  return {-8, f[11], f[12], tonumber(f[2]) or 0}
 end
 if state == 'RUNNING' then
   local leaseUntil = tonumber(f[3])
