@@ -124,3 +124,34 @@ func resolveRef(obj map[string]any, ref any, deps map[string]json.RawMessage) (a
 	}
 	return v, nil
 }
+
+// depRefs lists the node ids that input's reference objects name.
+func depRefs(input json.RawMessage) []string {
+	if !bytes.Contains(input, []byte(`"`+refKey+`"`)) {
+		return nil
+	}
+	var v any
+	if json.Unmarshal(input, &v) != nil {
+		return nil // the kind reports an input that is not JSON
+	}
+	var out []string
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if id, ok := x[refKey].(string); ok {
+				out = append(out, id)
+				return
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+	return out
+}

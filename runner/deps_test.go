@@ -115,3 +115,16 @@ func TestUnresolvedReferenceFailsTheNode(t *testing.T) {
 	}
 	require.Zero(t, rec.count("b"), "the kind never ran")
 }
+
+// A reference to a node that is not a direct dependency is refused at
+// submit, naming the field.
+func TestSubmitRefusesAReferenceOutsideTheDeps(t *testing.T) {
+	t.Parallel()
+	s, err := runner.ParseSpec([]byte(`{"nodes":[{"id":"a","kind":"noop"},{"id":"b","kind":"noop"},
+		{"id":"c","kind":"noop","deps":["a"],"input":{"x":[{"$dep":"a"},{"$dep":"b","path":"y"}]}}]}`))
+	require.NoError(t, err)
+	err = s.Validate(runner.Limits{})
+	require.ErrorIs(t, err, runner.ErrInvalidSpec)
+	require.Contains(t, err.Error(), `nodes[2].input: refers to "b" ({"$dep": ...}), which is not in its deps`)
+	require.NotContains(t, err.Error(), `"a"`)
+}
