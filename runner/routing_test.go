@@ -171,4 +171,7 @@ func TestUnservedNodeWaitsAndRunsWhenARunnerStarts(t *testing.T) {
 	require.Equal(t, int64(1), info.Nodes[0].Attempt)
 	require.Empty(t, info.Nodes[0].Waiting)
 	require.Equal(t, 1, logs.count("node_unserved"), "one warning per node, not per retry or per runner")
+	waitFor(t, 15*time.Second, "the gauge to forget the node", func() bool {
+		return gaugeValue(t, ms[0].NodesUnserved)+gaugeValue(t, ms[1].NodesUnserved) == 0
+	})
 }

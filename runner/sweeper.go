@@ -85,6 +85,7 @@ func (s *sweeper) withdraw(ctx context.Context) {
 // sweep runs passes until nothing more is due.
 func (s *sweeper) sweep(ctx context.Context) {
 	s.advertise(ctx)
+	defer s.forgetServed()
 	s.retain(ctx)
 	s.trim(ctx)
 	s.startQueued(ctx)
@@ -221,10 +222,14 @@ func (s *sweeper) reportUnserved(ctx context.Context, refs []fence.NodeRef, peek
 				"reason", "waiting: "+why)
 		}
 	}
-	// A node is looked at again after the READY threshold: one not seen
-	// for two of those was claimed or finished.
+}
+
+// forgetServed drops from the gauge the nodes not found unserved again: a
+// READY node is handed to a sweeper again after each READY threshold, so
+// one not seen for two of those was claimed or has finished.
+func (s *sweeper) forgetServed() {
 	for r, at := range s.unserved {
-		if now.Sub(at) > 2*s.opts.Threshold+s.interval {
+		if time.Since(at) > 2*s.opts.Threshold+s.interval {
 			delete(s.unserved, r)
 		}
 	}
