@@ -54,6 +54,28 @@ func TestClaimReadsDependencyResults(t *testing.T) {
 	})
 }
 
+// A continuation gets the committing node's result without reading it
+// back, and its other deps' results read from Redis; a replayed commit
+// hands back the same values.
+func TestContinuationReadsItsOtherDependencies(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("join", node("a"), node("b"), node("c", "a", "b")))
+		tb.commit(t, tb.claim(t, "join", "a", "w", longTTL), `"from a"`)
+		b := tb.claim(t, "join", "b", "w", longTTL)
+		cont := serveAll()
+		res, err := tb.store.CommitContinue(tb.ctx, b.Lease, []byte(`"from b"`), b.Dependents, cont)
+		require.NoError(t, err)
+		require.NotNil(t, res.Next)
+		want := map[string]json.RawMessage{"a": json.RawMessage(`"from a"`), "b": json.RawMessage(`"from b"`)}
+		require.Equal(t, want, res.Next.DepResults)
+		again, err := tb.store.CommitContinue(tb.ctx, b.Lease, []byte(`"from b"`), b.Dependents, cont)
+		require.NoError(t, err)
+		require.True(t, again.Replay)
+		require.Equal(t, want, again.Next.DepResults)
+	})
+}
+
 // A worker that does not run a node's kind is refused without changing
 // the node: no epoch, no attempt, no event; a worker that runs it claims it.
 func TestClaimRefusesAKindTheWorkerLacks(t *testing.T) {

@@ -245,7 +245,7 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 	got.PrevOwner = asString(r[10])
 	// A failed read returns an error the caller retries with the same
 	// claim id: the claim is replayed and the results read again.
-	if err := s.readDeps(ctx, got); err != nil {
+	if err := s.readDeps(ctx, got, nil); err != nil {
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
 	return got, nil
@@ -261,20 +261,34 @@ func kindList(kinds []string) string {
 
 // readDeps reads the committed results of c's direct dependencies in one
 // pipeline (one round trip whatever their number; none without deps).
-func (s *Store) readDeps(ctx context.Context, c *Claimed) error {
+// known holds results the caller has already (a commit's own, for its
+// continuation); they are not read again, so a chain's continuation reads
+// nothing.
+func (s *Store) readDeps(ctx context.Context, c *Claimed, known map[string]json.RawMessage) error {
 	if len(c.Deps) == 0 {
 		return nil
 	}
+	c.DepResults = make(map[string]json.RawMessage, len(c.Deps))
+	var read []string
+	for _, d := range c.Deps {
+		if r, ok := known[d]; ok {
+			c.DepResults[d] = r
+		} else {
+			read = append(read, d)
+		}
+	}
+	if len(read) == 0 {
+		return nil
+	}
 	pipe := s.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, len(c.Deps))
-	for i, d := range c.Deps {
+	cmds := make([]*redis.StringCmd, len(read))
+	for i, d := range read {
 		cmds[i] = pipe.HGet(ctx, s.keys.Node(c.Thread, c.Run, d), "result")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("reading dependency results: %w", err)
 	}
-	c.DepResults = make(map[string]json.RawMessage, len(c.Deps))
-	for i, d := range c.Deps {
+	for i, d := range read {
 		res := cmds[i].Val()
 		if res == "" {
 			res = "null" // a committed result is never empty; keep the map total

@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -80,9 +81,16 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 		if err != nil {
 			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
 		}
-		// As for a claim: a failed read is retried with the same identity,
-		// and the replayed commit hands the continuation back.
-		if err := s.readDeps(ctx, next); err != nil {
+		// The committed result is this commit's own: only the
+		// continuation's other deps are read (a replay reads them all, the
+		// stored result being the first try's). As for a claim, a failed
+		// read is retried with the same identity, and the replayed commit
+		// hands the continuation back.
+		var known map[string]json.RawMessage
+		if !out.Replay {
+			known = map[string]json.RawMessage{l.Node: json.RawMessage(result)}
+		}
+		if err := s.readDeps(ctx, next, known); err != nil {
 			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
 		}
 		out.Next = next

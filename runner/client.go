@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -29,7 +30,16 @@ type Client struct {
 	store  *fence.Store
 	asynq  *asynq.Client
 	limits Limits
+
+	// The live runners as Submit last read them, for its warnings: a
+	// burst of submits reads the listing once a second, not per run.
+	liveMu sync.Mutex
+	live   []fence.WorkerInfo
+	liveAt time.Time
 }
+
+// liveFor is how long Submit reuses the listing of live runners.
+const liveFor = time.Second
 
 // NewClient returns a Client over cfg.Redis.
 func NewClient(cfg ClientConfig) (*Client, error) {
@@ -59,8 +69,9 @@ type Submitted struct {
 	Behind string `json:"behind,omitempty"`
 	// Warnings say what the run will wait for: a kind or queue that no
 	// live runner serves ("no runner serves kind summarize on queue
-	// default"). The run is stored all the same; its nodes wait READY
-	// until a runner that serves them starts.
+	// default"), as the listing read at most a second ago says. The run is
+	// stored all the same; its nodes wait READY until a runner that serves
+	// them starts.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
@@ -160,10 +171,16 @@ func (c *Client) Workers(ctx context.Context) ([]fence.WorkerInfo, error) {
 // runner serves, once each. A failed read of the listing is no reason to
 // refuse a run: it gives no warning.
 func (c *Client) unservedWarnings(ctx context.Context, nodes []fence.NodeSpec) []string {
-	live, err := c.store.Workers(ctx)
-	if err != nil {
-		return nil
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if c.live == nil || time.Since(c.liveAt) > liveFor {
+		live, err := c.store.Workers(ctx)
+		if err != nil {
+			return nil
+		}
+		c.live, c.liveAt = live, time.Now()
 	}
+	live := c.live
 	var out []string
 	seen := map[string]bool{}
 	for _, n := range nodes {
