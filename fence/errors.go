@@ -30,6 +30,9 @@ var (
 	// ErrRunCancelled: the expired owner's run was cancelled; the node must
 	// be ended (Store.Expire), not claimed again.
 	ErrRunCancelled = errors.New("fence: run cancelled")
+	// ErrKindNotServed: the claiming worker does not run the node's kind
+	// (see KindError); nothing changed and no attempt was counted.
+	ErrKindNotServed = errors.New("fence: kind not served")
 	// ErrStaleEpoch: the write carries an epoch older than the node's; another
 	// worker claimed the node since.
 	ErrStaleEpoch = errors.New("fence: stale epoch")
@@ -70,6 +73,7 @@ var codeErrors = map[int64]error{
 	-5:  ErrNodeBlocked,
 	-6:  ErrAttemptsExhausted,
 	-7:  ErrRunCancelled,
+	-8:  ErrKindNotServed,
 	-10: ErrStaleEpoch,
 	-11: ErrNotOwner,
 	-12: ErrNotRunning,

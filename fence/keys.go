@@ -89,3 +89,14 @@ func ParseRef(ref string) (thread, run, node string, ok bool) {
 	}
 	return parts[0], parts[1], parts[2], true
 }
+
+// Workers indexes the runners that advertise themselves (id -> ms when
+// the advertisement expires). A listing aid, never authority.
+func (k Keys) Workers() string { return k.prefix() + ":workers" }
+
+// Worker is one runner's advertisement (JSON, with a TTL).
+func (k Keys) Worker(id string) string { return k.prefix() + ":workers:" + id }
+
+// Unserved marks a node that was reported as served by no live runner, so
+// the fleet warns about it once.
+func (k Keys) Unserved(ref string) string { return k.prefix() + ":unserved:" + ref }

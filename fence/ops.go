@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -142,7 +143,27 @@ type Claimed struct {
 	// PrevOwner is set when this claim took the node over from a worker
 	// whose lease had expired.
 	PrevOwner string
+	// Deps are the node's direct dependencies and DepResults their
+	// committed results, by id (nil when the node has none). They are read
+	// right after the claim: a dependency is SUCCEEDED before its dependent
+	// can be claimed and its result never changes again, so every attempt
+	// and every takeover of the node sees the same values.
+	Deps       []string
+	DepResults map[string]json.RawMessage
 }
+
+// KindError is returned (wrapping ErrKindNotServed) when the claiming
+// worker does not run the node's kind: the node is left as it was, for a
+// worker that does.
+type KindError struct {
+	Kind, Queue string
+	ReadyAt     time.Time // when the node became READY, Redis time
+}
+
+func (e *KindError) Error() string {
+	return fmt.Sprintf("%v: kind %s on queue %s", ErrKindNotServed, e.Kind, e.Queue)
+}
+func (e *KindError) Unwrap() error { return ErrKindNotServed }
 
 // NotDueError is returned (wrapping ErrNotDue) when the node is READY but
 // its retry backoff runs until ReadyAt.
@@ -179,7 +200,15 @@ func (s *Store) Claim(ctx context.Context, n NodeRef, owner string, ttl, grace t
 // the same id after a reply was lost, it finds its own earlier claim and
 // returns it again: the node is not claimed twice, no attempt is counted
 // twice, and no claim is left that nobody holds.
-func (s *Store) ClaimAs(ctx context.Context, n NodeRef, owner, claimID string, ttl, grace time.Duration) (c *Claimed, err error) {
+func (s *Store) ClaimAs(ctx context.Context, n NodeRef, owner, claimID string, ttl, grace time.Duration) (*Claimed, error) {
+	return s.ClaimKinds(ctx, n, owner, claimID, nil, ttl, grace)
+}
+
+// ClaimKinds is ClaimAs for a worker that runs only kinds: a node of another
+// kind is refused with a *KindError (wrapping ErrKindNotServed) without
+// counting an attempt. No kinds: any kind.
+func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string, kinds []string,
+	ttl, grace time.Duration) (c *Claimed, err error) {
 	defer s.observe("claim", Lease{Thread: n.Thread, Run: n.Run, Node: n.Node, Owner: owner, ClaimID: claimID},
 		time.Now(), &err, func(o *Op) {
 			if c != nil {
@@ -188,7 +217,7 @@ func (s *Store) ClaimAs(ctx context.Context, n NodeRef, owner, claimID string, t
 		})
 	keys := []string{s.keys.Node(n.Thread, n.Run, n.Node), s.keys.Run(n.Thread, n.Run),
 		s.keys.Events(n.Thread, n.Run), s.keys.Leases(), s.keys.Ready()}
-	v, err := s.run(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen)
+	v, err := s.run(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds))
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
@@ -196,6 +225,9 @@ func (s *Store) ClaimAs(ctx context.Context, n NodeRef, owner, claimID string, t
 	switch {
 	case errors.Is(err, ErrNotDue):
 		return nil, fmt.Errorf("claim %s: %w", n, &NotDueError{ReadyAt: time.UnixMilli(asInt(r[0]))})
+	case errors.Is(err, ErrKindNotServed):
+		return nil, fmt.Errorf("claim %s: %w", n, &KindError{Kind: asString(r[0]), Queue: asString(r[1]),
+			ReadyAt: time.UnixMilli(asInt(r[2]))})
 	case errors.Is(err, ErrAttemptsExhausted), errors.Is(err, ErrRunCancelled):
 		e := &ExpiredError{Err: err, Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node,
 			Epoch: asInt(r[0]), ClaimID: asString(r[1]), Owner: asString(r[2])}}
@@ -203,21 +235,74 @@ func (s *Store) ClaimAs(ctx context.Context, n NodeRef, owner, claimID string, t
 		return nil, fmt.Errorf("claim %s: %w", n, e)
 	case err != nil:
 		return nil, fmt.Errorf("claim %s: %w", n, err)
-	case code != 1 || len(r) < 12:
+	case code != 1 || len(r) < 13:
 		return nil, fmt.Errorf("claim %s: unexpected reply %v", n, v)
 	}
-	got, err := claimed(n, owner, claimID, r[:10], asString(r[11]))
+	got, err := claimed(n, owner, claimID, r[:10], asString(r[11]), asString(r[12]))
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
 	got.PrevOwner = asString(r[10])
+	// A failed read returns an error the caller retries with the same
+	// claim id: the claim is replayed and the results read again.
+	if err := s.readDeps(ctx, got, nil); err != nil {
+		return nil, fmt.Errorf("claim %s: %w", n, err)
+	}
 	return got, nil
+}
+
+// kindList is kinds as the scripts take them: ",k1,k2,", or "" for any.
+func kindList(kinds []string) string {
+	if len(kinds) == 0 {
+		return ""
+	}
+	return "," + strings.Join(kinds, ",") + ","
+}
+
+// readDeps reads the committed results of c's direct dependencies in one
+// pipeline (one round trip whatever their number; none without deps).
+// known holds results the caller has already (a commit's own, for its
+// continuation); they are not read again, so a chain's continuation reads
+// nothing.
+func (s *Store) readDeps(ctx context.Context, c *Claimed, known map[string]json.RawMessage) error {
+	if len(c.Deps) == 0 {
+		return nil
+	}
+	c.DepResults = make(map[string]json.RawMessage, len(c.Deps))
+	var read []string
+	for _, d := range c.Deps {
+		if r, ok := known[d]; ok {
+			c.DepResults[d] = r
+		} else {
+			read = append(read, d)
+		}
+	}
+	if len(read) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(read))
+	for i, d := range read {
+		cmds[i] = pipe.HGet(ctx, s.keys.Node(c.Thread, c.Run, d), "result")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("reading dependency results: %w", err)
+	}
+	for i, d := range read {
+		res := cmds[i].Val()
+		if res == "" {
+			res = "null" // a committed result is never empty; keep the map total
+		}
+		c.DepResults[d] = json.RawMessage(res)
+	}
+	return nil
 }
 
 // claimed decodes what claim.lua (and commit.lua for a continuation)
 // return for a claim: epoch, attempt, lease_until, kind, queue, input,
-// timeout, max_attempts, dependents, descendants.
-func claimed(n NodeRef, owner, claimID string, r []any, inc string) (*Claimed, error) {
+// timeout, max_attempts, dependents, descendants; then the incarnation and
+// the deps list.
+func claimed(n NodeRef, owner, claimID string, r []any, inc, deps string) (*Claimed, error) {
 	c := &Claimed{
 		Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node, Incarnation: inc, Epoch: asInt(r[0]),
 			Attempt: asInt(r[1]), ClaimID: claimID, Owner: owner, Until: time.UnixMilli(asInt(r[2]))},
@@ -229,6 +314,9 @@ func claimed(n NodeRef, owner, claimID string, r []any, inc string) (*Claimed, e
 	}
 	if err := json.Unmarshal([]byte(asString(r[9])), &c.Descendants); err != nil {
 		return nil, fmt.Errorf("descendants: %w", err)
+	}
+	if err := json.Unmarshal([]byte(cmp.Or(deps, "[]")), &c.Deps); err != nil {
+		return nil, fmt.Errorf("deps: %w", err)
 	}
 	return c, nil
 }

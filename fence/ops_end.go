@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -73,11 +74,23 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	out = Committed{RunStatus: asString(r[0]), Replay: code == 2}
 	rest := r[1:]
 	if asInt(rest[0]) == 1 {
-		n := rest[1:13]
-		rest = rest[13:]
+		n := rest[1:14]
+		rest = rest[14:]
 		next, err := claimed(NodeRef{Thread: l.Thread, Run: l.Run, Node: asString(n[0])}, l.Owner, claimID,
-			n[1:11], asString(n[11]))
+			n[1:11], asString(n[11]), asString(n[12]))
 		if err != nil {
+			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
+		}
+		// The committed result is this commit's own: only the
+		// continuation's other deps are read (a replay reads them all, the
+		// stored result being the first try's). As for a claim, a failed
+		// read is retried with the same identity, and the replayed commit
+		// hands the continuation back.
+		var known map[string]json.RawMessage
+		if !out.Replay {
+			known = map[string]json.RawMessage{l.Node: json.RawMessage(result)}
+		}
+		if err := s.readDeps(ctx, next, known); err != nil {
 			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
 		}
 		out.Next = next

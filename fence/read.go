@@ -43,6 +43,10 @@ type NodeInfo struct {
 	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
 	StartedAt   *time.Time      `json:"started_at,omitempty"`  // of the last attempt
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"` // when it became terminal
+	// Waiting says why a READY node is not running, when the reader knows
+	// (runner.Client.Status: "waiting: no runner serves kind summarize on
+	// queue default").
+	Waiting string `json:"waiting,omitempty"`
 }
 
 // Locate returns the thread a run lives under, or ErrNotFound.
@@ -240,6 +244,7 @@ type NodePeek struct {
 	State   string
 	Queue   string
 	Attempt int64
+	Kind    string
 }
 
 // Peek reads state, queue and attempt of many nodes in one pipeline.
@@ -247,7 +252,7 @@ func (s *Store) Peek(ctx context.Context, refs []NodeRef) ([]NodePeek, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(refs))
 	for i, r := range refs {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Node(r.Thread, r.Run, r.Node), "state", "queue", "attempt")
+		cmds[i] = pipe.HMGet(ctx, s.keys.Node(r.Thread, r.Run, r.Node), "state", "queue", "attempt", "kind")
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("peek: %w", err)
@@ -255,7 +260,8 @@ func (s *Store) Peek(ctx context.Context, refs []NodeRef) ([]NodePeek, error) {
 	out := make([]NodePeek, len(refs))
 	for i := range refs {
 		v := cmds[i].Val()
-		out[i] = NodePeek{State: asString(v[0]), Queue: asString(v[1]), Attempt: asInt(asString(v[2]))}
+		out[i] = NodePeek{State: asString(v[0]), Queue: asString(v[1]), Attempt: asInt(asString(v[2])),
+			Kind: asString(v[3])}
 	}
 	return out, nil
 }

@@ -77,8 +77,8 @@ func TestPeek(t *testing.T) {
 		got, err := tb.store.Peek(tb.ctx, []fence.NodeRef{ref("pk", "a"), ref("pk", "b"), ref("pk", "gone")})
 		require.NoError(t, err)
 		require.Equal(t, []fence.NodePeek{
-			{State: "RUNNING", Queue: "default", Attempt: 1},
-			{State: "BLOCKED", Queue: "critical", Attempt: 0},
+			{State: "RUNNING", Queue: "default", Attempt: 1, Kind: "noop"},
+			{State: "BLOCKED", Queue: "critical", Attempt: 0, Kind: "noop"},
 			{},
 		}, got)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -29,7 +30,16 @@ type Client struct {
 	store  *fence.Store
 	asynq  *asynq.Client
 	limits Limits
+
+	// The live runners as Submit last read them, for its warnings: a
+	// burst of submits reads the listing once a second, not per run.
+	liveMu sync.Mutex
+	live   []fence.WorkerInfo
+	liveAt time.Time
 }
+
+// liveFor is how long Submit reuses the listing of live runners.
+const liveFor = time.Second
 
 // NewClient returns a Client over cfg.Redis.
 func NewClient(cfg ClientConfig) (*Client, error) {
@@ -57,6 +67,12 @@ type Submitted struct {
 	Created bool   `json:"created"` // false: the same run existed already
 	// Behind is the thread's active run this run is QUEUED behind.
 	Behind string `json:"behind,omitempty"`
+	// Warnings say what the run will wait for: a kind or queue that no
+	// live runner serves ("no runner serves kind summarize on queue
+	// default"), as the listing read at most a second ago says. The run is
+	// stored all the same; its nodes wait READY until a runner that serves
+	// them starts.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Submit validates spec, stores the run atomically and enqueues its ready
@@ -90,6 +106,7 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if res.Thread != runID {
 		out.Thread = res.Thread
 	}
+	out.Warnings = c.unservedWarnings(ctx, nodes)
 	queues := make(map[string]string, len(nodes))
 	for _, n := range nodes {
 		queues[n.ID] = n.Queue
@@ -118,12 +135,62 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	return out, nil
 }
 
-// Status returns the run with its nodes, or fence.ErrNotFound.
+// Status returns the run with its nodes, or fence.ErrNotFound. A READY
+// node that no live runner serves says so in its Waiting field.
 func (c *Client) Status(ctx context.Context, run string) (*fence.RunInfo, error) {
 	if err := fence.ValidateID("run id", run); err != nil {
 		return nil, err
 	}
-	return c.store.GetRun(ctx, run)
+	info, err := c.store.GetRun(ctx, run)
+	if err != nil {
+		return nil, err
+	}
+	var live []fence.WorkerInfo
+	for i, n := range info.Nodes {
+		if n.State != "READY" {
+			continue
+		}
+		if live == nil {
+			if live, err = c.store.Workers(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if why := fence.Unserved(live, n.Kind, n.Queue); why != "" {
+			info.Nodes[i].Waiting = "waiting: " + why
+		}
+	}
+	return info, nil
+}
+
+// Workers lists the live runners with the kinds and queues they serve.
+func (c *Client) Workers(ctx context.Context) ([]fence.WorkerInfo, error) {
+	return c.store.Workers(ctx)
+}
+
+// unservedWarnings lists the (kind, queue) pairs of nodes that no live
+// runner serves, once each. A failed read of the listing is no reason to
+// refuse a run: it gives no warning.
+func (c *Client) unservedWarnings(ctx context.Context, nodes []fence.NodeSpec) []string {
+	c.liveMu.Lock()
+	defer c.liveMu.Unlock()
+	if c.live == nil || time.Since(c.liveAt) > liveFor {
+		live, err := c.store.Workers(ctx)
+		if err != nil {
+			return nil
+		}
+		c.live, c.liveAt = live, time.Now()
+	}
+	live := c.live
+	var out []string
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		why := fence.Unserved(live, n.Kind, n.Queue)
+		if why != "" && !seen[why] {
+			seen[why] = true
+			out = append(out, why)
+		}
+	}
+	return out
 }
 
 // Events returns up to count of the run's events after the event id after

@@ -44,7 +44,7 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	err = retry(cctx, func() error {
 		var err error
 		claimStarted = time.Now()
-		c, err = w.store.ClaimAs(cctx, ref, w.cfg.ID, claimID, w.cfg.LeaseTTL, w.cfg.Grace)
+		c, err = w.store.ClaimKinds(cctx, ref, w.cfg.ID, claimID, w.cont.Kinds, w.cfg.LeaseTTL, w.cfg.Grace)
 		return err
 	})
 	ccancel()
@@ -85,6 +85,13 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 	case errors.Is(err, fence.ErrNotDue):
 		w.m.Claims.WithLabelValues("not_due").Inc()
 		return err // Asynq redelivers when due (retryDelay)
+	case errors.Is(err, fence.ErrKindNotServed):
+		// Routing: the node waits for a worker that runs its kind. The
+		// delivery goes back to the queue, later the longer the node has
+		// waited (retryDelay), and is not counted as a failure.
+		w.m.Claims.WithLabelValues("wrong_kind").Inc()
+		w.log.Debug("claim_refused", "run_id", ref.Run, "node_id", ref.Node, "reason", err)
+		return err
 	case errors.As(err, &expired):
 		w.m.Claims.WithLabelValues("expired").Inc()
 		end, xerr := w.store.Expire(ctx, expired, w.cfg.ID, w.cfg.Grace)
@@ -111,6 +118,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 	l := c.Lease
 	log := w.log.With("run_id", l.Run, "node_id", l.Node, "epoch", l.Epoch, "attempt", l.Attempt)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
+	task.Deps = c.DepResults
 
 	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
 	defer cancel(nil)
@@ -168,6 +176,13 @@ func (w *Worker) execute(ctx context.Context, c *Claimed, task *Task) (result js
 	if !ok {
 		return nil, Permanent(fmt.Errorf("unknown node kind %q (registered: %v)", c.Kind, w.kindNames()))
 	}
+	// Input references to dependencies' results are resolved once, before
+	// the kind sees the input; one that does not resolve never will.
+	in, err := ResolveRefs(task.Input, task.Deps)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("node %s: %w", c.Node, err))
+	}
+	task.Input = in
 	if c.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, c.Timeout, fmt.Errorf("node timeout %s exceeded", c.Timeout))

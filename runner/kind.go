@@ -36,6 +36,9 @@ type Task struct {
 	Kind    string
 	Input   json.RawMessage
 	Timeout time.Duration // the node's timeout; zero: none. ctx carries it too.
+	// Deps are the committed results of the node's direct dependencies, by
+	// id; nil when it has none. See DepResult.
+	Deps map[string]json.RawMessage
 
 	// ckpt saves and reads checkpoints (checkpoint.go); nil outside a worker.
 	ckpt     *checkpointer

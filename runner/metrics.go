@@ -12,6 +12,7 @@ type Metrics struct {
 	Releases       prometheus.Counter
 	Running        prometheus.Gauge
 	SweeperActions *prometheus.CounterVec // by action
+	NodesUnserved  prometheus.Gauge
 	HeartbeatRTT   prometheus.Histogram
 	LeaseLeft      prometheus.Histogram
 	PoisonTasks    prometheus.Counter
@@ -22,7 +23,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_claims_total",
-			Help: "Claims by outcome: claimed, takeover, continued (claimed by the predecessor's commit), busy, done, blocked, not_due, expired, missing, error."}, []string{"outcome"}),
+			Help: "Claims by outcome: claimed, takeover, continued (claimed by the predecessor's commit), busy, done, blocked, not_due, wrong_kind (refused: this worker lacks the node's kind), expired, missing, error."}, []string{"outcome"}),
 		Commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_total",
 			Help: "Nodes committed as SUCCEEDED by this worker."}),
 		StaleRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_stale_writes_rejected_total",
@@ -35,6 +36,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Leases released on shutdown for another worker to resume."}),
 		Running: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_nodes_running",
 			Help: "Nodes this worker is running now."}),
+		NodesUnserved: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_nodes_unserved",
+			Help: "READY nodes this runner's sweeper found waiting for a kind and queue that no live runner serves (sum over runners)."}),
 		SweeperActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_sweeper_actions_total",
 			Help: "Nodes the sweeper re-enqueued, by action: expired_lease, stale_ready."}, []string{"action"}),
 		HeartbeatRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_heartbeat_rtt_seconds",
@@ -46,7 +49,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.Claims, m.Commits, m.StaleRejected, m.Takeovers, m.Failures, m.Releases,
-			m.Running, m.SweeperActions, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks)
+			m.Running, m.SweeperActions, m.NodesUnserved, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks)
 	}
 	return m
 }

@@ -266,6 +266,13 @@ func (s *RunSpec) Validate(lim Limits) error {
 			}
 			seen[d] = true
 		}
+		// An input reference to a node that is not a direct dependency
+		// could never resolve: refuse it now rather than fail the node.
+		for _, ref := range depRefs(n.Input) {
+			if !seen[ref] {
+				bad(fmt.Sprintf("nodes[%d].input", i), "refers to %s ({\"$dep\": ...}), which is not in its deps", quote(ref))
+			}
+		}
 	}
 	if p.empty() {
 		if cycle := findCycle(s.Nodes, index); cycle != nil {

@@ -25,6 +25,16 @@ type sweeper struct {
 
 	retention time.Duration // negative: runs are kept forever
 	trimmed   time.Time     // when the run listing was last trimmed
+
+	// The runner's advertisement (kinds and queues), refreshed every
+	// adTTL/3 and live for adTTL: what `enqueue workers` lists and what
+	// tells a node nobody serves.
+	self       fence.WorkerInfo
+	adTTL      time.Duration
+	advertised time.Time
+	// unserved holds the stale READY nodes last found served by no live
+	// runner, with when: the baton_nodes_unserved gauge.
+	unserved map[string]time.Time
 }
 
 func (s *sweeper) start(ctx context.Context) {
@@ -46,8 +56,36 @@ func (s *sweeper) start(ctx context.Context) {
 
 func (s *sweeper) wait() { s.wg.Wait() }
 
+// advertise refreshes the runner's advertisement when a third of its TTL
+// has passed.
+func (s *sweeper) advertise(ctx context.Context) {
+	if s.self.ID == "" || time.Since(s.advertised) < s.adTTL/3 {
+		return
+	}
+	s.self.SeenAt = time.Now()
+	if err := s.store.Advertise(ctx, s.self, s.adTTL); err != nil {
+		if ctx.Err() == nil {
+			s.log.Warn("advertise_failed", "err", err)
+		}
+		return
+	}
+	s.advertised = s.self.SeenAt
+}
+
+// withdraw removes the advertisement of a runner that stops.
+func (s *sweeper) withdraw(ctx context.Context) {
+	if s.self.ID == "" {
+		return
+	}
+	if err := s.store.Withdraw(ctx, s.self.ID); err != nil {
+		s.log.Warn("withdraw_failed", "err", err)
+	}
+}
+
 // sweep runs passes until nothing more is due.
 func (s *sweeper) sweep(ctx context.Context) {
+	s.advertise(ctx)
+	defer s.forgetServed()
 	s.retain(ctx)
 	s.trim(ctx)
 	s.startQueued(ctx)
@@ -75,6 +113,9 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 	if err != nil {
 		s.log.Warn("sweep_failed", "err", err)
 		return
+	}
+	if action == "stale_ready" {
+		s.reportUnserved(ctx, refs, peeks)
 	}
 	for i, ref := range refs {
 		p := peeks[i]
@@ -145,4 +186,52 @@ func (s *sweeper) trim(ctx context.Context) {
 	} else if n > 0 {
 		s.log.Info("runs_trimmed", "count", n)
 	}
+}
+
+// reportUnserved checks stale READY nodes against the live runners: one
+// that no runner serves is counted in baton_nodes_unserved and warned about
+// once per node, whichever runner's sweeper finds it first.
+func (s *sweeper) reportUnserved(ctx context.Context, refs []fence.NodeRef, peeks []fence.NodePeek) {
+	live, err := s.store.Workers(ctx)
+	if err != nil {
+		s.log.Warn("sweep_failed", "err", err)
+		return
+	}
+	if s.unserved == nil {
+		s.unserved = map[string]time.Time{}
+	}
+	now := time.Now()
+	for i, ref := range refs {
+		p := peeks[i]
+		why := ""
+		if p.State == "READY" {
+			why = fence.Unserved(live, p.Kind, p.Queue)
+		}
+		if why == "" {
+			delete(s.unserved, ref.Ref())
+			continue
+		}
+		s.unserved[ref.Ref()] = now
+		first, err := s.store.MarkUnserved(ctx, ref, max(s.retention, 24*time.Hour))
+		if err != nil {
+			s.log.Warn("sweep_failed", "err", err)
+			continue
+		}
+		if first {
+			s.log.Warn("node_unserved", "run_id", ref.Run, "node_id", ref.Node, "kind", p.Kind, "queue", p.Queue,
+				"reason", "waiting: "+why)
+		}
+	}
+}
+
+// forgetServed drops from the gauge the nodes not found unserved again: a
+// READY node is handed to a sweeper again after each READY threshold, so
+// one not seen for two of those was claimed or has finished.
+func (s *sweeper) forgetServed() {
+	for r, at := range s.unserved {
+		if time.Since(at) > 2*s.opts.Threshold+s.interval {
+			delete(s.unserved, r)
+		}
+	}
+	s.m.NodesUnserved.Set(float64(len(s.unserved)))
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -182,7 +183,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval, retention: cfg.Retention,
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
 			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
-		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics}
+		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics,
+		adTTL: max(10*cfg.SweepInterval, 5*time.Second)}
 	return w, nil
 }
 
@@ -212,6 +214,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	for q := range w.cfg.Queues {
 		w.cont.Queues = append(w.cont.Queues, q)
 	}
+	slices.Sort(w.cont.Queues)
+	w.sweep.self = fence.WorkerInfo{ID: w.cfg.ID, Kinds: w.cont.Kinds, Queues: w.cont.Queues,
+		Concurrency: w.cfg.Concurrency, StartedAt: time.Now()}
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	w.srv = asynq.NewServerFromRedisClient(w.cfg.Redis, asynq.Config{
@@ -225,10 +230,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		// the server; Asynq must not wait that long a second time.
 		ShutdownTimeout: time.Second,
 		RetryDelayFunc:  retryDelay,
-		IsFailure:       func(err error) bool { return !errors.Is(err, fence.ErrNotDue) },
-		Logger:          asynqLogger{w.cfg.Logger.With("component", "asynq")},
-		LogLevel:        asynq.WarnLevel,
-		BaseContext:     func() context.Context { return base },
+		IsFailure: func(err error) bool {
+			return !errors.Is(err, fence.ErrNotDue) && !errors.Is(err, fence.ErrKindNotServed)
+		},
+		Logger:      asynqLogger{w.cfg.Logger.With("component", "asynq")},
+		LogLevel:    asynq.WarnLevel,
+		BaseContext: func() context.Context { return base },
 	})
 	// Subscribed before the first claim: a cancel of a node this worker
 	// claims is pushed to it.
@@ -239,6 +246,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		return fmt.Errorf("baton: start asynq server: %w", err)
 	}
 	w.hb.start(base)
+	w.sweep.advertise(base) // listed from the moment Start returns
 	w.sweep.start(base)
 	w.started = true
 	w.log.Info("worker_started", "concurrency", w.cfg.Concurrency, "lease_ttl", w.cfg.LeaseTTL,
@@ -273,6 +281,9 @@ func (w *Worker) Shutdown() {
 	w.hb.wait()
 	w.cw.wait()
 	w.sweep.wait()
+	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
+	w.sweep.withdraw(wctx)
+	wcancel()
 	w.srv.Shutdown()
 	_ = w.queue.client.Close()
 	w.log.Info("worker_stopped")
@@ -343,13 +354,34 @@ func historyWriter(w io.Writer) func(fence.Op) {
 }
 
 // retryDelay is Asynq's delay before redelivering a task whose handler
-// returned an error: baton's state was unreachable, or the node is not due.
+// returned an error: baton's state was unreachable, the node is not due,
+// or this worker does not run its kind.
 func retryDelay(n int, err error, _ *asynq.Task) time.Duration {
 	var nd *fence.NotDueError
 	if errors.As(err, &nd) {
 		return max(time.Until(nd.ReadyAt), 10*time.Millisecond)
 	}
+	var ke *fence.KindError
+	if errors.As(err, &ke) {
+		return kindRetryDelay(time.Since(ke.ReadyAt))
+	}
 	return min(time.Duration(1<<min(n, 5))*time.Second, 30*time.Second)
+}
+
+// Redelivery of a node that a worker refused for its kind: a quarter of
+// the time the node has waited so far, between kindRetryMin and
+// kindRetryMax, with jitter. Asynq does not count these retries (they are
+// not failures), so the delay grows with the node's wait instead: a capable
+// worker gets a fresh node at once, and workers that cannot run a node
+// nobody serves look at it ever more rarely, never in a busy loop.
+const (
+	kindRetryMin = 20 * time.Millisecond
+	kindRetryMax = 5 * time.Second
+)
+
+func kindRetryDelay(waited time.Duration) time.Duration {
+	d := min(max(waited/4, kindRetryMin), kindRetryMax)
+	return d/2 + rand.N(d/2+1)
 }
 
 // DefaultRetention is how long a finished run stays readable by default.

@@ -176,15 +176,27 @@ func TestPanicFailsTheAttemptAndTheWorkerLivesOn(t *testing.T) {
 	require.Equal(t, "SUCCEEDED", b.waitRun(id2, 10*time.Second).Status)
 }
 
-func TestUnknownKindFailsTheNodeWithoutRetries(t *testing.T) {
+// A kind no worker registered is not failed by the workers that lack it:
+// they refuse the claim without counting an attempt, and the node waits
+// READY, saying why, for a worker that has the kind.
+func TestUnknownKindWaitsInsteadOfFailing(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"work": newRecorder()})
+	cfg := b.fastConfig("w1")
+	cfg.Metrics = runner.NewMetrics(nil)
+	b.worker(cfg, map[string]runner.Kind{"work": newRecorder()})
 	id := b.submit(`{"id":"u","nodes":[{"id":"a","kind":"nope","max_attempts":5}]}`)
-	info := b.waitRun(id, 10*time.Second)
-	require.Equal(t, "FAILED", info.Status)
-	require.Contains(t, info.Nodes[0].Error, `unknown node kind "nope"`)
-	require.Equal(t, int64(1), info.Nodes[0].Attempt)
+	waitFor(t, 10*time.Second, "the delivery to be refused and redelivered", func() bool {
+		return counterValue(t, cfg.Metrics.Claims.WithLabelValues("wrong_kind")) >= 2
+	})
+	info, err := b.client.Status(context.Background(), id)
+	require.NoError(t, err)
+	require.Equal(t, "RUNNING", info.Status)
+	n := info.Nodes[0]
+	require.Equal(t, "READY", n.State)
+	require.Zero(t, n.Attempt)
+	require.Zero(t, n.Epoch)
+	require.Equal(t, "waiting: no runner serves kind nope on queue default", n.Waiting)
 }
 
 func TestGracefulShutdownReleasesForAnotherWorker(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -84,7 +85,7 @@ func writeStatus(w io.Writer, info *fence.RunInfo) error {
 	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPT\tEPOCH\tOWNER\tPROGRESS\tERROR")
 	for _, n := range info.Nodes {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d%%\t%s\n", n.ID, n.State, attempts(n), n.Epoch,
-			orDash(oneLine(n.Owner, 64)), n.Progress, orDash(oneLine(n.Error, 120)))
+			orDash(oneLine(n.Owner, 64)), n.Progress, orDash(oneLine(cmp.Or(n.Error, n.Waiting), 120)))
 	}
 	return tw.Flush()
 }

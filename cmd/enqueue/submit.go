@@ -71,6 +71,10 @@ func (a *app) submit(ctx context.Context, args []string) error {
 	if !res.Created {
 		a.log.Info("submit_existing", "run_id", res.RunID, "status", res.Status)
 	}
+	// Accepted all the same: work may be submitted before its runners start.
+	for _, w := range res.Warnings {
+		fmt.Fprintf(a.stderr, "enqueue: warning: %s; run %s waits until one starts\n", w, res.RunID)
+	}
 	_, err = fmt.Fprintln(a.stdout, res.RunID)
 	return err
 }

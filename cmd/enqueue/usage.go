@@ -52,6 +52,11 @@ var commands = map[string]command{
 		flags: "  --status S  only runs in status S: PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED\n" +
 			"  --limit N   at most N runs (default 50)\n" +
 			"  --json      print a JSON array of {id, thread, status, nodes, done}\n"},
+	"workers": {args: "[--json]", run: (*app).workers,
+		short: "list the live runners with the kinds and queues they serve",
+		help: "List the live runners: each advertises its kinds and queues in Redis,\n" +
+			"refreshed by its sweeper, and drops out of the list when it stops or dies.",
+		flags: "  --json  print a JSON array of {id, kinds, queues, concurrency, started_at, seen_at}\n"},
 	"checkpoint": {args: "THREAD [--ns NS] [--json] [--all]", run: (*app).checkpoint,
 		short: "print the thread's newest checkpoint (--all: its history)", help: checkpointHelp, flags: checkpointFlags},
 	"thread": {args: "THREAD [--json]", run: (*app).thread,

@@ -44,12 +44,14 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", a.status)
 	mux.HandleFunc("GET /v1/runs/{id}/events", a.events)
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.cancel)
+	mux.HandleFunc("GET /v1/workers", a.workers)
 	// Without these, ServeMux would answer a wrong method or path in plain
 	// text; API clients get JSON.
 	mux.Handle("/v1/runs", methodNotAllowed("GET, HEAD, POST"))
 	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
+	mux.Handle("/v1/workers", methodNotAllowed("GET, HEAD"))
 	a.threadRoutes(mux) // threads.go
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route "+r.URL.Path)
@@ -113,6 +115,21 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Location", "/v1/runs/"+out.RunID)
 	writeJSON(w, code, resp)
+}
+
+// WorkersBody answers GET /v1/workers: the live runners, with the kinds
+// and queues each serves.
+type WorkersBody struct {
+	Workers []fence.WorkerInfo `json:"workers"`
+}
+
+func (a *api) workers(w http.ResponseWriter, r *http.Request) {
+	list, err := a.client.Workers(r.Context())
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, WorkersBody{Workers: list})
 }
 
 func (a *api) status(w http.ResponseWriter, r *http.Request) {

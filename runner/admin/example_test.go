@@ -47,6 +47,8 @@ func Example() {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
+	// No runner is started here: the run is accepted, and says what it
+	// waits for.
 	fmt.Println(resp.StatusCode, strings.TrimSpace(string(body)))
-	// Output: 201 {"id":"hello","status":"RUNNING","created":true}
+	// Output: 201 {"id":"hello","status":"RUNNING","created":true,"warnings":["no runner serves kind noop on queue default"]}
 }

@@ -73,9 +73,13 @@ const (
 // shell. The child sees the worker's environment, then the input's env,
 // then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
 // BATON_FENCING_TOKEN, BATON_WORKER_ID (the lease's owner),
-// BATON_THREAD_ID, BATON_CHECKPOINT_FILE and, when ExecOptions.RedisURL is
-// set, BATON_REDIS_URL and BATON_PREFIX, which input env cannot override.
-// Stdin is empty.
+// BATON_THREAD_ID, BATON_CHECKPOINT_FILE, BATON_DEPS_FILE and, when
+// ExecOptions.RedisURL is set, BATON_REDIS_URL and BATON_PREFIX, which input
+// env cannot override. Stdin is empty.
+//
+// BATON_DEPS_FILE names a JSON file {"dep-id": result, ...} with the
+// committed results of the node's direct dependencies ({} for a node
+// without any); it is removed after the attempt.
 //
 // Stdout lines "::progress N" (N in 0-100) report progress and are left
 // out of the result; the rest of stdout (its last 64 KiB) is the result.
@@ -167,6 +171,11 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		return nil, err
 	}
 	defer cleanup()
+	env, cleanDeps, err := depsEnv(t, env)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanDeps()
 	if in.Timeout > 0 {
 		d := time.Duration(in.Timeout)
 		var cancel context.CancelFunc

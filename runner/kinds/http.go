@@ -46,8 +46,13 @@ const (
 // Baton-Fencing-Token (see fence.Guard) and rejects a stale owner.
 //
 // Input: {"url": "https://...", "body": any JSON (null when absent),
-// "headers": {"K": "V"}, "timeout": "10s"}. The Baton-* and
+// "headers": {"K": "V"}, "timeout": "10s", "bare": false}. The Baton-* and
 // Idempotency-Key headers cannot be overridden by input headers.
+//
+// A node without dependencies POSTs body as it is. A node with
+// dependencies POSTs an envelope, {"input": body, "deps": {"dep-id":
+// result, ...}}, with its direct dependencies' committed results, unless
+// its input sets "bare": true; then body alone is sent.
 //
 // Outcomes: 2xx succeeds with the body (JSON kept as JSON, other text as a
 // JSON string, the first 1 MiB). 4xx is Permanent, except 408 and 429,
@@ -77,6 +82,7 @@ type httpInput struct {
 	Body    json.RawMessage   `json:"body"`
 	Headers map[string]string `json:"headers"`
 	Timeout duration          `json:"timeout"`
+	Bare    bool              `json:"bare"`
 }
 
 func keepPostRedirects(req *http.Request, via []*http.Request) error {
@@ -112,6 +118,16 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	body := in.Body
 	if len(body) == 0 {
 		body = json.RawMessage("null")
+	}
+	if len(t.Deps) > 0 && !in.Bare {
+		deps, err := depsObject(t)
+		if err != nil {
+			return nil, runner.Permanent(fmt.Errorf("http: %w", err))
+		}
+		body, _ = json.Marshal(struct {
+			Input json.RawMessage `json:"input"`
+			Deps  json.RawMessage `json:"deps"`
+		}{body, deps}) // cannot fail: both are valid JSON
 	}
 
 	if in.Timeout > 0 {

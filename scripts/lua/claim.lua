@@ -24,13 +24,17 @@ ARGV[4] lease ttl, ms
 ARGV[5] grace after lease_until before a takeover, ms
 ARGV[6] ref of the node in the indexes
 ARGV[7] event stream MAXLEN (approximate)
+ARGV[8] kinds the caller runs, ",k1,k2,"; "" claims any kind
 
 Returns
   {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
-   max_attempts, dependents_json, descendants_json, prev_owner, incarnation}
+   max_attempts, dependents_json, descendants_json, prev_owner, incarnation,
+   deps_json}
          claimed (or this claim id's earlier claim, replayed); prev_owner is
          "" unless this was a takeover; incarnation names the run's
-         submission (a reused run id gets a new one)
+         submission (a reused run id gets a new one); deps_json lists the
+         direct dependencies, whose results the caller reads next (they are
+         SUCCEEDED, so their results never change again)
   {-2, lease_until_ms}  busy: another owner's lease is live
   {-4, ready_at_ms}     READY but not due yet (retry backoff)
   {-6, epoch, claim_id, owner, descendants_json}
@@ -38,6 +42,9 @@ Returns
          mode "expire") instead of claiming it
   {-7, epoch, claim_id, owner, descendants_json}
          the expired owner's run was cancelled: end the node the same way
+  {-8, kind, queue, ready_at_ms}
+         the node's kind is not in ARGV[8]: nothing changed, no attempt
+         counted; a worker that runs the kind must claim it
   -1  node missing
   -3  node terminal (SUCCEEDED, FAILED, CANCELLED)
   -5  node BLOCKED on dependencies
@@ -46,10 +53,11 @@ local rcall = redis.call
 local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local nodeID, worker, claimID = ARGV[1], ARGV[2], ARGV[3]
 local ttl, grace, ref, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local kinds = ARGV[8] or ''
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
-  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc')
+  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps')
 local state = f[1]
 if not state then return -1 end
 local t = rcall('TIME')
@@ -59,7 +67,7 @@ if state == 'RUNNING' and f[9] == claimID then
   rcall('HSET', nodeKey, 'lease_until', renewed, 'heartbeat_at', now)
   rcall('ZADD', leaseKey, renewed, ref)
   return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], tonumber(f[14]),
-    tonumber(f[6]), f[15], f[10], f[16] or '', f[17] or ''}
+    tonumber(f[6]), f[15], f[10], f[16] or '', f[17] or '', f[18] or '[]'}
 end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
 if state == 'BLOCKED' then return -5 end
@@ -77,6 +85,13 @@ elseif state == 'RUNNING' then
   if tonumber(f[4]) - tonumber(f[5]) >= tonumber(f[6]) then
     return {-6, tonumber(f[8]), f[9], f[7], f[10]}
   end
+end
+-- Routing: a worker that cannot run the kind leaves the node as it is.
+if kinds ~= '' and not string.find(kinds, ',' .. f[11] .. ',', 1, true) then
+  return {-8, f[11], f[12], tonumber(f[2]) or 0}
+end
+if state == 'RUNNING' then
+  local leaseUntil = tonumber(f[3])
   prevOwner = f[7]
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'heartbeat_lost',
     'node', nodeID, 'epoch', prevEpoch, 'worker', prevOwner, 'at', now,
@@ -103,4 +118,4 @@ else
 end
 
 return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], tonumber(f[14]),
-  tonumber(f[6]), f[15], f[10], prevOwner, f[17] or ''}
+  tonumber(f[6]), f[15], f[10], prevOwner, f[17] or '', f[18] or '[]'}

@@ -41,9 +41,10 @@ Returns
         committed; pairs of dependents now READY and their queues
   {1, run_status, 1, id, epoch, attempt, lease_until_ms, kind, queue, input,
    timeout_ms, max_attempts, dependents_json, descendants_json, incarnation,
-   ready_id, ready_queue, ...}
+   deps_json, ready_id, ready_queue, ...}
         committed, and dependent id is now RUNNING under the caller's
-        continuation claim
+        continuation claim; deps_json lists its direct dependencies (as
+        claim.lua's reply)
   {2, run_status, ...}  this claim had already committed (a replay); the
         rest as for code 1
   -1   node missing
@@ -66,10 +67,10 @@ local stale = staleCode(f[2], f[3], 'commit')
 if stale then return stale end
 
 local contFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
-  'max_attempts', 'dependents', 'descendants', 'inc', 'claim', 'lease_until'}
+  'max_attempts', 'dependents', 'descendants', 'inc', 'deps', 'claim', 'lease_until'}
 local function contReply(id, d, epoch, attempt, leaseUntil)
   return {1, id, epoch, attempt, leaseUntil, d[3], d[2], d[6], tonumber(d[7]), tonumber(d[8]),
-    d[9], d[10], d[11] or ''}
+    d[9], d[10], d[11] or '', d[12] or '[]'}
 end
 
 if f[1] == 'SUCCEEDED' then
@@ -77,7 +78,7 @@ if f[1] == 'SUCCEEDED' then
   local cont, ready = {0}, {}
   for i = 7, #KEYS do
     local d = rcall('HMGET', KEYS[i], unpack(contFields))
-    if cont[1] == 0 and contClaim ~= '' and d[1] == 'RUNNING' and d[12] == contClaim then
+    if cont[1] == 0 and contClaim ~= '' and d[1] == 'RUNNING' and d[13] == contClaim then
       local renewed = now + contTTL
       rcall('HSET', KEYS[i], 'lease_until', renewed, 'heartbeat_at', now)
       rcall('ZADD', leaseKey, renewed, refPrefix .. ARGV[i + 5])
@@ -107,7 +108,7 @@ if r[1] ~= '1' then
     local depID = ARGV[i + 5]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
     if remaining == 0 then
-      local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 11))
+      local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 12))
       if d[1] == 'BLOCKED' then
         if cont[1] == 0 and contClaim ~= '' and string.find(queues, ',' .. d[2] .. ',', 1, true)
             and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
