@@ -315,3 +315,24 @@ func TestReplayedContinuationWasClaimedByAnEarlierTry(t *testing.T) {
 	r := Check(Input{Ops: ops, Bounds: bounds})
 	require.Empty(t, r.Violations)
 }
+
+// A commit whose reply was lost claimed its continuation; its holder died
+// without hearing of it. The lease runs out, the next claim finds the
+// attempts exhausted, and the expire names the hidden claim it read from
+// the node: legal.
+func TestExpireOfAHiddenContinuation(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r1", "claim", "a", 1, "ca", 0, 1, OK),
+		op("r1", "commit", "a", 1, "ca", 100, 200, Unknown),
+		refused(op("r2", "claim", "b", 0, "cx", 2500, 2501, Refused), "fence: attempts exhausted"),
+		with(op("r2", "expire", "b", 1, "cb-hidden", 2501, 2502, OK), func(o *Op) { o.End = "failed" }),
+	}
+	deps := map[string]map[string][]string{"run1": {"a": {"b"}}}
+	r := Check(Input{Ops: ops, Dependents: deps, Bounds: bounds})
+	require.Empty(t, r.Violations)
+
+	// Without a commit that could have claimed it, the same expire is not.
+	r = Check(Input{Ops: ops[2:], Dependents: deps, Bounds: bounds})
+	require.Equal(t, []string{"linearizable"}, checks(r.Violations))
+}

@@ -50,6 +50,14 @@ func (r reg) owns(epoch int64, claim string) bool {
 	return r.Epoch == epoch && r.Claim == claim && claim != hiddenClaim
 }
 
+// expires reports whether an expire naming epoch and claim can end r. An
+// expire names the claim it read from the node itself (claim.lua's
+// refusal), so it can end a hidden claim of that epoch too: a continuation
+// whose commit reply was lost, expired because its holder never heard of it.
+func (r reg) expires(epoch int64, claim string) bool {
+	return r.owns(epoch, claim) || (r.Epoch == epoch && r.Claim == hiddenClaim)
+}
+
 // input is an operation as the model sees it.
 type input struct {
 	Op      string // claim, heartbeat, commit, fail, release, expire, phantom
@@ -168,8 +176,8 @@ func okStep(s reg, in input) []reg {
 	case "fail", "release", "expire":
 		var out []reg
 		for _, st := range endStates(in.Op, in.End) {
-			if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
-				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
+			if s.St == stRunning && (s.owns(in.Epoch, in.Claim) || in.Op == "expire" && s.expires(in.Epoch, in.Claim)) {
+				out = append(out, reg{st, s.Epoch, in.Claim, s.Owner})
 			}
 			if in.Replay && s.St == st && s.owns(in.Epoch, in.Claim) {
 				out = append(out, s)
