@@ -336,3 +336,18 @@ func TestExpireOfAHiddenContinuation(t *testing.T) {
 	r = Check(Input{Ops: ops[2:], Dependents: deps, Bounds: bounds})
 	require.Equal(t, []string{"linearizable"}, checks(r.Violations))
 }
+
+// Two concurrent expires of one expired lease (a duplicate delivery) both
+// answer ok: the second is recognised as the first's retry.
+func TestConcurrentExpiresOfOneLease(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r1", "claim", "a", 1, "ca", 0, 1, OK),
+		refused(op("r2", "claim", "a", 0, "cx", 2500, 2501, Refused), "fence: attempts exhausted"),
+		refused(op("r2", "claim", "a", 0, "cy", 2500, 2501, Refused), "fence: attempts exhausted"),
+		with(op("r2", "expire", "a", 1, "ca", 2502, 2504, OK), func(o *Op) { o.End = "failed" }),
+		with(op("r2", "expire", "a", 1, "ca", 2502, 2505, OK), func(o *Op) { o.End = "failed" }),
+	}
+	r := Check(Input{Ops: ops, Bounds: bounds})
+	require.Empty(t, r.Violations)
+}
