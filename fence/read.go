@@ -270,6 +270,17 @@ func (s *Store) Peek(ctx context.Context, refs []NodeRef) ([]NodePeek, error) {
 	return out, nil
 }
 
+// RetryPolicy reads a node's retry policy as submitted (NodeSpec.Retry; ""
+// for none) and its attempts used (attempt - releases). Workers read it
+// when an attempt fails, so a claim carries nothing more.
+func (s *Store) RetryPolicy(ctx context.Context, n NodeRef) (string, int64, error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Node(n.Thread, n.Run, n.Node), "retry", "attempt", "releases").Result()
+	if err != nil {
+		return "", 0, fmt.Errorf("retry policy %s: %w", n, err)
+	}
+	return asString(v[0]), asInt(asString(v[1])) - asInt(asString(v[2])), nil
+}
+
 func msTimePtr(s string) *time.Time {
 	if s == "" {
 		return nil

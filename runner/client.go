@@ -97,8 +97,12 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if runID == "" {
 		runID = "run-" + fence.NewClaimID()
 	}
-	res, err := c.store.Submit(ctx, fence.SubmitArgs{Run: runID, Thread: spec.Thread,
-		Multitask: spec.Multitask, Digest: digest, Nodes: nodes})
+	args := fence.SubmitArgs{Run: runID, Thread: spec.Thread, Multitask: spec.Multitask, Digest: digest,
+		Nodes: nodes, StartIn: time.Duration(spec.StartIn)}
+	if spec.StartAt != nil {
+		args.StartAt = *spec.StartAt
+	}
+	res, err := c.store.Submit(ctx, args)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -113,9 +117,16 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	}
 	e := enqueuer{c.asynq}
 	var errs []error
+	// A delayed run's tasks wait in Asynq's schedule until its start, as
+	// the client's clock reads Redis's time; one delivered early finds its
+	// node not due (the claim reads Redis's clock) and comes back then.
+	var processAt time.Time
+	if args.StartIn > 0 || !args.StartAt.IsZero() { // a resubmit has the same start: it is in the digest
+		processAt = res.Start
+	}
 	for _, id := range res.Ready {
 		ref := fence.NodeRef{Thread: res.Thread, Run: runID, Node: id}
-		if err := e.enqueue(ctx, ref, queues[id], 1, time.Time{}); err != nil {
+		if err := e.enqueue(ctx, ref, queues[id], 1, processAt); err != nil {
 			errs = append(errs, err)
 		}
 	}
