@@ -8,6 +8,7 @@ import (
 
 // Retried says what Retry did.
 type Retried struct {
+	Thread string // the run's thread (the run's own id when it has none)
 	// Status is the run's status after the call: RUNNING.
 	Status string
 	// Ready are the re-run nodes now READY, to enqueue; Queues[i] is
@@ -71,7 +72,7 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	case err != nil:
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
-	out := Retried{Status: "RUNNING", Replay: code == 2, AlreadyRunning: code == 3}
+	out := Retried{Thread: thread, Status: "RUNNING", Replay: code == 2, AlreadyRunning: code == 3}
 	if code != 1 {
 		out.Status, r = asString(r[0]), r[1:]
 	}

@@ -30,7 +30,7 @@ func TestRetryRerunsFailedNodes(t *testing.T) {
 		require.ErrorIs(t, err, fence.ErrNotFound)
 		res, err := tb.store.Retry(tb.ctx, "rr", "r1", "test")
 		require.NoError(t, err)
-		require.Equal(t, fence.Retried{Status: "RUNNING", Ready: []string{"b"}, Queues: []string{"default"}, Attempts: []int64{1}}, res)
+		require.Equal(t, fence.Retried{Thread: "rr", Status: "RUNNING", Ready: []string{"b"}, Queues: []string{"default"}, Attempts: []int64{1}}, res)
 		run := tb.getRun(t, "rr")
 		require.Equal(t, "RUNNING", run.Status)
 		require.Nil(t, run.FinishedAt)

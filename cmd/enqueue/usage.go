@@ -46,6 +46,15 @@ var commands = map[string]command{
 			"are cancelled at once; running ones are told at once and stop at a safe point.\n" +
 			"Cancelling a cancelled run is fine; a finished run is refused (exit 1).",
 		flags: "  --reason TEXT  recorded on the run and its events (default \"cancelled by user\")\n"},
+	"retry": {args: "RUN [--id ID]", run: (*app).retry,
+		short: "re-run a FAILED or CANCELLED run from its failed nodes; prints RUNNING",
+		help: "Re-run a FAILED or CANCELLED run from its failed and cancelled nodes and print\n" +
+			"its status (RUNNING). SUCCEEDED nodes keep their results and do not run again;\n" +
+			"each re-run node gets its max_attempts again under a newer epoch, so a late\n" +
+			"write from an earlier attempt is refused. A run already RUNNING is fine (exit 0,\n" +
+			"nothing changes); a SUCCEEDED or QUEUED run, or a thread's run once the thread\n" +
+			"has moved on to another run, is refused (exit 1).",
+		flags: "  --id ID  names this request: the same id again is answered as the first time\n"},
 	"list": {args: "[--status S] [--limit N] [--json]", run: (*app).list,
 		short: "list runs, newest first",
 		help:  "List runs, newest first.",
@@ -66,12 +75,12 @@ var commands = map[string]command{
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "list", "thread", "checkpoint"}
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "list", "thread", "checkpoint"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {
 	var b strings.Builder
-	b.WriteString("usage: enqueue COMMAND [ARGS]\n\nSubmit, inspect, watch and cancel baton runs.\n\nCommands:\n")
+	b.WriteString("usage: enqueue COMMAND [ARGS]\n\nSubmit, inspect, watch, cancel and retry baton runs.\n\nCommands:\n")
 	for _, name := range commandOrder {
 		c := commands[name]
 		fmt.Fprintf(&b, "  %-6s %s\n         %s\n", name, c.args, c.short)
