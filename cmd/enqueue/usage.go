@@ -25,11 +25,14 @@ var commands = map[string]command{
 			"printed on its own line, naming the field (exit 2)."},
 	"status": {args: "RUN [--json]", run: (*app).status,
 		short: "show the run and its nodes",
-		help:  "Show the run and its nodes: state, attempt, epoch, owner, progress, error.",
-		flags: "  --json  print the run as one JSON object (nodes with id, state, attempt,\n          epoch, owner, progress, result, error)\n"},
+		help: "Show the run and its nodes: state, attempts used/max_attempts (a released\n" +
+			"attempt is not counted), epoch, owner, progress, result (cut to 40 characters)\n" +
+			"and error.",
+		flags: "  --json  print the run as one JSON object (nodes with id, state, attempt,\n          releases, epoch, owner, progress, result in full, error)\n"},
 	"events": {args: "RUN [--json] [--follow] [--interval D]", run: (*app).events,
 		short: "print the run's events (--follow: until it ends)",
-		help:  "Print the run's events as a timeline, oldest first.",
+		help: "Print the run's events as a timeline, oldest first: times in RFC 3339 with\n" +
+			"milliseconds, lease_until and ready_at as times, *_ms details as durations.",
 		flags: "  --json        one JSON object per line: id, type, node, epoch, worker,\n" +
 			"                at (RFC 3339, UTC) and details (the type's other fields,\n" +
 			"                strings as recorded)\n" +
