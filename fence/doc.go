@@ -11,9 +11,12 @@
 //	                        ^                 |  \--fail(final)--> FAILED
 //	                        |--release/retry--|   \--cancel-------> CANCELLED
 //	RUNNING (lease expired + grace) --claim--> RUNNING (new owner, epoch+1)
+//	FAILED, CANCELLED --Retry (the whole run)--> READY or BLOCKED (epoch+1)
 //
-// Terminal states never change again. Dependents of a FAILED or CANCELLED
-// node are CANCELLED; a run ends when every node is terminal.
+// Terminal states change only by Retry, which re-runs a FAILED or CANCELLED
+// run from its failed and cancelled nodes, fencing each as a claim would
+// (epoch+1, claim id cleared). Dependents of a FAILED or CANCELLED node are
+// CANCELLED; a run ends when every node is terminal.
 //
 // Term-scoped operations: Heartbeat, Commit, Fail and Release take the Lease
 // a Claim returned. Each is accepted only while that claim is the node's

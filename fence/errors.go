@@ -62,6 +62,9 @@ var (
 	ErrTooLarge = errors.New("fence: too large")
 	// ErrNoCheckpoint: no checkpoint with that id in the namespace.
 	ErrNoCheckpoint = errors.New("fence: no such checkpoint")
+	// ErrNotRetryable: the run cannot be retried: it SUCCEEDED, or it is
+	// QUEUED behind its thread's active run.
+	ErrNotRetryable = errors.New("fence: run not retryable")
 )
 
 // codeErrors is the one place script codes become errors.
@@ -85,6 +88,7 @@ var codeErrors = map[int64]error{
 	-14: ErrNotActiveRun,
 	-15: ErrTooLarge,
 	-16: ErrNoCheckpoint,
+	-24: ErrNotRetryable,
 }
 
 func codeError(code int64) error {

@@ -224,7 +224,7 @@ func strip(v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, e := range x {
-			if k == "Until" || k == "ReadyAt" || k == "Incarnation" || k == "Created" || k == "Replay" {
+			if k == "Until" || k == "ReadyAt" || k == "Start" || k == "Incarnation" || k == "Created" || k == "Replay" {
 				delete(x, k)
 				continue
 			}

@@ -25,6 +25,9 @@ type NodeSpec struct {
 	Descendants []string `json:"descendants"`
 	MaxAttempts int      `json:"max_attempts"`
 	TimeoutMS   int64    `json:"timeout_ms"`
+	// Retry is the node's retry policy as JSON text, stored verbatim for
+	// the worker (Store.RetryPolicy); empty: the worker's default.
+	Retry string `json:"retry,omitempty"`
 }
 
 // SubmitArgs is a validated run.
@@ -39,6 +42,11 @@ type SubmitArgs struct {
 	Multitask string
 	Digest    string // same run id and digest: the submit is a no-op
 	Nodes     []NodeSpec
+	// StartAt and StartIn delay the run's start: its root nodes are READY
+	// but not due (ErrNotDue) before StartAt, or before StartIn after the
+	// submit on Redis's clock; the later of the two. Zero: at once.
+	StartAt time.Time
+	StartIn time.Duration
 }
 
 // SubmitResult says what Submit did.
@@ -53,6 +61,9 @@ type SubmitResult struct {
 	// Behind is the thread's active run when this run was QUEUED behind
 	// it (multitask enqueue, interrupt, rollback).
 	Behind string
+	// Start is when the Ready nodes become due, Redis time: the submit's
+	// own time without StartAt and StartIn.
+	Start time.Time
 }
 
 // Submit creates a run and its nodes atomically. Submitting the same run id
@@ -112,8 +123,12 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
+	var startAt int64
+	if !a.StartAt.IsZero() {
+		startAt = a.StartAt.UnixMilli()
+	}
 	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask, inc)
+		activeRun, multitask, inc, startAt, ms(a.StartIn))
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
@@ -125,7 +140,10 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0]), Incarnation: asString(rest[1]),
-		Behind: asString(rest[2]), Ready: asStrings(rest[3:])}
+		Behind: asString(rest[2]), Ready: asStrings(rest[4:])}
+	if start := asInt(rest[3]); start > 0 {
+		res.Start = time.UnixMilli(start)
+	}
 	return res, nil
 }
 

@@ -28,10 +28,13 @@ type RunInfo struct {
 
 // NodeInfo is a node as stored.
 type NodeInfo struct {
-	ID          string          `json:"id"`
-	Kind        string          `json:"kind"`
-	State       string          `json:"state"`
-	Attempt     int64           `json:"attempt"`
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	State   string `json:"state"`
+	Attempt int64  `json:"attempt"`
+	// Releases counts attempts handed back (release.lua) without being
+	// used: Attempt - Releases is what counts against MaxAttempts.
+	Releases    int64           `json:"releases"`
 	Epoch       int64           `json:"epoch"`
 	Owner       string          `json:"owner"`
 	Progress    int             `json:"progress"`
@@ -74,7 +77,7 @@ func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, erro
 }
 
 var nodeFields = []string{"id", "kind", "state", "attempt", "epoch", "owner", "progress",
-	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at"}
+	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at", "releases"}
 
 // GetRun reads a run and all its nodes: two round trips plus the locator.
 // The nodes are read in one pipeline, not one atomic step; each node's
@@ -126,6 +129,7 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		}
 		n.StartedAt = msTimePtr(str(13))
 		n.FinishedAt = msTimePtr(str(14))
+		n.Releases = asInt(str(15))
 		info.Nodes = append(info.Nodes, n)
 	}
 	return info, nil
@@ -264,6 +268,17 @@ func (s *Store) Peek(ctx context.Context, refs []NodeRef) ([]NodePeek, error) {
 			Kind: asString(v[3])}
 	}
 	return out, nil
+}
+
+// RetryPolicy reads a node's retry policy as submitted (NodeSpec.Retry; ""
+// for none) and its attempts used (attempt - releases). Workers read it
+// when an attempt fails, so a claim carries nothing more.
+func (s *Store) RetryPolicy(ctx context.Context, n NodeRef) (string, int64, error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Node(n.Thread, n.Run, n.Node), "retry", "attempt", "releases").Result()
+	if err != nil {
+		return "", 0, fmt.Errorf("retry policy %s: %w", n, err)
+	}
+	return asString(v[0]), asInt(asString(v[1])) - asInt(asString(v[2])), nil
 }
 
 func msTimePtr(s string) *time.Time {

@@ -87,7 +87,7 @@ var bindings = map[string]struct {
 	varKeys, varArgs bool
 	keysPerArg       int // keys listed per variadic ARGV; zero: 1
 }{
-	"submit":    {7, 9, true, false, 0},
+	"submit":    {7, 11, true, false, 0},
 	"claim":     {5, 8, false, false, 0},
 	"heartbeat": {4, 8, false, false, 0},
 	"commit":    {6, 11, true, true, 0},
@@ -101,6 +101,7 @@ var bindings = map[string]struct {
 	"checkpoint_writes": {8, 13, false, false, 0},
 	"checkpoint_delete": {5, 9, true, true, 4},
 	"promote":           {7, 6, true, true, 0},
+	"retry":             {5, 6, true, true, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -224,6 +225,8 @@ func TestBindings(t *testing.T) {
 	_, err = s.Fail(ctx, b.Lease, Failure{Err: "x"}, b.Descendants)
 	require.NoError(t, err)
 	_, err = s.Cancel(ctx, "r", "x", "w")
+	require.NoError(t, err)
+	_, err = s.Retry(ctx, "r", "retry-1", "w")
 	require.NoError(t, err)
 	_, err = s.Sweep(ctx, SweepOptions{Limit: 1})
 	require.NoError(t, err)

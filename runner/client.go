@@ -97,8 +97,12 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if runID == "" {
 		runID = "run-" + fence.NewClaimID()
 	}
-	res, err := c.store.Submit(ctx, fence.SubmitArgs{Run: runID, Thread: spec.Thread,
-		Multitask: spec.Multitask, Digest: digest, Nodes: nodes})
+	args := fence.SubmitArgs{Run: runID, Thread: spec.Thread, Multitask: spec.Multitask, Digest: digest,
+		Nodes: nodes, StartIn: time.Duration(spec.StartIn)}
+	if spec.StartAt != nil {
+		args.StartAt = *spec.StartAt
+	}
+	res, err := c.store.Submit(ctx, args)
 	if err != nil {
 		return Submitted{}, err
 	}
@@ -113,9 +117,16 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	}
 	e := enqueuer{c.asynq}
 	var errs []error
+	// A delayed run's tasks wait in Asynq's schedule until its start, as
+	// the client's clock reads Redis's time; one delivered early finds its
+	// node not due (the claim reads Redis's clock) and comes back then.
+	var processAt time.Time
+	if args.StartIn > 0 || !args.StartAt.IsZero() { // a resubmit has the same start: it is in the digest
+		processAt = res.Start
+	}
 	for _, id := range res.Ready {
 		ref := fence.NodeRef{Thread: res.Thread, Run: runID, Node: id}
-		if err := e.enqueue(ctx, ref, queues[id], 1, time.Time{}); err != nil {
+		if err := e.enqueue(ctx, ref, queues[id], 1, processAt); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -224,6 +235,41 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 		if _, err := advance(ctx, c.store, enqueuer{c.asynq}, thread, "client"); err != nil {
 			return res, fmt.Errorf("run %s cancelled; start the thread's next run: %w", run, err)
 		}
+	}
+	return res, nil
+}
+
+// Retry re-runs a FAILED or CANCELLED run from its failed and cancelled
+// nodes (fence.Store.Retry): the SUCCEEDED nodes keep their results and do
+// not run again; each re-run node gets its max_attempts again under a newer
+// epoch, so a late write from an earlier attempt is refused. retryID names
+// the request (empty: a new one): the same id again is a Replay. A run
+// RUNNING already is answered AlreadyRunning, not an error, so a request
+// retried under another id succeeds too. A run that SUCCEEDED or is QUEUED
+// is fence.ErrNotRetryable; a thread's run once the thread has moved on is
+// fence.ErrNotActiveRun. If enqueueing fails after the retry was stored,
+// the sweeper delivers the READY nodes; the error is still returned.
+func (c *Client) Retry(ctx context.Context, run, retryID string) (fence.Retried, error) {
+	if err := fence.ValidateID("run id", run); err != nil {
+		return fence.Retried{}, err
+	}
+	if retryID == "" {
+		retryID = fence.NewClaimID()
+	}
+	res, err := c.store.Retry(ctx, run, retryID, "client")
+	if err != nil {
+		return res, err
+	}
+	e := enqueuer{c.asynq}
+	var errs []error
+	for i, id := range res.Ready {
+		ref := fence.NodeRef{Thread: res.Thread, Run: run, Node: id}
+		if err := e.enqueue(ctx, ref, res.Queues[i], res.Attempts[i]+1, time.Time{}); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return res, fmt.Errorf("run %s retried; the sweeper will deliver what failed to enqueue: %w", run, errors.Join(errs...))
 	}
 	return res, nil
 }

@@ -261,7 +261,10 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 
 func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool) {
 	l := c.Lease
-	f := fence.Failure{Err: runErr.Error(), Delay: w.backoff(l.Attempt), Final: IsPermanent(runErr) || cancelled}
+	f := fence.Failure{Err: runErr.Error(), Final: IsPermanent(runErr) || cancelled}
+	if !f.Final {
+		f.Delay = w.backoff(ctx, l)
+	}
 	var end fence.Ended
 	err := retry(ctx, func() error {
 		var err error

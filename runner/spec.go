@@ -36,6 +36,11 @@ type RunSpec struct {
 	// meanings.
 	Multitask string     `json:"multitask,omitempty" yaml:"multitask,omitempty"`
 	Nodes     []NodeSpec `json:"nodes" yaml:"nodes"`
+	// StartAt (RFC 3339) or StartIn (a duration, from the submit on
+	// Redis's clock) delays the run: its root nodes become due then. At
+	// most one of the two; neither: at once.
+	StartAt *time.Time `json:"start_at,omitempty" yaml:"start_at,omitempty"`
+	StartIn Duration   `json:"start_in,omitempty" yaml:"start_in,omitempty"`
 }
 
 // NodeSpec is one node of a RunSpec.
@@ -52,6 +57,9 @@ type NodeSpec struct {
 	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	// Queue is the Asynq queue; empty: "default".
 	Queue string `json:"queue,omitempty" yaml:"queue,omitempty"`
+	// Retry is the backoff between failed attempts; nil: the worker's
+	// default (exponential with jitter).
+	Retry *RetryPolicy `json:"retry,omitempty" yaml:"retry,omitempty"`
 }
 
 // Duration is a time.Duration that reads "90s" or 90 (seconds).
@@ -220,6 +228,12 @@ func (s *RunSpec) Validate(lim Limits) error {
 	default:
 		bad("multitask", "%s is not a strategy (reject, enqueue, interrupt or rollback)", quote(s.Multitask))
 	}
+	if s.StartAt != nil && s.StartIn != 0 {
+		bad("start_in", "set start_at or start_in, not both")
+	}
+	if s.StartIn < 0 {
+		bad("start_in", "negative")
+	}
 	if len(s.Nodes) == 0 {
 		bad("nodes", "a run needs at least one node")
 	}
@@ -250,6 +264,22 @@ func (s *RunSpec) Validate(lim Limits) error {
 		}
 		if n.Timeout < 0 {
 			bad(f+".timeout", "negative")
+		}
+		if r := n.Retry; r != nil {
+			switch r.Backoff {
+			case "", "exponential", "fixed":
+			default:
+				bad(f+".retry.backoff", "%s, want exponential or fixed", quote(r.Backoff))
+			}
+			if r.Base < 0 {
+				bad(f+".retry.base", "negative")
+			}
+			if r.Max < 0 {
+				bad(f+".retry.max", "negative")
+			}
+			if r.Base > 0 && r.Max > 0 && r.Max < r.Base {
+				bad(f+".retry.max", "%s is below base %s", time.Duration(r.Max), time.Duration(r.Base))
+			}
 		}
 	}
 	for i, n := range s.Nodes {
@@ -369,12 +399,21 @@ func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
 		out[i] = fence.NodeSpec{ID: n.ID, Kind: n.Kind, Queue: queue, Input: input,
 			Deps: nonNil(n.Deps), Dependents: nonNil(dependents[i]),
 			Descendants: descendants(i, s.Nodes, index, dependents),
-			MaxAttempts: attempts, TimeoutMS: time.Duration(n.Timeout).Milliseconds()}
+			MaxAttempts: attempts, TimeoutMS: time.Duration(n.Timeout).Milliseconds(), Retry: n.Retry.encode()}
+	}
+	// A start is part of the run's identity: resubmitting the same spec
+	// is a no-op, a spec with another start a conflict. Unset, it leaves
+	// the digest as it was before starts existed.
+	var startAt int64
+	if s.StartAt != nil {
+		startAt = s.StartAt.UnixMilli()
 	}
 	canon, err := json.Marshal(struct {
-		Thread string           `json:"thread"`
-		Nodes  []fence.NodeSpec `json:"nodes"`
-	}{s.Thread, out})
+		Thread  string           `json:"thread"`
+		Nodes   []fence.NodeSpec `json:"nodes"`
+		StartAt int64            `json:"start_at,omitempty"`
+		StartIn int64            `json:"start_in,omitempty"`
+	}{s.Thread, out, startAt, time.Duration(s.StartIn).Milliseconds()})
 	if err != nil {
 		return nil, "", err
 	}

@@ -216,8 +216,9 @@ func (d *specDecoder) step() bool {
 }
 
 var (
-	runFields  = []string{"id", "thread", "multitask", "nodes"}
-	nodeFields = []string{"id", "kind", "deps", "input", "max_attempts", "timeout", "queue"}
+	runFields   = []string{"id", "thread", "multitask", "nodes", "start_at", "start_in"}
+	nodeFields  = []string{"id", "kind", "deps", "input", "max_attempts", "timeout", "queue", "retry"}
+	retryFields = []string{"backoff", "base", "max", "jitter"}
 )
 
 func (d *specDecoder) spec(root *value) *RunSpec {
@@ -230,6 +231,17 @@ func (d *specDecoder) spec(root *value) *RunSpec {
 	s.ID = d.str("id", f["id"])
 	s.Thread = d.str("thread", f["thread"])
 	s.Multitask = d.str("multitask", f["multitask"])
+	if v := f["start_at"]; v != nil && v.kind != vNull {
+		if at := d.str("start_at", v); at != "" {
+			t, err := time.Parse(time.RFC3339Nano, at)
+			if err != nil {
+				d.p.addAt(v.line, v.col, "start_at", quote(at)+`: want an RFC 3339 time such as "2025-06-01T12:00:00Z"`)
+			} else {
+				s.StartAt = &t
+			}
+		}
+	}
+	s.StartIn = d.timeout("start_in", f["start_in"])
 	if v := f["nodes"]; v != nil {
 		switch v.kind {
 		case vNull:
@@ -278,7 +290,31 @@ func (d *specDecoder) node(path string, v *value) NodeSpec {
 	n.Input = d.input(path+".input", f["input"])
 	n.MaxAttempts = d.attempts(path+".max_attempts", f["max_attempts"])
 	n.Timeout = d.timeout(path+".timeout", f["timeout"])
+	n.Retry = d.retry(path+".retry", f["retry"])
 	return n
+}
+
+// retry reads a node's retry policy: an object of optional fields.
+func (d *specDecoder) retry(path string, v *value) *RetryPolicy {
+	if v == nil || v.kind == vNull {
+		return nil
+	}
+	if v.kind != vObject {
+		d.wrongType(path, v, `an object such as {"backoff": "fixed", "base": "1s"}`)
+		return nil
+	}
+	f := d.fields(v, path, retryFields)
+	r := &RetryPolicy{Backoff: d.str(path+".backoff", f["backoff"]),
+		Base: d.timeout(path+".base", f["base"]), Max: d.timeout(path+".max", f["max"])}
+	if j := f["jitter"]; j != nil && j.kind != vNull {
+		if j.kind != vBool {
+			d.wrongType(path+".jitter", j, "true or false")
+		} else {
+			b := strings.EqualFold(j.text, "true")
+			r.Jitter = &b
+		}
+	}
+	return r
 }
 
 // fields checks an object's keys against known ones (exactly: "ID" is not

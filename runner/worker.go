@@ -387,11 +387,15 @@ func kindRetryDelay(waited time.Duration) time.Duration {
 // DefaultRetention is how long a finished run stays readable by default.
 const DefaultRetention = 7 * 24 * time.Hour
 
-// backoff is the delay before a node's next attempt after a failure.
-func (w *Worker) backoff(attempt int64) time.Duration {
-	d := w.cfg.RetryBase << min(attempt-1, 20)
-	if d <= 0 || d > w.cfg.RetryMax {
-		d = w.cfg.RetryMax
+// backoff is the delay before a node's next attempt after a failure: the
+// node's retry policy (read from its hash only now, on the failure path,
+// never on a claim), its unset fields the worker's RetryBase and RetryMax.
+// If the policy cannot be read, the defaults apply.
+func (w *Worker) backoff(ctx context.Context, l fence.Lease) time.Duration {
+	stored, used, err := w.store.RetryPolicy(ctx, fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node})
+	if err != nil {
+		w.log.Warn("retry_policy_unread", "run_id", l.Run, "node_id", l.Node, "err", err)
+		stored, used = "", l.Attempt
 	}
-	return d/2 + rand.N(d/2+1) // jitter keeps a fleet from retrying in step
+	return nodeRetryDelay(stored, used, w.cfg.RetryBase, w.cfg.RetryMax)
 }

@@ -125,15 +125,37 @@ func writeEventText(w io.Writer, e fence.Event) error {
 		target = e.Node + "@" + strconv.FormatInt(e.Epoch, 10)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  %-16s %-20s", e.At.UTC().Format("2006-01-02T15:04:05.000Z07:00"), oneLine(e.Type, 40), target)
+	fmt.Fprintf(&b, "%s  %-16s %-20s", e.At.UTC().Format(eventTimeLayout), oneLine(e.Type, 40), target)
 	if e.Worker != "" {
 		fmt.Fprintf(&b, "  worker=%s", field(e.Worker))
 	}
 	for _, k := range slices.Sorted(maps.Keys(e.Details)) {
-		fmt.Fprintf(&b, "  %s=%s", oneLine(k, 40), field(e.Details[k]))
+		fmt.Fprintf(&b, "  %s=%s", oneLine(k, 40), field(humanDetail(k, e.Details[k])))
 	}
 	_, err := fmt.Fprintln(w, strings.TrimRight(b.String(), " "))
 	return err
+}
+
+// eventTimeLayout is RFC 3339 with milliseconds, the resolution the store
+// keeps.
+const eventTimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// humanDetail turns the details the scripts record in epoch milliseconds
+// into what a person reads: instants (lease_until, ready_at) as RFC 3339
+// times, spans (anything ending in _ms) as durations. Values that do not
+// parse are printed as stored. `events --json` keeps the stored values.
+func humanDetail(k, v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return v
+	}
+	switch {
+	case k == "lease_until" || k == "ready_at" || k == "start_at":
+		return time.UnixMilli(n).UTC().Format(eventTimeLayout)
+	case strings.HasSuffix(k, "_ms"):
+		return (time.Duration(n) * time.Millisecond).String()
+	}
+	return v
 }
 
 // field is a value for a key=value pair: one line, quoted if it has spaces.

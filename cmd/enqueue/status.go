@@ -82,17 +82,24 @@ func writeStatus(w io.Writer, info *fence.RunInfo) error {
 		fmt.Fprintf(w, "cancel requested: %s\n", oneLine(info.CancelReason, 200))
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPT\tEPOCH\tOWNER\tPROGRESS\tERROR")
+	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPT\tEPOCH\tOWNER\tPROGRESS\tRESULT\tERROR")
 	for _, n := range info.Nodes {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d%%\t%s\n", n.ID, n.State, attempts(n), n.Epoch,
-			orDash(oneLine(n.Owner, 64)), n.Progress, orDash(oneLine(cmp.Or(n.Error, n.Waiting), 120)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d%%\t%s\t%s\n", n.ID, n.State, attempts(n), n.Epoch,
+			orDash(oneLine(n.Owner, 64)), n.Progress, orDash(oneLine(string(n.Result), resultWidth)),
+			orDash(oneLine(cmp.Or(n.Error, n.Waiting), 120)))
 	}
 	return tw.Flush()
 }
 
-// attempts is "attempt/max" when the maximum is known.
+// resultWidth is how many characters of a node's result the table shows;
+// `status --json` prints it in full.
+const resultWidth = 40
+
+// attempts is "used/max" when the maximum is known. An attempt handed back
+// by release (a shutdown, a yield) is not counted against max_attempts, so
+// used is attempt - releases: the column never reads 2/1.
 func attempts(n fence.NodeInfo) string {
-	s := strconv.FormatInt(n.Attempt, 10)
+	s := strconv.FormatInt(max(n.Attempt-n.Releases, 0), 10)
 	if n.MaxAttempts > 0 {
 		s += "/" + strconv.Itoa(n.MaxAttempts)
 	}

@@ -25,11 +25,14 @@ var commands = map[string]command{
 			"printed on its own line, naming the field (exit 2)."},
 	"status": {args: "RUN [--json]", run: (*app).status,
 		short: "show the run and its nodes",
-		help:  "Show the run and its nodes: state, attempt, epoch, owner, progress, error.",
-		flags: "  --json  print the run as one JSON object (nodes with id, state, attempt,\n          epoch, owner, progress, result, error)\n"},
+		help: "Show the run and its nodes: state, attempts used/max_attempts (a released\n" +
+			"attempt is not counted), epoch, owner, progress, result (cut to 40 characters)\n" +
+			"and error.",
+		flags: "  --json  print the run as one JSON object (nodes with id, state, attempt,\n          releases, epoch, owner, progress, result in full, error)\n"},
 	"events": {args: "RUN [--json] [--follow] [--interval D]", run: (*app).events,
 		short: "print the run's events (--follow: until it ends)",
-		help:  "Print the run's events as a timeline, oldest first.",
+		help: "Print the run's events as a timeline, oldest first: times in RFC 3339 with\n" +
+			"milliseconds, lease_until and ready_at as times, *_ms details as durations.",
 		flags: "  --json        one JSON object per line: id, type, node, epoch, worker,\n" +
 			"                at (RFC 3339, UTC) and details (the type's other fields,\n" +
 			"                strings as recorded)\n" +
@@ -46,6 +49,15 @@ var commands = map[string]command{
 			"are cancelled at once; running ones are told at once and stop at a safe point.\n" +
 			"Cancelling a cancelled run is fine; a finished run is refused (exit 1).",
 		flags: "  --reason TEXT  recorded on the run and its events (default \"cancelled by user\")\n"},
+	"retry": {args: "RUN [--id ID]", run: (*app).retry,
+		short: "re-run a FAILED or CANCELLED run from its failed nodes; prints RUNNING",
+		help: "Re-run a FAILED or CANCELLED run from its failed and cancelled nodes and print\n" +
+			"its status (RUNNING). SUCCEEDED nodes keep their results and do not run again;\n" +
+			"each re-run node gets its max_attempts again under a newer epoch, so a late\n" +
+			"write from an earlier attempt is refused. A run already RUNNING is fine (exit 0,\n" +
+			"nothing changes); a SUCCEEDED or QUEUED run, or a thread's run once the thread\n" +
+			"has moved on to another run, is refused (exit 1).",
+		flags: "  --id ID  names this request: the same id again is answered as the first time\n"},
 	"list": {args: "[--status S] [--limit N] [--json]", run: (*app).list,
 		short: "list runs, newest first",
 		help:  "List runs, newest first.",
@@ -66,12 +78,12 @@ var commands = map[string]command{
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "list", "thread", "checkpoint"}
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "list", "thread", "checkpoint"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {
 	var b strings.Builder
-	b.WriteString("usage: enqueue COMMAND [ARGS]\n\nSubmit, inspect, watch and cancel baton runs.\n\nCommands:\n")
+	b.WriteString("usage: enqueue COMMAND [ARGS]\n\nSubmit, inspect, watch, cancel and retry baton runs.\n\nCommands:\n")
 	for _, name := range commandOrder {
 		c := commands[name]
 		fmt.Fprintf(&b, "  %-6s %s\n         %s\n", name, c.args, c.short)

@@ -44,6 +44,7 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}", a.status)
 	mux.HandleFunc("GET /v1/runs/{id}/events", a.events)
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.cancel)
+	mux.HandleFunc("POST /v1/runs/{id}/retry", a.retry)
 	mux.HandleFunc("GET /v1/workers", a.workers)
 	// Without these, ServeMux would answer a wrong method or path in plain
 	// text; API clients get JSON.
@@ -51,6 +52,7 @@ func (a *api) routes() http.Handler {
 	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
+	mux.Handle("/v1/runs/{id}/retry", methodNotAllowed("POST"))
 	mux.Handle("/v1/workers", methodNotAllowed("GET, HEAD"))
 	a.threadRoutes(mux) // threads.go
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -218,6 +220,44 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, CancelBody{ID: id, Status: res.RunStatus, Running: res.Running, Already: res.Already})
 }
 
+// RetryBody answers POST /v1/runs/{id}/retry.
+type RetryBody struct {
+	ID     string   `json:"id"`
+	Status string   `json:"status"`          // RUNNING
+	Ready  []string `json:"ready,omitempty"` // re-run nodes now READY
+	// Already: the run was RUNNING already, or this Idempotency-Key
+	// retried it before; nothing changed.
+	Already bool `json:"already"`
+}
+
+// retry re-runs a FAILED or CANCELLED run (runner.Client.Retry). The
+// request's Idempotency-Key header, when set, names it: the same key again
+// is answered as the first time.
+func (a *api) retry(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := fence.ValidateID("run id", id); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if key != "" {
+		if err := fence.ValidateID("Idempotency-Key", key); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	res, err := a.client.Retry(r.Context(), id, key)
+	if err != nil && (fence.IsRefused(err) || res.Status == "") {
+		a.fail(w, r, err)
+		return
+	}
+	if err != nil { // stored; the sweeper delivers what failed to enqueue
+		a.log.Warn("retry_enqueue_failed", "run_id", id, "err", err)
+	}
+	writeJSON(w, http.StatusOK, RetryBody{ID: id, Status: res.Status, Ready: res.Ready,
+		Already: res.Replay || res.AlreadyRunning})
+}
+
 // ListBody answers GET /v1/runs.
 type ListBody struct {
 	Runs []runner.RunSummary `json:"runs"`
@@ -306,7 +346,8 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, fence.ErrNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone), errors.Is(err, fence.ErrThreadBusy):
+	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone), errors.Is(err, fence.ErrThreadBusy),
+		errors.Is(err, fence.ErrNotRetryable), errors.Is(err, fence.ErrNotActiveRun):
 		return http.StatusConflict
 	case errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):

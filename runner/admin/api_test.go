@@ -123,6 +123,8 @@ func TestCancelFinishedRun(t *testing.T) {
 
 	e := b.errorBody(t, "POST", "/v1/runs/done-1/cancel", "", http.StatusConflict)
 	assert.Contains(t, e.Error, "run done")
+	e = b.errorBody(t, "POST", "/v1/runs/done-1/retry", "", http.StatusConflict)
+	assert.Contains(t, e.Error, "not retryable")
 
 	resp, raw := send(t, b.request(t, "GET", "/metrics", ""))
 	require.Equal(t, http.StatusOK, resp.StatusCode)

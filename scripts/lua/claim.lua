@@ -98,7 +98,8 @@ if state == 'RUNNING' then
     'lease_until', leaseUntil, 'overdue_ms', now - leaseUntil)
 end
 
--- The epoch only ever grows: this script is the only writer of the field.
+-- The epoch only ever grows: it is raised only by a claim (here, and a
+-- commit's continuation) and by retry.lua, which fences a re-run node.
 local epoch = tonumber(f[8]) + 1
 local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl

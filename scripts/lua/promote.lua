@@ -59,18 +59,21 @@ if rcall('LLEN', queueKey) == 0 then
 else
   rcall('ZADD', queuedKey, now, thread)
 end
-local h = rcall('HMGET', headKey, 'status', 'multitask')
+local h = rcall('HMGET', headKey, 'status', 'multitask', 'start_at')
 if h[1] ~= 'QUEUED' then return {2} end
 
 rcall('SET', activeKey, head)
 rcall('HSET', headKey, 'status', 'RUNNING', 'started_at', now, 'updated_at', now)
+-- A run given a start (submit.lua) keeps it when it waited in the queue;
+-- one without had its submit's time, long past.
+local due = math.max(now, tonumber(h[3]) or 0)
 local out = {1}
 for i = 8, #KEYS do
   local n = rcall('HMGET', KEYS[i], 'state', 'remaining', 'queue')
   if n[1] == 'BLOCKED' and tonumber(n[2]) == 0 then
     local id = ARGV[i - 1]
-    rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now, 'updated_at', now)
-    rcall('ZADD', readyKey, now, refPrefix .. id)
+    rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', due, 'updated_at', now)
+    rcall('ZADD', readyKey, due, refPrefix .. id)
     out[#out + 1] = id
     out[#out + 1] = n[3]
   end

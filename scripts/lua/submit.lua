@@ -23,8 +23,10 @@ ARGV[2] thread id
 ARGV[3] spec digest (idempotency: same id + same digest = same run)
 ARGV[4] ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
-        descendants, max_attempts, timeout_ms}; input is a JSON text kept
-        verbatim as a string
+        descendants, max_attempts, timeout_ms, retry}; input is a JSON text
+        kept verbatim as a string; retry the node's retry policy as JSON
+        text ("" or absent: the worker's default), stored as the field
+        retry for the worker to read when an attempt fails
 ARGV[6] event stream MAXLEN (approximate)
 ARGV[7] the thread's active run id as the caller read it ("" if none)
 ARGV[8] multitask strategy: "" (the run is its own thread), "reject",
@@ -32,16 +34,23 @@ ARGV[8] multitask strategy: "" (the run is its own thread), "reject",
 ARGV[9] incarnation: a new id for this submission, made by the caller, so
         that a run id reused after retention never continues the epochs
         (and fencing tokens) of the run that held it before
+ARGV[10] start_at: ms since the epoch before which no root node is due;
+        "0": none (spec start_at)
+ARGV[11] start_in: ms after now, Redis's TIME, before which no root node
+        is due; "0": none (spec start_in). The later of the two wins.
 
 Returns
-  {1, status, incarnation, behind, ready_id...}
+  {1, status, incarnation, behind, start_ms, ready_id...}
                             created, RUNNING or QUEUED behind the thread's
                             active run; ready_id are the nodes with no deps,
-                            now READY (none when QUEUED)
-  {2, status, incarnation, behind, ready_id...}
+                            now READY (none when QUEUED), due at start_ms
+                            (Redis time; now without a start)
+  {2, status, incarnation, behind, start_ms, ready_id...}
                             the run already exists with the same digest (a
                             retry): no change; incarnation is the stored one,
-                            ready_id the nodes still READY, to enqueue again
+                            ready_id the nodes still READY, to enqueue again;
+                            start_ms the stored start (0: a run stored
+                            before starts existed)
   -20                       the run exists with a different digest
   {-21, active_run_id}      reject: the thread's active run has not finished
   -23                       the thread's active run changed since the caller
@@ -55,6 +64,7 @@ local maxlen = ARGV[6]
 local activeKey, activeRunKey, expectedActive, multitask = KEYS[4], KEYS[5], ARGV[7], ARGV[8]
 local queueKey, queuedKey = KEYS[6], KEYS[7]
 local inc = ARGV[9]
+local startAt, startIn = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 local firstNode = 7 -- KEYS[firstNode + i] is node i's hash
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
@@ -67,8 +77,8 @@ end
 local existing = rcall('HGET', runKey, 'digest')
 if existing then
   if existing == digest then
-    local r = rcall('HMGET', runKey, 'status', 'inc', 'behind')
-    local out = {2, r[1], r[2] or '', r[3] or ''}
+    local r = rcall('HMGET', runKey, 'status', 'inc', 'behind', 'start_at')
+    local out = {2, r[1], r[2] or '', r[3] or '', tonumber(r[4]) or 0}
     for i, n in ipairs(nodes) do
       if rcall('HGET', KEYS[firstNode + i], 'state') == 'READY' then out[#out + 1] = n.id end
     end
@@ -79,6 +89,9 @@ end
 
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+-- The run's start, on Redis's clock: root nodes are READY from submit on,
+-- but not due (claim.lua answers -4) before it.
+local start = math.max(now, startAt, now + startIn)
 
 local status, behind = 'RUNNING', ''
 if multitask ~= '' then
@@ -113,7 +126,7 @@ for i, n in ipairs(nodes) do
   if #deps == 0 and status == 'RUNNING' then
     state = 'READY'
     ready[#ready + 1] = n.id
-    rcall('ZADD', readyKey, now, refPrefix .. n.id)
+    rcall('ZADD', readyKey, start, refPrefix .. n.id)
   end
   rcall('HSET', KEYS[firstNode + i],
     'id', n.id, 'run', runID, 'thread', thread, 'state', state,
@@ -122,20 +135,21 @@ for i, n in ipairs(nodes) do
     'descendants', list(n.descendants), 'remaining', #deps,
     'max_attempts', n.max_attempts, 'timeout_ms', n.timeout_ms,
     'attempt', 0, 'releases', 0, 'epoch', 0, 'claim', '', 'owner', '',
-    'lease_until', 0, 'ready_at', now, 'progress', 0, 'inc', inc,
+    'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc, 'retry', n.retry or '',
     'created_at', now, 'updated_at', now)
 end
 
 rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
   'status', status, 'behind', behind, 'multitask', multitask, 'nodes', cjson.encode(ids), 'total', #nodes,
   'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now)
+rcall('HSET', runKey, 'start_at', start)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
-  'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes)
+  'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes, 'ready_at', start)
 
 if status == 'QUEUED' then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'queued',
     'node', '', 'epoch', 0, 'worker', '', 'at', now, 'behind', behind, 'multitask', multitask)
 end
-local out = {1, status, inc, behind}
+local out = {1, status, inc, behind, start}
 for _, id in ipairs(ready) do out[#out + 1] = id end
 return out

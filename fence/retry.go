@@ -1,0 +1,85 @@
+package fence
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Retried says what Retry did.
+type Retried struct {
+	Thread string // the run's thread (the run's own id when it has none)
+	// Status is the run's status after the call: RUNNING.
+	Status string
+	// Ready are the re-run nodes now READY, to enqueue; Queues[i] is
+	// Ready[i]'s queue and Attempts[i] its attempt so far (its next task is
+	// Attempts[i] + 1). A replay lists the nodes still READY.
+	Ready    []string
+	Queues   []string
+	Attempts []int64
+	// Replay: this retry id retried the run before (its reply was lost);
+	// nothing changed.
+	Replay bool
+	// AlreadyRunning: the run was RUNNING already (retried under another
+	// id, or never finished); nothing changed.
+	AlreadyRunning bool
+}
+
+// Retry re-runs a FAILED or CANCELLED run from its failed and cancelled
+// nodes, keeping the SUCCEEDED ones and their results (retry.lua). Each
+// re-run node is fenced as by a claim: its epoch grows and its claim id is
+// cleared, so a late write from an earlier attempt is refused; its
+// attempts used start again from zero. retryID (NewClaimID) names the
+// request: the same id again is a Replay. A run RUNNING already is
+// AlreadyRunning; one that SUCCEEDED or is QUEUED is ErrNotRetryable; a
+// thread's run that is no longer the thread's active run is
+// ErrNotActiveRun.
+func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, error) {
+	thread, err := s.Locate(ctx, run)
+	if err != nil {
+		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
+	}
+	ids, err := s.nodeIDs(ctx, thread, run)
+	if err != nil {
+		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
+	}
+	// The locator lives outside the thread's slot; the script persists the
+	// rest. Retention may have set its expiry; a retried run must stay
+	// findable.
+	if err := s.rdb.Persist(ctx, s.keys.Locator(run)).Err(); err != nil {
+		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
+	}
+	threaded, activeKey := "", s.keys.Run(thread, run)
+	if thread != run {
+		threaded, activeKey = "1", s.keys.Active(thread)
+	}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(), s.keys.Finished(), activeKey}
+	args := []any{run, retryID, Ref(thread, run, ""), s.maxlen, threaded, who}
+	for _, id := range ids {
+		keys = append(keys, s.keys.Node(thread, run, id))
+		args = append(args, id)
+	}
+	v, err := s.run(ctx, "retry", keys, args...)
+	if err != nil {
+		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
+	}
+	code, r, err := reply(v)
+	switch {
+	case errors.Is(err, ErrNotRetryable):
+		return Retried{}, fmt.Errorf("retry %s: status %s: %w", run, asString(r[0]), err)
+	case errors.Is(err, ErrNotActiveRun):
+		return Retried{}, fmt.Errorf("retry %s: thread %s has moved on to run %q: %w", run, thread, asString(r[0]), err)
+	case err != nil:
+		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
+	}
+	out := Retried{Thread: thread, Status: "RUNNING", Replay: code == 2, AlreadyRunning: code == 3}
+	if code != 1 {
+		out.Status, r = asString(r[0]), r[1:]
+	}
+	for i := 0; i+2 < len(r); i += 3 {
+		out.Ready = append(out.Ready, asString(r[i]))
+		out.Queues = append(out.Queues, asString(r[i+1]))
+		out.Attempts = append(out.Attempts, asInt(r[i+2]))
+	}
+	return out, nil
+}

@@ -1,0 +1,151 @@
+package fence_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// A FAILED diamond is re-run from its failed node: the SUCCEEDED nodes keep
+// their results, the failed node and its cancelled dependents start again
+// with max_attempts again and a newer epoch, a write from the failed attempt
+// is refused, and the run's counters let it SUCCEED.
+func TestRetryRerunsFailedNodes(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("rr", node("a"), node("b", "a").attempts(1), node("c", "a"), node("d", "b", "c")))
+		tb.commit(t, tb.claim(t, "rr", "a", "w", longTTL), `"A"`)
+		tb.commit(t, tb.claim(t, "rr", "c", "w", longTTL), `"C"`)
+		b := tb.claim(t, "rr", "b", "w", longTTL)
+		end, err := tb.store.Fail(tb.ctx, b.Lease, fence.Failure{Err: "boom"}, b.Descendants)
+		require.NoError(t, err)
+		require.Equal(t, fence.Failed, end.Outcome)
+		require.Equal(t, "FAILED", end.RunStatus)
+		require.Equal(t, map[string]string{"a": "SUCCEEDED", "b": "FAILED", "c": "SUCCEEDED", "d": "CANCELLED"}, tb.states(t, "rr"))
+
+		_, err = tb.store.Retry(tb.ctx, "nope", "r1", "test")
+		require.ErrorIs(t, err, fence.ErrNotFound)
+		res, err := tb.store.Retry(tb.ctx, "rr", "r1", "test")
+		require.NoError(t, err)
+		require.Equal(t, fence.Retried{Thread: "rr", Status: "RUNNING", Ready: []string{"b"}, Queues: []string{"default"}, Attempts: []int64{1}}, res)
+		run := tb.getRun(t, "rr")
+		require.Equal(t, "RUNNING", run.Status)
+		require.Nil(t, run.FinishedAt)
+		require.Equal(t, map[string]string{"a": "SUCCEEDED", "b": "READY", "c": "SUCCEEDED", "d": "BLOCKED"}, tb.states(t, "rr"))
+		nb := tb.nodeInfo(t, "rr", "b")
+		require.Equal(t, b.Epoch+1, nb.Epoch, "fenced like a claim: the epoch grows")
+		require.Equal(t, nb.Attempt, nb.Releases, "no attempt used")
+		require.Empty(t, nb.Error)
+
+		// The same request again is a replay; another finds it RUNNING.
+		again, err := tb.store.Retry(tb.ctx, "rr", "r1", "test")
+		require.NoError(t, err)
+		require.True(t, again.Replay)
+		require.Equal(t, []string{"b"}, again.Ready)
+		other, err := tb.store.Retry(tb.ctx, "rr", "r2", "test")
+		require.NoError(t, err)
+		require.True(t, other.AlreadyRunning)
+
+		// A late write from the failed attempt is refused.
+		_, err = tb.store.Commit(tb.ctx, b.Lease, []byte(`"late"`), b.Dependents)
+		require.ErrorIs(t, err, fence.ErrStaleEpoch)
+		_, err = tb.store.Fail(tb.ctx, b.Lease, fence.Failure{Err: "late"}, b.Descendants)
+		require.ErrorIs(t, err, fence.ErrStaleEpoch)
+		require.NotEmpty(t, ofType(tb.events(t, "rr"), "stale_rejected"))
+
+		// b has its one attempt again and the run finishes.
+		b2 := tb.claim(t, "rr", "b", "w2", longTTL)
+		require.Equal(t, nb.Epoch+1, b2.Epoch)
+		got := tb.commit(t, b2, `"B"`)
+		require.Equal(t, []string{"d"}, got.Ready)
+		d := tb.claim(t, "rr", "d", "w2", longTTL)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, d, `"D"`).RunStatus)
+		run = tb.getRun(t, "rr")
+		require.Equal(t, `"A"`, string(run.Nodes[0].Result), "kept")
+		require.Equal(t, `"C"`, string(run.Nodes[2].Result), "kept")
+		require.Len(t, ofType(tb.events(t, "rr"), "claimed"), 5, "a and c ran once")
+		require.Len(t, ofType(tb.events(t, "rr"), "run_retried"), 1)
+
+		_, err = tb.store.Retry(tb.ctx, "rr", "r3", "test")
+		require.ErrorIs(t, err, fence.ErrNotRetryable, "a SUCCEEDED run has nothing to re-run")
+		replay, err := tb.store.Retry(tb.ctx, "rr", "r1", "test")
+		require.NoError(t, err, "the first request, retried late, is still its own success")
+		require.True(t, replay.Replay)
+	})
+}
+
+// A CANCELLED run is re-run from its cancelled nodes, running ones
+// included once they ended; the cancel flag is cleared.
+func TestRetryCancelledRun(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("rc", node("a"), node("b", "a")))
+		a := tb.claim(t, "rc", "a", "w", longTTL)
+		_, err := tb.store.Cancel(tb.ctx, "rc", "stop", "test")
+		require.NoError(t, err)
+		_, err = tb.store.Retry(tb.ctx, "rc", "r1", "test")
+		require.NoError(t, err, "a node still running: the run is RUNNING, left alone")
+		_, err = tb.store.Release(tb.ctx, a.Lease, "cancelled")
+		require.NoError(t, err)
+		require.Equal(t, "CANCELLED", tb.getRun(t, "rc").Status)
+
+		res, err := tb.store.Retry(tb.ctx, "rc", "r2", "test")
+		require.NoError(t, err)
+		require.Equal(t, []string{"a"}, res.Ready)
+		run := tb.getRun(t, "rc")
+		require.False(t, run.Cancelled)
+		require.Empty(t, run.CancelReason)
+		a2 := tb.claim(t, "rc", "a", "w", longTTL)
+		tb.commit(t, a2, `1`)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, tb.claim(t, "rc", "b", "w", longTTL), `2`).RunStatus)
+	})
+}
+
+// A thread's run is retried only while it is the thread's active run.
+func TestRetryRefusedOnceTheThreadMovedOn(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		one := spec("t1", node("a").attempts(1))
+		one.Thread, one.Multitask = "th", "enqueue"
+		two := spec("t2", node("a"))
+		two.Thread, two.Multitask = "th", "enqueue"
+		tb.submit(t, one)
+		tb.submit(t, two)
+		tr := func(run, node string) fence.NodeRef { return fence.NodeRef{Thread: "th", Run: run, Node: node} }
+		c, err := tb.store.Claim(tb.ctx, tr("t1", "a"), "w", longTTL, grace)
+		require.NoError(t, err)
+		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+		require.NoError(t, err)
+		_, err = tb.store.Promote(tb.ctx, "th", "w")
+		require.NoError(t, err)
+
+		_, err = tb.store.Retry(tb.ctx, "t1", "r1", "test")
+		require.ErrorIs(t, err, fence.ErrNotActiveRun)
+		require.ErrorContains(t, err, `moved on to run "t2"`)
+		require.Equal(t, "FAILED", tb.getRun(t, "t1").Status)
+	})
+}
+
+// Retry removes the expiry retention gave a finished run.
+func TestRetryKeepsTheRunPastRetention(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("rk", node("a").attempts(1)))
+		c := tb.claim(t, "rk", "a", "w", longTTL)
+		_, err := tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+		require.NoError(t, err)
+		_, err = tb.store.RetainFinished(tb.ctx, time.Hour, 10)
+		require.NoError(t, err)
+		_, err = tb.store.Retry(tb.ctx, "rk", "r1", "test")
+		require.NoError(t, err)
+		keys := tb.store.Keys()
+		for _, k := range []string{keys.Run("rk", "rk"), keys.Node("rk", "rk", "a"), keys.Events("rk", "rk"), keys.Locator("rk")} {
+			ttl, err := tb.be.Client.TTL(tb.ctx, k).Result()
+			require.NoError(t, err)
+			require.Equal(t, time.Duration(-1), ttl, "%s persists", k)
+		}
+	})
+}

@@ -1,0 +1,132 @@
+--[[ retry: re-run a FAILED or CANCELLED run from its failed and cancelled nodes.
+
+SUCCEEDED nodes keep their state and results. Every FAILED or CANCELLED
+node goes back to READY (all its deps SUCCEEDED) or BLOCKED (remaining
+recomputed: its deps that did not succeed, themselves re-run), as a claim
+would fence it: its epoch grows by one and its claim id is cleared, so a
+late write from any earlier attempt is refused (stale epoch) and recorded
+as stale_rejected. Its attempts used start again from zero: releases is set
+to attempt (claim.lua and fail.lua count attempt - releases against
+max_attempts), so the node gets max_attempts again while attempt itself,
+and the task ids made from it, keep growing. The run becomes RUNNING, its
+counters (terminal: the SUCCEEDED nodes; failed; cancel flag and reason)
+reset and its time to live (retention) removed.
+
+A run of a thread is retried only while it is still the thread's active
+run: once the thread has moved on to another run, re-running this one
+would run two of the thread's runs at once.
+
+Idempotent: the same retry id again finds its own earlier retry (code 2);
+a run RUNNING already (retried under another id, or never finished) is
+left alone (code 3).
+
+KEYS[1]   run hash
+KEYS[2]   run event stream
+KEYS[3]   ready index (zset: ref -> ms when READY)
+KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended)
+KEYS[5]   the thread's active-run key (any key of the thread when the run
+          is its own thread)
+KEYS[6..] every node hash of the run, in the order of ARGV[7..]
+
+ARGV[1]   run id
+ARGV[2]   retry id (made by the caller, the same on every retry of the
+          request)
+ARGV[3]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
+ARGV[4]   event stream MAXLEN (approximate)
+ARGV[5]   "1" when the run belongs to a thread (check its active run)
+ARGV[6]   who asked (recorded as the event's worker)
+ARGV[7..] node ids
+
+Returns
+  {1, ready_id, ready_queue, ready_attempt, ...}
+                    retried: the run is RUNNING; enqueue its READY nodes
+                    (their next task is attempt + 1)
+  {2, run_status, ready_id, ready_queue, ready_attempt, ...}
+                    this retry id retried the run before (a lost reply):
+                    nothing changed; the nodes still READY
+  {3, run_status}   the run is RUNNING already: nothing changed
+  -1                run missing
+  {-24, run_status} nothing to retry: the run SUCCEEDED, or is QUEUED
+  {-14, active_run} the thread's active run is another run
+]]
+local rcall = redis.call
+local runKey, evKey, readyKey, finKey, activeKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local runID, retryID, refPrefix, maxlen, threaded, who = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local firstNode = 5 -- KEYS[firstNode + i] is node i's hash, ARGV[6 + i] its id
+
+local r = rcall('HMGET', runKey, 'status', 'retry_id')
+if not r[1] then return -1 end
+local status = r[1]
+
+-- readyNodes lists the READY nodes as {id, queue, attempt} triples.
+local function readyNodes(out)
+  for i = firstNode + 1, #KEYS do
+    local n = rcall('HMGET', KEYS[i], 'state', 'queue', 'attempt')
+    if n[1] == 'READY' then
+      out[#out + 1] = ARGV[i + 1]
+      out[#out + 1] = n[2]
+      out[#out + 1] = tonumber(n[3])
+    end
+  end
+  return out
+end
+
+if retryID ~= '' and r[2] == retryID then return readyNodes({2, status}) end
+if status == 'RUNNING' then return {3, status} end
+if status ~= 'FAILED' and status ~= 'CANCELLED' then return {-24, status} end
+if threaded == '1' then
+  local active = rcall('GET', activeKey) or ''
+  if active ~= runID then return {-14, active} end
+end
+
+local t = rcall('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+-- First pass: which nodes keep their success.
+local succeeded, nsucceeded = {}, 0
+for i = firstNode + 1, #KEYS do
+  if rcall('HGET', KEYS[i], 'state') == 'SUCCEEDED' then
+    succeeded[ARGV[i + 1]] = true
+    nsucceeded = nsucceeded + 1
+  end
+end
+
+local out, rerun = {1}, 0
+for i = firstNode + 1, #KEYS do
+  local key, id = KEYS[i], ARGV[i + 1]
+  local n = rcall('HMGET', key, 'state', 'deps', 'queue', 'attempt', 'epoch')
+  if n[1] == 'FAILED' or n[1] == 'CANCELLED' then
+    local remaining = 0
+    for _, d in ipairs(cjson.decode(n[2] or '[]')) do
+      if not succeeded[d] then remaining = remaining + 1 end
+    end
+    local state = 'BLOCKED'
+    if remaining == 0 then state = 'READY' end
+    local epoch = tonumber(n[5]) + 1
+    rcall('HSET', key, 'state', state, 'remaining', remaining, 'epoch', epoch, 'claim', '', 'owner', '',
+      'releases', n[4], 'error', '', 'progress', 0, 'lease_until', 0, 'ready_at', now, 'prev_owner', '',
+      'end_op', 'retry', 'updated_at', now)
+    rcall('HDEL', key, 'result', 'finished_at')
+    if state == 'READY' then
+      rcall('ZADD', readyKey, now, refPrefix .. id)
+      out[#out + 1] = id
+      out[#out + 1] = n[3]
+      out[#out + 1] = tonumber(n[4])
+    end
+    rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'retried',
+      'node', id, 'epoch', epoch, 'worker', who, 'at', now, 'state', state, 'prev_state', n[1])
+    rerun = rerun + 1
+  end
+  rcall('PERSIST', key)
+end
+
+rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'failed', 0, 'cancel', 0,
+  'cancel_reason', '', 'retry_id', retryID, 'updated_at', now)
+rcall('HINCRBY', runKey, 'retries', 1)
+rcall('HDEL', runKey, 'finished_at')
+rcall('PERSIST', runKey)
+rcall('PERSIST', evKey)
+rcall('ZREM', finKey, refPrefix)
+rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_retried',
+  'node', '', 'epoch', 0, 'worker', who, 'at', now, 'prev_status', status, 'nodes', rerun)
+return out
