@@ -351,3 +351,19 @@ func TestConcurrentExpiresOfOneLease(t *testing.T) {
 	r := Check(Input{Ops: ops, Bounds: bounds})
 	require.Empty(t, r.Violations)
 }
+
+// A claim whose connection broke is sent again by go-redis: Redis ran the
+// first send (epoch 1), the node was taken over and finished, and the
+// resend's "node done" is all the caller heard. Legal; and the epochs that
+// follow must still grow by one.
+func TestRefusedClaimMayHaveRunBefore(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		refused(op("r1", "claim", "a", 0, "c1", 0, 2500, Refused), "fence: node done"),
+		op("r2", "claim", "a", 2, "c2", 1800, 1801, OK),
+		op("r2", "commit", "a", 2, "c2", 1900, 1901, OK),
+	}
+	require.Empty(t, Check(Input{Ops: ops, Bounds: bounds}).Violations)
+	ops[1].Epoch, ops[2].Epoch = 3, 3
+	require.Equal(t, []string{"linearizable"}, checks(Check(Input{Ops: ops, Bounds: bounds}).Violations))
+}

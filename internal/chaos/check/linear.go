@@ -89,6 +89,14 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 		c := clientOf(o.Source)
 		add(o.Key(), in, o.Call, ret, c, true)
 		res.ops++
+		if o.Op == "claim" && o.Outcome == Refused {
+			// go-redis sends a command again when its connection broke:
+			// the refusal may answer the second send of a claim whose
+			// first send Redis ran (the node then moved on, and the
+			// resend found it busy or done).
+			add(o.Key(), input{Op: "claim", Claim: o.Claim, Owner: o.Source, Outcome: Unknown,
+				Synth: "maybe first send of a refused claim"}, o.Call, o.Ret, c, false)
+		}
 		if o.Op != "commit" {
 			continue
 		}
