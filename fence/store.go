@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -122,6 +123,29 @@ func (r NodeRef) String() string { return r.Run + "/" + r.Node }
 
 func (s *Store) run(ctx context.Context, name string, keys []string, args ...any) (any, error) {
 	return s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+}
+
+// runEach runs script name n times in one pipeline, with the keys and
+// arguments of call i from args(i): one round trip per Redis node the
+// keys live on. Each command carries its own error. After a Redis restart
+// (NOSCRIPT) it loads the scripts and sends the pipeline once more.
+func (s *Store) runEach(ctx context.Context, name string, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	for try := 0; try < 2; try++ {
+		pipe := s.rdb.Pipeline()
+		for i := range cmds {
+			keys, argv := args(i)
+			cmds[i] = s.scripts[name].EvalSha(ctx, pipe, keys, argv...)
+		}
+		_, _ = pipe.Exec(ctx)
+		if try > 0 || n == 0 || !slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) {
+			break
+		}
+		if err := s.Load(ctx); err != nil {
+			break
+		}
+	}
+	return cmds
 }
 
 // reply decodes a script reply: a bare integer is a code; an array starts

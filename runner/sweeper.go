@@ -97,6 +97,9 @@ func (s *sweeper) sweep(ctx context.Context) {
 			}
 			return
 		}
+		if sw.Partial != nil {
+			s.log.Warn("sweep_partial", "err", sw.Partial)
+		}
 		s.enqueue(ctx, sw.Expired, "expired_lease")
 		s.enqueue(ctx, sw.Ready, "stale_ready")
 		if len(sw.Expired) < s.opts.Limit && len(sw.Ready) < s.opts.Limit {
