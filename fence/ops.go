@@ -235,7 +235,7 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		})
 	keys := []string{s.keys.Node(n.Thread, n.Run, n.Node), s.keys.Run(n.Thread, n.Run),
 		s.keys.Events(n.Thread, n.Run), s.keys.Leases(ShardOf(n.Thread)), s.keys.Ready(ShardOf(n.Thread))}
-	v, err := s.run(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds))
+	v, err := s.runReplicated(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds))
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}

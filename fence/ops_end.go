@@ -64,7 +64,7 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
-	v, err := s.run(ctx, "commit", keys, args...)
+	v, err := s.runReplicated(ctx, "commit", keys, args...)
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}

@@ -81,6 +81,10 @@ type Config struct {
 	// with its invocation and response times: the history that cmd/chaos
 	// checks. Default: empty, no history.
 	HistoryFile string `env:"HISTORY_FILE"`
+	// ClaimReplicas, when above zero, makes each claim and commit wait
+	// (Redis WAIT, up to 1s, retried) until that many replicas hold it
+	// before the node runs or its outcome counts. Default: 0.
+	ClaimReplicas int `env:"CLAIM_REPLICAS" envDefault:"0"`
 
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
@@ -177,6 +181,9 @@ func (c Config) validate(skip map[string]bool) error {
 		if v.d <= 0 {
 			bad(v.key, "%s: want a positive duration", v.d)
 		}
+	}
+	if c.ClaimReplicas < 0 || c.ClaimReplicas > 16 {
+		bad("CLAIM_REPLICAS", "%d: want 0 to 16 replicas", c.ClaimReplicas)
 	}
 	if c.Retention == 0 {
 		bad("RUN_RETENTION", "0: want a duration (a negative one keeps runs forever)")

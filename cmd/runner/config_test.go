@@ -228,7 +228,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 26)
+	require.Len(t, keys, 27)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

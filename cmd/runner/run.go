@@ -74,6 +74,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger:            log,
 		Metrics:           runner.NewMetrics(reg),
 		History:           historyOrNil(history),
+		ClaimReplicas:     cfg.ClaimReplicas,
 	})
 	if err != nil {
 		return err

@@ -35,6 +35,7 @@ const envHelp = `Environment (default in brackets):
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
+  CLAIM_REPLICAS      [0] replicas that must acknowledge each claim and commit (WAIT) before it counts
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
 `
 
