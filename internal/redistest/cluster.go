@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -82,8 +83,8 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 	t.Helper()
 	requireTools(t, "redis-server", "redis-cli")
 	opts.Masters = max(opts.Masters, 3)
-	opts.NodeTimeout = cmpOr(opts.NodeTimeout, time.Second)
-	opts.Timeout = cmpOr(opts.Timeout, 20*time.Second)
+	opts.NodeTimeout = cmp.Or(opts.NodeTimeout, time.Second)
+	opts.Timeout = cmp.Or(opts.Timeout, 20*time.Second)
 	c := &Cluster{t: t, opts: opts, servers: map[string]*Server{}, ids: map[string]string{},
 		dead: map[string]bool{}, paused: map[string]bool{}, lost: map[string][]SlotRange{},
 		clients: map[string]*redis.Client{}}
@@ -130,13 +131,6 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 		t.Fatalf("cluster did not settle: %v", err)
 	}
 	return c
-}
-
-func cmpOr(d, def time.Duration) time.Duration {
-	if d == 0 {
-		return def
-	}
-	return d
 }
 
 // Addrs are the seed addresses: every node started, in start order.
@@ -356,10 +350,15 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	return c.poll(ctx, c.healthy)
 }
 
-// poll runs check every 20 ms until it returns nil, ctx ends or the
-// cluster's Timeout passes; the error then says what was last wrong.
+// poll waits, up to the cluster's Timeout, for check to pass.
 func (c *Cluster) poll(ctx context.Context, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	return pollUntil(ctx, c.opts.Timeout, check)
+}
+
+// pollUntil runs check every 20 ms until it returns nil or ctx ends or
+// timeout passes; the error then says what was last wrong.
+func pollUntil(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
