@@ -99,13 +99,20 @@ func TestClusterKilledMasterReplicaTakesOver(t *testing.T) {
 	cc := c.Client()
 
 	const key = "{victim}:k"
-	require.NoError(t, cc.Set(ctx, key, "v", 0).Err())
 	slot, err := c.KeySlot(ctx, key)
 	require.NoError(t, err)
 	victim, err := c.SlotOwner(ctx, slot)
 	require.NoError(t, err)
-	// The write has reached the replica before the kill.
-	require.NoError(t, c.NodeClient(victim).Do(ctx, "WAIT", 1, 2000).Err())
+	// The write reaches the replica before the kill. WAIT counts only
+	// writes on its own connection: one pipeline is one connection.
+	var acked *redis.Cmd
+	_, err = c.NodeClient(victim).Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, key, "v", 0)
+		acked = p.Do(ctx, "WAIT", 1, 2000)
+		return nil
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, acked.Val())
 
 	nodes, err := c.Nodes(ctx)
 	require.NoError(t, err)
@@ -135,6 +142,7 @@ func TestClusterKilledMasterReplicaTakesOver(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		v, err := cc.Get(ctx, key).Result()
+		require.NotErrorIs(t, err, redis.Nil, "the promoted replica lost an acknowledged write")
 		if err == nil {
 			require.Equal(t, "v", v)
 			break

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/internal/redistest"
@@ -27,8 +28,16 @@ func TestSentinelFailoverElectsTheReplica(t *testing.T) {
 	replica := s.DataAddrs()[1]
 
 	c := s.Client()
-	require.NoError(t, c.Set(ctx, "before", "v", 0).Err())
-	require.NoError(t, c.Do(ctx, "WAIT", 1, 2000).Err()) // on the replica before the kill
+	// On the replica before the kill. WAIT counts only writes on its own
+	// connection: one pipeline is one connection.
+	var acked *redis.Cmd
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "before", "v", 0)
+		acked = p.Do(ctx, "WAIT", 1, 2000)
+		return nil
+	})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, acked.Val())
 
 	killed := time.Now()
 	s.Kill(old)
