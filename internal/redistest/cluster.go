@@ -99,7 +99,9 @@ func StartCluster(t testing.TB, opts ClusterOptions) *Cluster {
 			"--cluster-port", strconv.Itoa(FreePort(t)),
 			"--cluster-node-timeout", strconv.FormatInt(opts.NodeTimeout.Milliseconds(), 10),
 			// A replica whose master is killed mid-test must still take over.
-			"--cluster-replica-validity-factor", "0"}
+			"--cluster-replica-validity-factor", "0",
+			// Redis 7 waits 5 s for more replicas before a diskless sync.
+			"--repl-diskless-sync-delay", "0"}
 		if opts.Password != "" {
 			args = append(args, "--requirepass", opts.Password, "--masterauth", opts.Password)
 		}

@@ -66,9 +66,10 @@ func StartSentinel(t testing.TB, opts SentinelOptions) *Sentinel {
 	s := &Sentinel{t: t, opts: opts, MasterName: opts.MasterName,
 		data: map[string]*Server{}, sentinels: map[string]*Server{}, dead: map[string]bool{}}
 
-	var auth []string
+	// Redis 7 waits 5 s for more replicas before a diskless sync.
+	auth := []string{"--repl-diskless-sync-delay", "0"}
 	if opts.Password != "" {
-		auth = []string{"--requirepass", opts.Password, "--masterauth", opts.Password}
+		auth = append(auth, "--requirepass", opts.Password, "--masterauth", opts.Password)
 	}
 	primary := Start(t, append(auth, opts.Args...)...)
 	replica := Start(t, append(append(auth, "--replicaof", "127.0.0.1", strconv.Itoa(primary.port)), opts.Args...)...)
