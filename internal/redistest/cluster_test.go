@@ -230,3 +230,57 @@ func TestClusterMigrationMidwayAsks(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, n, cnt)
 }
+
+// CLUSTER FAILOVER hands a master's slots to its replica without losing a
+// write; the old master follows the new one.
+func TestClusterManualFailover(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{Replicas: 1, Password: "pw-failover"})
+	cc := c.Client()
+
+	nodes, err := c.Nodes(ctx)
+	require.NoError(t, err)
+	var master, replica redistest.ClusterNode
+	for _, n := range nodes {
+		if n.Role == "replica" {
+			replica = n
+		}
+	}
+	for _, n := range nodes {
+		if n.ID == replica.MasterID {
+			master = n
+		}
+	}
+	key := ""
+	for i := 0; key == ""; i++ {
+		k := fmt.Sprintf("k%d", i)
+		slot, err := c.KeySlot(ctx, k)
+		require.NoError(t, err)
+		if master.Slots[0].Contains(slot) {
+			key = k
+		}
+	}
+	require.NoError(t, cc.Set(ctx, key, "v", 0).Err())
+
+	start := time.Now()
+	require.NoError(t, c.Failover(ctx, replica.Addr))
+	t.Logf("manual failover took %v", time.Since(start))
+
+	nodes, err = c.Nodes(ctx)
+	require.NoError(t, err)
+	for _, n := range nodes {
+		switch n.Addr {
+		case replica.Addr:
+			require.Equal(t, "master", n.Role)
+			require.Equal(t, master.Slots, n.Slots)
+		case master.Addr:
+			require.Equal(t, "replica", n.Role)
+			require.Equal(t, replica.ID, n.MasterID)
+		}
+	}
+	// The old master answers MOVED; the client follows it to the new one.
+	v, err := cc.Get(ctx, key).Result()
+	require.NoError(t, err)
+	require.Equal(t, "v", v)
+}
