@@ -238,7 +238,11 @@ func (c *Cluster) Masters(ctx context.Context) ([]string, error) {
 
 // KeySlot asks a live node which slot key hashes to.
 func (c *Cluster) KeySlot(ctx context.Context, key string) (int, error) {
-	n, err := c.node(c.live()[0]).ClusterKeySlot(ctx, key).Result()
+	live := c.live()
+	if len(live) == 0 {
+		return 0, errors.New("redistest: no live cluster node")
+	}
+	n, err := c.node(live[0]).ClusterKeySlot(ctx, key).Result()
 	return int(n), err
 }
 
@@ -266,19 +270,24 @@ func (c *Cluster) Kill(addr string) {
 }
 
 // Pause stops the node at addr with SIGSTOP: its connections hang.
+// Health checks skip it until Resume.
 func (c *Cluster) Pause(addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.servers[addr].Pause()
-	c.paused[addr] = true
+	if s, ok := c.servers[addr]; ok && !c.dead[addr] {
+		s.Pause()
+		c.paused[addr] = true
+	}
 }
 
 // Resume continues a paused node with SIGCONT.
 func (c *Cluster) Resume(addr string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.servers[addr].Resume()
-	delete(c.paused, addr)
+	if s, ok := c.servers[addr]; ok && c.paused[addr] {
+		s.Resume()
+		delete(c.paused, addr)
+	}
 }
 
 // Failover runs CLUSTER FAILOVER on a replica (its master must be up: the
@@ -315,7 +324,7 @@ func (c *Cluster) WaitPromoted(ctx context.Context, deadAddr string) (string, er
 		if err := c.healthy(ctx); err != nil {
 			return err
 		}
-		view, err := c.view(ctx, c.live()[0])
+		view, err := c.view(ctx, c.live()[0]) // healthy: at least one is live
 		if err != nil {
 			return err
 		}

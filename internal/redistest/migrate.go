@@ -48,6 +48,8 @@ func (c *Cluster) MigrateSlot(ctx context.Context, slot int, toAddr string, opts
 	}
 	to := c.ids[toAddr]
 	switch {
+	case to == "":
+		return fmt.Errorf("redistest: %s is no node of this cluster", toAddr)
 	case from.Addr == "":
 		return fmt.Errorf("redistest: no live master serves slot %d", slot)
 	case from.Addr == toAddr:

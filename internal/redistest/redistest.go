@@ -1,6 +1,10 @@
 // Package redistest starts the Redis servers baton's tests run against: a
-// miniredis for fast unit tests, and a real redis-server on a free port for
-// integration and fault tests (restart, pause, kill), stopped by pid.
+// miniredis for fast unit tests, a real redis-server on a free port for
+// integration and fault tests (restart, pause, kill), and the deployments
+// that outgrow one server — a Redis Cluster (StartCluster) and a primary
+// with a replica under Sentinel (StartSentinel) — so failover and slot
+// migration are measured on real Redis, not assumed. Every process is
+// stopped by pid when its test ends.
 package redistest
 
 import (
