@@ -160,8 +160,10 @@ func TestClusterKilledMasterReplicaTakesOver(t *testing.T) {
 }
 
 // A slot migrated half-way answers ASK for the moved keys; the cluster
-// client follows it (without reloading its slot map) and every key stays
-// readable and writable. Afterwards the source answers MOVED.
+// client follows it and every key stays readable and writable. A script
+// over two keys of the slot, one moved and one not, gets TRYAGAIN until the
+// migration ends: what a multi-key script of baton's meets mid-resharding.
+// Afterwards the source answers MOVED.
 func TestClusterMigrationMidwayAsks(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -185,8 +187,10 @@ func TestClusterMigrationMidwayAsks(t *testing.T) {
 		to = masters[1]
 	}
 
-	sawAsk := false
+	sawAsk, sawTryAgain := false, false
+	var tryAgainFor time.Duration // the client's retries before TRYAGAIN reaches the caller
 	incrs := 0
+	pair := redis.NewScript(`return redis.call('MGET', KEYS[1], KEYS[2])`)
 	start := time.Now()
 	err = c.MigrateSlot(ctx, slot, to, &redistest.MigrateOptions{Batch: 7,
 		AfterBatch: func(ctx context.Context, moved int) error {
@@ -207,6 +211,30 @@ func TestClusterMigrationMidwayAsks(t *testing.T) {
 					require.Contains(t, err.Error(), to)
 				}
 			}
+			// A script over a moved key and one still on the source.
+			var here, gone string
+			for _, k := range keys {
+				// The source answers ASK for a key it no longer has.
+				err := c.NodeClient(from).Exists(ctx, k).Err()
+				switch {
+				case err == nil:
+					here = k
+				case strings.HasPrefix(err.Error(), "ASK "):
+					gone = k
+				default:
+					return err
+				}
+			}
+			if here != "" && gone != "" {
+				began := time.Now()
+				err := pair.Run(ctx, cc, []string{here, gone}).Err()
+				if err != nil && strings.HasPrefix(err.Error(), "TRYAGAIN") {
+					sawTryAgain = true
+					tryAgainFor = max(tryAgainFor, time.Since(began))
+				} else {
+					return fmt.Errorf("script over a half-moved slot: %v, want TRYAGAIN", err)
+				}
+			}
 			// A write to a moved key follows the ASK too.
 			incrs++
 			return cc.Incr(ctx, keys[0]).Err()
@@ -214,6 +242,8 @@ func TestClusterMigrationMidwayAsks(t *testing.T) {
 	require.NoError(t, err)
 	t.Logf("slot %d with %d keys migrated in %v", slot, n, time.Since(start))
 	require.True(t, sawAsk, "no ASK seen while the slot was half moved")
+	require.True(t, sawTryAgain, "no TRYAGAIN seen while the slot was half moved")
+	t.Logf("a script over a half-moved slot failed with TRYAGAIN after up to %v of client retries", tryAgainFor)
 
 	var rerr redis.Error
 	err = c.NodeClient(from).Get(ctx, keys[1]).Err()
