@@ -121,6 +121,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return fmt.Errorf("start worker (is Redis up at %s?): %w", rconf, err)
 	}
+	if old, err := client.Store().OldLayout(ctx); err == nil && len(old) > 0 {
+		log.Warn("old_key_layout", "keys", old, "note", "runs stored by a version before the sharded key "+
+			"layout are not seen by this one: drain them with that version")
+	}
 	serveErr := make(chan error, 1)
 	if srv != nil {
 		go func() { serveErr <- srv.Serve(ln) }()
