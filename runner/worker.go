@@ -177,7 +177,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		cfg: cfg,
 		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}, Observer: historyWriter(cfg.History),
 			ClaimReplicas: cfg.ClaimReplicas}),
-		queue: enqueuer{asynq.NewClientFromRedisClient(cfg.Redis)},
+		queue: newEnqueuer(cfg.Redis),
 		kinds: map[string]Kind{},
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
 		m:     cfg.Metrics,
