@@ -129,3 +129,16 @@ func BenchmarkHeartbeatBatch(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSweepIdle is a sweeper tick when nothing is due: one sweep.lua
+// per shard, pipelined.
+func BenchmarkSweepIdle(b *testing.B) {
+	s := benchStore(b)
+	benchSubmit(b, s, 100)
+	o := fence.SweepOptions{Grace: time.Second, Threshold: time.Hour, Limit: 200, Retry: 5 * time.Second}
+	for b.Loop() {
+		if _, err := s.Sweep(context.Background(), o); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -67,6 +67,22 @@ var (
 	ErrNotRetryable = errors.New("fence: run not retryable")
 )
 
+// ErrNotReplicated: a claim or commit ran on the primary but fewer
+// replicas than Options.ClaimReplicas acknowledged it in time (see
+// ReplicationError). It is not a refusal: retry with the same identity,
+// which replays the write and waits again.
+var ErrNotReplicated = errors.New("fence: not acknowledged by enough replicas")
+
+// ReplicationError says how many replicas acknowledged a write.
+type ReplicationError struct {
+	Acked, Want int64
+}
+
+func (e *ReplicationError) Error() string {
+	return fmt.Sprintf("%v: %d of %d", ErrNotReplicated, e.Acked, e.Want)
+}
+func (e *ReplicationError) Unwrap() error { return ErrNotReplicated }
+
 // codeErrors is the one place script codes become errors.
 var codeErrors = map[int64]error{
 	-1:  ErrNotFound,

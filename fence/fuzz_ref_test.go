@@ -11,7 +11,7 @@ import (
 
 // FuzzRef: ids that pass ValidateID build keys and refs that reach nothing
 // else. A ref of three valid ids splits back into exactly them, and the
-// node's key carries one hash tag, {thread}, so no id can move a key to
+// node's key carries one hash tag, its thread's shard's, so no id can move a key to
 // another slot or into another key's namespace.
 func FuzzRef(f *testing.F) {
 	for _, s := range [][3]string{
@@ -42,8 +42,12 @@ func FuzzRef(f *testing.F) {
 		key := fence.Keys{}.Node(thread, run, node)
 		require.Equal(t, 1, strings.Count(key, "{"), key)
 		require.Equal(t, 1, strings.Count(key, "}"), key)
-		require.Contains(t, key, "{"+thread+"}:")
-		require.Equal(t, "baton:{"+thread+"}:node:"+run+":"+node, key)
+		// The key carries its shard's tag, the tag of the indexes its
+		// scripts write: one slot.
+		leases := fence.Keys{}.Leases(fence.ShardOf(thread))
+		tag := leases[strings.Index(leases, "{") : strings.Index(leases, "}")+1]
+		require.Equal(t, "baton:"+tag+":"+thread+":node:"+run+":"+node, key)
+		require.Equal(t, fence.Slot(leases), fence.Slot(key))
 	})
 }
 

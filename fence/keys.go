@@ -1,10 +1,20 @@
 package fence
 
-import "strings"
+import (
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
 
-// Keys builds every Redis key baton uses. All keys of one thread share the
-// hash tag {thread}, so each script touches a single Redis Cluster slot. A run
-// without a thread is its own thread (thread = run id).
+// Keys builds every Redis key baton uses. A run without a thread is its own
+// thread (thread = run id).
+//
+// The key space is cut into Shards shards. A thread belongs to one shard
+// (ShardOf), and every key of the thread carries its shard's hash tag, as
+// do the shard's indexes (leases, ready, finished, queued threads, the run
+// listing). So each script touches keys of one Redis Cluster slot, and
+// the indexes it writes are in that slot too. The sweeper and the listing
+// visit every shard.
 //
 // Builders take IDs that already passed ValidateID; Keys never validates.
 type Keys struct {
@@ -19,8 +29,44 @@ func (k Keys) prefix() string {
 	return k.Prefix
 }
 
+// Shards is the number of shards of the key space, fixed: it is part of
+// the key layout, so every runner and client of one Redis agrees on it
+// without configuration. Sixteen spreads the load over up to sixteen
+// masters while a sweeper tick costs sixteen script calls, pipelined.
+const Shards = 16
+
+// shardTags[i] is shard i's hash tag, chosen so that its Redis Cluster
+// slot lies in the i-th sixteenth of the slot range: on a cluster whose
+// masters own contiguous, equal slot ranges (what redis-cli --cluster
+// create makes), the shards spread evenly over the masters.
+var shardTags = func() [Shards]string {
+	var tags [Shards]string
+	const width = 16384 / Shards
+	for i := range tags {
+		for n := 0; ; n++ {
+			t := "s" + strconv.Itoa(i) + "." + strconv.Itoa(n)
+			if int(Slot(t))/width == i {
+				tags[i] = t
+				break
+			}
+		}
+	}
+	return tags
+}()
+
+// ShardOf returns the shard of a thread's keys.
+func ShardOf(thread string) int {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(thread))
+	return int(h.Sum32() % Shards)
+}
+
 func (k Keys) tagged(thread string, parts ...string) string {
-	return k.prefix() + ":{" + thread + "}:" + strings.Join(parts, ":")
+	return k.prefix() + ":{" + shardTags[ShardOf(thread)] + "}:" + thread + ":" + strings.Join(parts, ":")
+}
+
+func (k Keys) index(shard int, name string) string {
+	return k.prefix() + ":{" + shardTags[shard] + "}:" + name
 }
 
 // Run is the run's hash: status, cancel flag, node list, counters.
@@ -56,26 +102,29 @@ func (k Keys) CheckpointNS(thread, ns string) [4]string {
 // thread's slot, written once at submit.
 func (k Keys) Locator(run string) string { return k.prefix() + ":loc:" + run }
 
-// Runs indexes every run by creation time, for listing.
-func (k Keys) Runs() string { return k.prefix() + ":runs" }
+// The indexes below are per shard: shard is ShardOf(thread) of the
+// threads they index.
+
+// Runs indexes the shard's runs by creation time, for listing.
+func (k Keys) Runs(shard int) string { return k.index(shard, "runs") }
 
 // Leases indexes RUNNING nodes by lease deadline (ms, Redis time). A trigger
 // for the sweeper, never authority.
-func (k Keys) Leases() string { return k.prefix() + ":leases" }
+func (k Keys) Leases(shard int) string { return k.index(shard, "leases") }
 
 // Ready indexes READY nodes by when they became due (ms, Redis time). A
 // trigger for the sweeper, never authority.
-func (k Keys) Ready() string { return k.prefix() + ":ready" }
+func (k Keys) Ready(shard int) string { return k.index(shard, "ready") }
 
 // Finished indexes runs that ended ("thread:run:" -> ms), until the
 // sweeper has applied their retention.
-func (k Keys) Finished() string { return k.prefix() + ":finished" }
+func (k Keys) Finished(shard int) string { return k.index(shard, "finished") }
 
 // Queued indexes threads that have runs waiting (thread -> ms when last
 // looked at): the sweeper starts a waiting run whose thread's active run
 // ended but was never followed (its ender crashed). A trigger, never
 // authority.
-func (k Keys) Queued() string { return k.prefix() + ":queued" }
+func (k Keys) Queued(shard int) string { return k.index(shard, "queued") }
 
 // Ref names a node in the global indexes: "thread:run:node". Colons cannot
 // occur in IDs, so a ref splits back unambiguously.

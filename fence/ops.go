@@ -106,7 +106,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	pipe.SetNX(ctx, s.keys.Locator(a.Run), thread, 0)
 	get := pipe.Get(ctx, s.keys.Locator(a.Run))
 	active := pipe.Get(ctx, s.keys.Active(thread))
-	pipe.ZAddNX(ctx, s.keys.Runs(), redis.Z{Score: float64(time.Now().UnixMilli()), Member: a.Run})
+	pipe.ZAddNX(ctx, s.keys.Runs(ShardOf(thread)), redis.Z{Score: float64(time.Now().UnixMilli()), Member: a.Run})
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
@@ -118,8 +118,8 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	if activeRun != "" {
 		activeKey = s.keys.Run(thread, activeRun)
 	}
-	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(),
-		s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued()}
+	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(ShardOf(thread)),
+		s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(ShardOf(thread))}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
@@ -234,8 +234,8 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 			}
 		})
 	keys := []string{s.keys.Node(n.Thread, n.Run, n.Node), s.keys.Run(n.Thread, n.Run),
-		s.keys.Events(n.Thread, n.Run), s.keys.Leases(), s.keys.Ready()}
-	v, err := s.run(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds))
+		s.keys.Events(n.Thread, n.Run), s.keys.Leases(ShardOf(n.Thread)), s.keys.Ready(ShardOf(n.Thread))}
+	v, err := s.runReplicated(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds))
 	if err != nil {
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
@@ -359,7 +359,7 @@ func (s *Store) heartbeatArgs(b Beat, ttl time.Duration) ([]string, []any) {
 		progress = strconv.Itoa(min(b.Progress, 100))
 	}
 	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases()}
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(ShardOf(l.Thread))}
 	return keys, []any{l.Node, l.Owner, l.Epoch, l.ClaimID, ms(ttl), progress, l.Ref(), s.maxlen}
 }
 
@@ -388,22 +388,8 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 // their number. errs[i] is beats[i]'s outcome: nil, a fencing error (see
 // IsFenced) or a Redis/network error.
 func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Duration) ([]Renewal, []error) {
-	cmds := make([]*redis.Cmd, len(beats))
 	call := time.Now()
-	for try := 0; try < 2; try++ {
-		pipe := s.rdb.Pipeline()
-		for i, b := range beats {
-			keys, args := s.heartbeatArgs(b, ttl)
-			cmds[i] = s.scripts["heartbeat"].EvalSha(ctx, pipe, keys, args...)
-		}
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		if try > 0 || len(cmds) == 0 || !isNoScript(cmds[0].Err()) {
-			break
-		}
-		if err := s.Load(ctx); err != nil { // Redis restarted and lost its script cache
-			break
-		}
-	}
+	cmds := s.runEach(ctx, "heartbeat", len(beats), func(i int) ([]string, []any) { return s.heartbeatArgs(beats[i], ttl) })
 	out := make([]Renewal, len(beats))
 	errs := make([]error, len(beats))
 	for i, b := range beats {

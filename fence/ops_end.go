@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -63,7 +64,7 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
-	v, err := s.run(ctx, "commit", keys, args...)
+	v, err := s.runReplicated(ctx, "commit", keys, args...)
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}
@@ -107,8 +108,9 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 // endKeys are the fixed keys of the scripts that can end a node (commit,
 // fail, release): its hash, the run's hash and events, and the indexes.
 func (s *Store) endKeys(l Lease) []string {
+	sh := ShardOf(l.Thread)
 	return []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
-		s.keys.Events(l.Thread, l.Run), s.keys.Leases(), s.keys.Ready(), s.keys.Finished()}
+		s.keys.Events(l.Thread, l.Run), s.keys.Leases(sh), s.keys.Ready(sh), s.keys.Finished(sh)}
 }
 
 // Outcome is what became of a failed, released or expired node.
@@ -234,7 +236,7 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
 	}
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(), s.keys.Finished()}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)), s.keys.Finished(ShardOf(thread))}
 	args := []any{reason, who, Ref(thread, run, ""), s.maxlen, s.keys.CancelChannel()}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))
@@ -264,24 +266,44 @@ type Swept struct {
 	Now     time.Time // Redis time
 	Expired []NodeRef // RUNNING with an expired lease: a takeover is due
 	Ready   []NodeRef // READY but unclaimed past the threshold
+	// Partial is why some shards were not swept (their Redis node failed);
+	// nil when every shard was.
+	Partial error
 }
 
 // Sweep returns due index entries and pushes them back by o.Retry, so
 // concurrent sweepers share the work. The entries are triggers: the caller
 // enqueues, the claim script decides.
 func (s *Store) Sweep(ctx context.Context, o SweepOptions) (Swept, error) {
-	v, err := s.run(ctx, "sweep", []string{s.keys.Leases(), s.keys.Ready()},
-		ms(o.Grace), ms(o.Threshold), o.Limit, ms(o.Retry))
-	if err != nil {
-		return Swept{}, fmt.Errorf("sweep: %w", err)
+	cmds := s.runEach(ctx, "sweep", Shards, func(i int) ([]string, []any) {
+		return []string{s.keys.Leases(i), s.keys.Ready(i)}, []any{ms(o.Grace), ms(o.Threshold), o.Limit, ms(o.Retry)}
+	})
+	var out Swept
+	var errs []error
+	for i, c := range cmds {
+		v, err := c.Result()
+		r, ok := v.([]any)
+		if err == nil && (!ok || len(r) != 3) {
+			err = fmt.Errorf("unexpected reply %v", v)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("shard %d: %w", i, err))
+			continue
+		}
+		if now := time.UnixMilli(asInt(r[0])); now.After(out.Now) {
+			out.Now = now
+		}
+		out.Expired = append(out.Expired, parseRefs(r[1])...)
+		out.Ready = append(out.Ready, parseRefs(r[2])...)
 	}
-	r, ok := v.([]any)
-	if !ok || len(r) != 3 {
-		return Swept{}, fmt.Errorf("sweep: unexpected reply %v", v)
+	if len(errs) == Shards {
+		return Swept{}, fmt.Errorf("sweep: %w", errors.Join(errs...))
 	}
-	out := Swept{Now: time.UnixMilli(asInt(r[0]))}
-	out.Expired = parseRefs(r[1])
-	out.Ready = parseRefs(r[2])
+	// A shard whose master is down is swept again next tick; the others'
+	// due nodes are handed out now.
+	if len(errs) > 0 {
+		out.Partial = errors.Join(errs...)
+	}
 	return out, nil
 }
 

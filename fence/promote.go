@@ -52,8 +52,8 @@ func (s *Store) Promote(ctx context.Context, thread, who string) (*Promoted, err
 		if active != "" {
 			activeKey = s.keys.Run(thread, active)
 		}
-		keys := []string{s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(),
-			s.keys.Run(thread, head), s.keys.Events(thread, head), s.keys.Ready()}
+		keys := []string{s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(ShardOf(thread)),
+			s.keys.Run(thread, head), s.keys.Events(thread, head), s.keys.Ready(ShardOf(thread))}
 		args := []any{active, head, thread, Ref(thread, head, ""), s.maxlen, who}
 		for _, id := range ids {
 			keys = append(keys, s.keys.Node(thread, head, id))
@@ -94,16 +94,32 @@ func (s *Store) QueuedThreads(ctx context.Context, age, retry time.Duration, lim
 	if err != nil {
 		return nil, fmt.Errorf("queued threads: %w", err)
 	}
-	threads, err := s.rdb.ZRangeByScore(ctx, s.keys.Queued(), &redis.ZRangeBy{Min: "-inf",
-		Max: fmt.Sprint(now.Add(-age).UnixMilli()), Count: int64(limit)}).Result()
-	if err != nil || len(threads) == 0 {
-		return threads, err
+	pipe := s.rdb.Pipeline()
+	due := make([]*redis.StringSliceCmd, Shards)
+	for i := range due {
+		due[i] = pipe.ZRangeByScore(ctx, s.keys.Queued(i), &redis.ZRangeBy{Min: "-inf",
+			Max: fmt.Sprint(now.Add(-age).UnixMilli()), Count: int64(limit)})
 	}
-	zs := make([]redis.Z, len(threads))
-	for i, t := range threads {
-		zs[i] = redis.Z{Score: float64(now.Add(retry).UnixMilli()), Member: t}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("queued threads: %w", err)
 	}
-	if err := s.rdb.ZAddXX(ctx, s.keys.Queued(), zs...).Err(); err != nil {
+	var threads []string
+	pipe = s.rdb.Pipeline()
+	for i, c := range due {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		threads = append(threads, c.Val()...)
+		zs := make([]redis.Z, len(c.Val()))
+		for j, t := range c.Val() {
+			zs[j] = redis.Z{Score: float64(now.Add(retry).UnixMilli()), Member: t}
+		}
+		pipe.ZAddXX(ctx, s.keys.Queued(i), zs...)
+	}
+	if len(threads) == 0 {
+		return threads, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("queued threads: %w", err)
 	}
 	return threads, nil

@@ -1,11 +1,14 @@
 package fence
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -193,9 +196,33 @@ func (s *Store) Events(ctx context.Context, run, after string, count int64) ([]E
 	return out, nil
 }
 
-// ListRuns returns run ids, newest first, offset and limit applied.
+// ListRuns returns run ids, newest first, offset and limit applied. Each
+// shard lists its own runs; ListRuns merges the shards' newest
+// offset+limit, so a deep page costs more than the first.
 func (s *Store) ListRuns(ctx context.Context, offset, limit int64) ([]string, error) {
-	return s.rdb.ZRevRange(ctx, s.keys.Runs(), offset, offset+limit-1).Result()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.ZSliceCmd, Shards)
+	for i := range cmds {
+		cmds[i] = pipe.ZRevRangeWithScores(ctx, s.keys.Runs(i), 0, offset+limit-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	var all []redis.Z
+	for _, c := range cmds {
+		all = append(all, c.Val()...)
+	}
+	slices.SortFunc(all, func(a, b redis.Z) int {
+		if c := cmp.Compare(b.Score, a.Score); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Member.(string), a.Member.(string))
+	})
+	out := []string{}
+	for _, z := range all[min(offset, int64(len(all))):min(offset+limit, int64(len(all)))] {
+		out = append(out, z.Member.(string))
+	}
+	return out, nil
 }
 
 // RunSummary is a run's status and counters, read without its nodes.

@@ -18,20 +18,29 @@ import (
 // owner then finds no node and changes nothing. It returns how many runs it
 // handled.
 func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
-	members, err := s.rdb.ZRange(ctx, s.keys.Finished(), 0, limit-1).Result()
-	if err != nil || len(members) == 0 {
-		return 0, err
-	}
-	refs := make([]NodeRef, 0, len(members))
 	pipe := s.rdb.Pipeline()
+	due := make([]*redis.StringSliceCmd, Shards)
+	for i := range due {
+		due[i] = pipe.ZRange(ctx, s.keys.Finished(i), 0, limit-1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("retain: %w", err)
+	}
+	var refs []NodeRef
 	var lists []*redis.StringCmd
-	for _, m := range members {
-		thread, run, _, ok := ParseRef(m)
-		if !ok {
-			continue
+	pipe = s.rdb.Pipeline()
+	for _, c := range due {
+		for _, m := range c.Val() {
+			thread, run, _, ok := ParseRef(m)
+			if !ok {
+				continue
+			}
+			refs = append(refs, NodeRef{Thread: thread, Run: run})
+			lists = append(lists, pipe.HGet(ctx, s.keys.Run(thread, run), "nodes"))
 		}
-		refs = append(refs, NodeRef{Thread: thread, Run: run})
-		lists = append(lists, pipe.HGet(ctx, s.keys.Run(thread, run), "nodes"))
+	}
+	if len(lists) == 0 {
+		return 0, nil
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("retain: %w", err)
@@ -49,11 +58,17 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 			}
 		}
 	}
-	pipe.ZRem(ctx, s.keys.Finished(), anySlice(members)...)
+	n := 0
+	for i, c := range due {
+		if len(c.Val()) > 0 {
+			pipe.ZRem(ctx, s.keys.Finished(i), anySlice(c.Val())...)
+			n += len(c.Val())
+		}
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("retain: %w", err)
 	}
-	return len(members), nil
+	return n, nil
 }
 
 func anySlice(ss []string) []any {
@@ -68,5 +83,17 @@ func anySlice(ss []string) []any {
 // cutoff older than any run still running: a trimmed run stays readable by
 // id, it only leaves the listing.
 func (s *Store) TrimRuns(ctx context.Context, cutoff time.Time) (int64, error) {
-	return s.rdb.ZRemRangeByScore(ctx, s.keys.Runs(), "-inf", fmt.Sprintf("(%d", cutoff.UnixMilli())).Result()
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, Shards)
+	for i := range cmds {
+		cmds[i] = pipe.ZRemRangeByScore(ctx, s.keys.Runs(i), "-inf", fmt.Sprintf("(%d", cutoff.UnixMilli()))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return 0, fmt.Errorf("trim runs: %w", err)
+	}
+	var n int64
+	for _, c := range cmds {
+		n += c.Val()
+	}
+	return n, nil
 }

@@ -4,7 +4,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/redistest"
 )
 
 // A run that ends is queued for retention by the script that ended it;
@@ -54,4 +58,24 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, ids)
 	})
+}
+
+// TestOldLayout: the global indexes of the layout before shards are
+// reported, so that a runner can warn about runs it will not see.
+func TestOldLayout(t *testing.T) {
+	t.Parallel()
+	_, rdb := redistest.Mini(t)
+	s := fence.New(rdb, nil)
+	old, err := s.OldLayout(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, old)
+	_, err = s.Submit(t.Context(), spec("new-layout", node("a")))
+	require.NoError(t, err)
+	old, err = s.OldLayout(t.Context())
+	require.NoError(t, err)
+	require.Empty(t, old, "the sharded layout's keys are not mistaken for old ones")
+	require.NoError(t, rdb.ZAdd(t.Context(), "baton:leases", redis.Z{Score: 1, Member: "t:r:n"}).Err())
+	old, err = s.OldLayout(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, []string{"baton:leases"}, old)
 }

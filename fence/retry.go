@@ -53,7 +53,7 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	if thread != run {
 		threaded, activeKey = "1", s.keys.Active(thread)
 	}
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(), s.keys.Finished(), activeKey}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)), s.keys.Finished(ShardOf(thread)), activeKey}
 	args := []any{run, retryID, Ref(thread, run, ""), s.maxlen, threaded, who}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))

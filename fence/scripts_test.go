@@ -184,26 +184,17 @@ func (r *evalRecorder) record(cmd redis.Cmder) {
 	}
 }
 
-// TestBindings: the keys and args the Store really passes to each script
-// match its header, including the lists of node keys and ids.
-func TestBindings(t *testing.T) {
-	t.Parallel()
-	_, rdb := redistest.Mini(t)
-	rec := &evalRecorder{}
-	rdb.(*redis.Client).AddHook(rec)
-	s := New(rdb, nil)
+// exerciseScripts calls every script the Store binds: a run without a
+// thread (run) and two runs queued on thread. It returns a lease of run.
+func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
+	t.Helper()
 	ctx := t.Context()
-	byScript := map[string]string{}
-	for name, sc := range s.scripts {
-		byScript[sc.Hash()] = name
-	}
-
-	_, err := s.Submit(ctx, SubmitArgs{Run: "r", Digest: "d", Nodes: []NodeSpec{
+	_, err := s.Submit(ctx, SubmitArgs{Run: run, Digest: "d", Nodes: []NodeSpec{
 		{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{"b"}, Descendants: []string{"b"}, MaxAttempts: 3},
 		{ID: "b", Input: "null", Deps: []string{"a"}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 3},
 	}})
 	require.NoError(t, err)
-	nr := func(id string) NodeRef { return NodeRef{Thread: "r", Run: "r", Node: id} }
+	nr := func(id string) NodeRef { return NodeRef{Thread: run, Run: run, Node: id} }
 	a, err := s.Claim(ctx, nr("a"), "w", time.Minute, time.Second)
 	require.NoError(t, err)
 	_, err = s.Heartbeat(ctx, a.Lease, time.Minute, 10)
@@ -224,28 +215,47 @@ func TestBindings(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.Fail(ctx, b.Lease, Failure{Err: "x"}, b.Descendants)
 	require.NoError(t, err)
-	_, err = s.Cancel(ctx, "r", "x", "w")
+	_, err = s.Cancel(ctx, run, "x", "w")
 	require.NoError(t, err)
-	_, err = s.Retry(ctx, "r", "retry-1", "w")
+	_, err = s.Retry(ctx, run, "retry-1", "w")
 	require.NoError(t, err)
 	_, err = s.Sweep(ctx, SweepOptions{Limit: 1})
 	require.NoError(t, err)
-	_, err = s.DeleteCheckpoints(ctx, "r")
+	_, err = s.DeleteCheckpoints(ctx, run)
 	require.NoError(t, err)
 	one := []NodeSpec{{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}
-	_, err = s.Submit(ctx, SubmitArgs{Run: "t1", Thread: "th", Multitask: "enqueue", Digest: "d", Nodes: one})
+	_, err = s.Submit(ctx, SubmitArgs{Run: thread + "-1", Thread: thread, Multitask: "enqueue", Digest: "d", Nodes: one})
 	require.NoError(t, err)
-	_, err = s.Submit(ctx, SubmitArgs{Run: "t2", Thread: "th", Multitask: "enqueue", Digest: "d", Nodes: one})
+	_, err = s.Submit(ctx, SubmitArgs{Run: thread + "-2", Thread: thread, Multitask: "enqueue", Digest: "d", Nodes: one})
 	require.NoError(t, err)
-	t1, err := s.Claim(ctx, NodeRef{Thread: "th", Run: "t1", Node: "a"}, "w", time.Minute, time.Second)
+	t1, err := s.Claim(ctx, NodeRef{Thread: thread, Run: thread + "-1", Node: "a"}, "w", time.Minute, time.Second)
 	require.NoError(t, err)
 	_, err = s.Commit(ctx, t1.Lease, []byte(`1`), nil)
 	require.NoError(t, err)
-	p, err := s.Promote(ctx, "th", "w")
+	p, err := s.Promote(ctx, thread, "w")
 	require.NoError(t, err)
-	require.Equal(t, "t2", p.Run)
+	require.Equal(t, thread+"-2", p.Run)
+
+	return a.Lease
+}
+
+// TestBindings: the keys and args the Store really passes to each script
+// match its header, including the lists of node keys and ids.
+func TestBindings(t *testing.T) {
+	t.Parallel()
+	_, rdb := redistest.Mini(t)
+	rec := &evalRecorder{}
+	rdb.(*redis.Client).AddHook(rec)
+	s := New(rdb, nil)
+	ctx := t.Context()
+	byScript := map[string]string{}
+	for name, sc := range s.scripts {
+		byScript[sc.Hash()] = name
+	}
+
+	a := exerciseScripts(t, s, "r", "th")
 	// guard.lua is bound by Guard (a downstream service's), not by Store.
-	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Lease.Token()))
+	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Token()))
 
 	headers := scriptHeaders(t)
 	seen := map[string]bool{}
@@ -283,4 +293,54 @@ func TestBindings(t *testing.T) {
 		}
 	}
 	require.ElementsMatch(t, scriptNames, slices.Sorted(maps.Keys(seen)), "the flow called every script")
+}
+
+// TestScriptsTouchOneSlot: whatever the thread, every script call the
+// Store makes names keys of one Redis Cluster slot, so a cluster runs it
+// instead of answering CROSSSLOT. Checked over many threads, so that
+// every shard is met.
+func TestScriptsTouchOneSlot(t *testing.T) {
+	t.Parallel()
+	_, rdb := redistest.Mini(t)
+	rec := &evalRecorder{}
+	rdb.(*redis.Client).AddHook(rec)
+	s := New(rdb, nil)
+	shards := map[int]bool{}
+	for i := range 100 {
+		run, thread := fmt.Sprintf("run-%d", i), fmt.Sprintf("thread.%d", i)
+		exerciseScripts(t, s, run, thread)
+		shards[ShardOf(run)], shards[ShardOf(thread)] = true, true
+	}
+	require.Len(t, shards, Shards, "100 runs and threads meet every shard")
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.NotEmpty(t, rec.calls)
+	for _, args := range rec.calls {
+		numKeys, err := strconv.Atoi(fmt.Sprint(args[2]))
+		require.NoError(t, err)
+		require.Positive(t, numKeys, "a script with no keys would run on any node")
+		slot := Slot(fmt.Sprint(args[3]))
+		for _, k := range args[3 : 3+numKeys] {
+			require.Equal(t, slot, Slot(fmt.Sprint(k)), "%v: key %s is in another slot than %s", args[0], k, args[3])
+		}
+	}
+}
+
+// TestSlot: Slot agrees with Redis's cluster spec: CRC16-XMODEM of the
+// key or of its first non-empty hash tag, modulo 16384. The values are
+// CLUSTER KEYSLOT's on a Redis 7 cluster.
+func TestSlot(t *testing.T) {
+	require.Equal(t, uint16(0x31C3), crc16("123456789"), "the spec's check value")
+	for key, slot := range map[string]uint16{
+		"foo": 12182, "bar": 5061, "{user1000}.following": 3443, "{user1000}.followers": 3443,
+		"foo{}{bar}": 8363, "foo{{bar}}zap": 4015, "foo{bar}{zap}": 5061, "": 0,
+	} {
+		require.Equal(t, slot, Slot(key), "slot of %q", key)
+	}
+	// Each shard's tag lies in its sixteenth of the slot range.
+	k := Keys{}
+	for i := range Shards {
+		require.Equal(t, i, int(Slot(k.Leases(i)))/(16384/Shards), "shard %d", i)
+	}
 }

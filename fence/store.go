@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,16 @@ type Options struct {
 	// checkers; see Op). It runs on the caller's goroutine and must be
 	// fast. Zero value: none.
 	Observer func(Op)
+	// ClaimReplicas, when above zero, makes every claim and commit wait
+	// until that many replicas acknowledged it (WAIT, on the connection
+	// that ran the script) before it returns; with fewer in time it
+	// returns a *ReplicationError, and the caller's retry with the same
+	// identity replays the write and waits again. A claim so acknowledged
+	// survives the failover of its primary to one of those replicas.
+	// Zero value: no waiting (Redis replicates asynchronously).
+	ClaimReplicas int
+	// ReplicaTimeout bounds each wait for ClaimReplicas. Zero value: 1s.
+	ReplicaTimeout time.Duration
 }
 
 // Store binds the ownership scripts to one Redis (or Redis Cluster) client.
@@ -48,6 +59,9 @@ type Store struct {
 	maxlen   string
 	scripts  map[string]*redis.Script
 	observer func(Op)
+
+	replicas       int
+	replicaTimeout time.Duration
 
 	ckptHistory int
 	ckptBytes   int
@@ -69,7 +83,8 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 	}
 	s := &Store{rdb: rdb, keys: opt.Keys, maxlen: strconv.FormatInt(maxlen, 10), scripts: map[string]*redis.Script{},
 		observer: opt.Observer, ckptHistory: cmp.Or(opt.CheckpointHistory, DefaultCheckpointHistory),
-		ckptBytes: cmp.Or(opt.MaxCheckpointBytes, DefaultCheckpointBytes)}
+		ckptBytes: cmp.Or(opt.MaxCheckpointBytes, DefaultCheckpointBytes),
+		replicas:  opt.ClaimReplicas, replicaTimeout: cmp.Or(opt.ReplicaTimeout, time.Second)}
 	if r := cmp.Or(opt.ThreadRetention, DefaultThreadRetention); r > 0 {
 		s.retentionMS = max(r.Milliseconds(), 1)
 	}
@@ -122,6 +137,71 @@ func (r NodeRef) String() string { return r.Run + "/" + r.Node }
 
 func (s *Store) run(ctx context.Context, name string, keys []string, args ...any) (any, error) {
 	return s.scripts[name].Run(ctx, s.rdb, keys, args...).Result()
+}
+
+// runReplicated is run for a write that must reach s.replicas replicas
+// before it counts: the script and a WAIT in one pipeline, so on one
+// connection (WAIT counts that connection's writes), of the master that
+// holds keys[0]. A script that ran but was not acknowledged by enough
+// replicas returns its reply with a *ReplicationError.
+func (s *Store) runReplicated(ctx context.Context, name string, keys []string, args ...any) (any, error) {
+	if s.replicas <= 0 {
+		return s.run(ctx, name, keys, args...)
+	}
+	var c redis.Cmdable = s.rdb
+	if cc, ok := s.rdb.(*redis.ClusterClient); ok {
+		m, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return nil, err
+		}
+		c = m
+	}
+	for try := 0; ; try++ {
+		pipe := c.Pipeline()
+		ev := s.scripts[name].EvalSha(ctx, pipe, keys, args...)
+		wait := pipe.Do(ctx, "wait", s.replicas, s.replicaTimeout.Milliseconds())
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		if isNoScript(ev.Err()) && try == 0 {
+			if err := s.scripts[name].Load(ctx, c).Err(); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		v, err := ev.Result()
+		if err != nil {
+			return v, err
+		}
+		if err := wait.Err(); err != nil {
+			return v, fmt.Errorf("wait for replicas: %w", err)
+		}
+		if n, _ := wait.Int64(); n < int64(s.replicas) {
+			return v, &ReplicationError{Acked: n, Want: int64(s.replicas)}
+		}
+		return v, nil
+	}
+}
+
+// runEach runs script name n times in one pipeline, with the keys and
+// arguments of call i from args(i): one round trip per Redis node the
+// keys live on. Each command carries its own error. After a Redis restart
+// (NOSCRIPT) it loads the scripts and sends the pipeline once more.
+func (s *Store) runEach(ctx context.Context, name string, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, n)
+	for try := 0; try < 2; try++ {
+		pipe := s.rdb.Pipeline()
+		for i := range cmds {
+			keys, argv := args(i)
+			cmds[i] = s.scripts[name].EvalSha(ctx, pipe, keys, argv...)
+		}
+		_, _ = pipe.Exec(ctx)
+		if try > 0 || n == 0 || !slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) {
+			break
+		}
+		if err := s.Load(ctx); err != nil {
+			break
+		}
+	}
+	return cmds
 }
 
 // reply decodes a script reply: a bare integer is a code; an array starts

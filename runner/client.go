@@ -115,7 +115,7 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	for _, n := range nodes {
 		queues[n.ID] = n.Queue
 	}
-	e := enqueuer{c.asynq}
+	e := enqueuer{client: c.asynq}
 	var errs []error
 	// A delayed run's tasks wait in Asynq's schedule until its start, as
 	// the client's clock reads Redis's time; one delivered early finds its
@@ -232,7 +232,7 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 	// The run ended at once (nothing was running): its thread's next run
 	// may start.
 	if thread, err := c.store.Locate(ctx, run); err == nil && thread != run {
-		if _, err := advance(ctx, c.store, enqueuer{c.asynq}, thread, "client"); err != nil {
+		if _, err := advance(ctx, c.store, enqueuer{client: c.asynq}, thread, "client"); err != nil {
 			return res, fmt.Errorf("run %s cancelled; start the thread's next run: %w", run, err)
 		}
 	}
@@ -260,7 +260,7 @@ func (c *Client) Retry(ctx context.Context, run, retryID string) (fence.Retried,
 	if err != nil {
 		return res, err
 	}
-	e := enqueuer{c.asynq}
+	e := enqueuer{client: c.asynq}
 	var errs []error
 	for i, id := range res.Ready {
 		ref := fence.NodeRef{Thread: res.Thread, Run: run, Node: id}

@@ -9,28 +9,48 @@ import (
 )
 
 // OpenRedis opens a client for a Redis URL: redis://[user:password@]host:port/db,
-// and rediss:// for TLS. The URL's password never appears in errors.
+// and rediss:// for TLS. The URL's password never appears in errors. For a
+// cluster or Sentinel, use RedisConfig.
 func OpenRedis(rawURL string) (redis.UniversalClient, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("redis url: empty")
 	}
-	u, err := url.Parse(rawURL)
+	opt, err := parseRedisURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("redis url: not a URL")
-	}
-	safe := u.Redacted()
-	if u.Scheme != "redis" && u.Scheme != "rediss" {
-		return nil, fmt.Errorf("redis url %s: scheme %q, want redis:// or rediss://", safe, u.Scheme)
-	}
-	if strings.Contains(u.RawQuery, "addr=") {
-		// Every key of a thread shares one hash tag, but the sweeper's two
-		// indexes are global keys the scripts write too: not cluster-safe yet.
-		return nil, fmt.Errorf("redis url %s: Redis Cluster (addr=) is not supported yet", safe)
-	}
-	opt, err := redis.ParseURL(rawURL)
-	if err != nil {
-		return nil, fmt.Errorf("redis url %s: %s", safe, strings.ReplaceAll(err.Error(), rawURL, safe))
+		return nil, fmt.Errorf("redis url%w", err)
 	}
 	opt.PoolSize = max(opt.PoolSize, 32)
 	return redis.NewClient(opt), nil
+}
+
+// parseRedisURL parses a one-server URL; its errors start with " " and
+// the URL, redacted, or with ":" when it is no URL.
+func parseRedisURL(rawURL string) (*redis.Options, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf(": not a URL")
+	}
+	safe := u.Redacted()
+	if u.Scheme != "redis" && u.Scheme != "rediss" {
+		return nil, fmt.Errorf(" %s: scheme %q, want redis:// or rediss://", safe, u.Scheme)
+	}
+	if strings.Contains(u.RawQuery, "addr=") {
+		return nil, fmt.Errorf(" %s: a cluster is configured with REDIS_CLUSTER_ADDRS=host:port,host:port,... "+
+			"(and REDIS_PASSWORD, REDIS_TLS), not with addr= in a URL", safe)
+	}
+	opt, err := redis.ParseURL(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf(" %s: %s", safe, strings.ReplaceAll(err.Error(), rawURL, safe))
+	}
+	return opt, nil
+}
+
+// redactedURL is the URL with its password replaced; "(unparsable URL)"
+// when it does not parse.
+func redactedURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

@@ -97,6 +97,9 @@ func (s *sweeper) sweep(ctx context.Context) {
 			}
 			return
 		}
+		if sw.Partial != nil {
+			s.log.Warn("sweep_partial", "err", sw.Partial)
+		}
 		s.enqueue(ctx, sw.Expired, "expired_lease")
 		s.enqueue(ctx, sw.Ready, "stale_ready")
 		if len(sw.Expired) < s.opts.Limit && len(sw.Ready) < s.opts.Limit {
@@ -122,16 +125,25 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		if p.State != "RUNNING" && p.State != "READY" {
 			continue // finished since; the index entry goes with its next write
 		}
+		what := action
 		fresh, err := s.queue.enqueueNew(ctx, ref, p.Queue, p.Attempt+1, time.Time{})
 		if err != nil {
 			s.log.Warn("sweep_enqueue_failed", "run_id", ref.Run, "node_id", ref.Node, "err", err)
 			continue
 		}
 		if !fresh {
-			continue // that attempt is queued already; its delivery will claim
+			// That attempt is on Asynq already: its delivery will claim,
+			// unless it was dequeued and lost.
+			if fresh, err = s.queue.redeliverStuck(ctx, ref, p.Queue, p.Attempt+1, s.opts.Retry); err != nil {
+				s.log.Warn("sweep_enqueue_failed", "run_id", ref.Run, "node_id", ref.Node, "err", err)
+			}
+			if !fresh {
+				continue
+			}
+			what += "_redelivered"
 		}
-		s.m.SweeperActions.WithLabelValues(action).Inc()
-		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", action, "attempt", p.Attempt+1)
+		s.m.SweeperActions.WithLabelValues(what).Inc()
+		s.log.Info("sweep_enqueued", "run_id", ref.Run, "node_id", ref.Node, "action", what, "attempt", p.Attempt+1)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
 )
@@ -48,7 +49,14 @@ func TaskID(n fence.NodeRef, attempt int64) string {
 }
 
 // enqueuer puts node deliveries on Asynq.
-type enqueuer struct{ client *asynq.Client }
+type enqueuer struct {
+	client *asynq.Client
+	insp   *asynq.Inspector
+}
+
+func newEnqueuer(rdb redis.UniversalClient) enqueuer {
+	return enqueuer{client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
+}
 
 // enqueue delivers the node's next attempt (nextAttempt = stored attempt +
 // 1) on queue at processAt (zero: now). An attempt that is already queued
@@ -58,12 +66,20 @@ func (e enqueuer) enqueue(ctx context.Context, n fence.NodeRef, queue string, ne
 	return err
 }
 
-// enqueueNew is enqueue that also says whether a new task was queued (false:
-// that attempt was queued already).
+// enqueueNew is enqueue reporting whether the delivery is new (false: that
+// attempt's task was there already).
 func (e enqueuer) enqueueNew(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) (bool, error) {
+	fresh, err := e.enqueueAs(ctx, TaskID(n, nextAttempt), n, queue, processAt)
+	if err != nil {
+		return false, fmt.Errorf("enqueue %s attempt %d: %w", n, nextAttempt, err)
+	}
+	return fresh, nil
+}
+
+func (e enqueuer) enqueueAs(ctx context.Context, id string, n fence.NodeRef, queue string, processAt time.Time) (bool, error) {
 	b, _ := json.Marshal(payload{Thread: n.Thread, Run: n.Run, Node: n.Node}) // cannot fail: strings only
 	opts := []asynq.Option{
-		asynq.TaskID(TaskID(n, nextAttempt)),
+		asynq.TaskID(id),
 		asynq.Queue(queue),
 		// Asynq retries only when baton's state could not be reached;
 		// node attempts are counted by baton, not here.
@@ -76,11 +92,28 @@ func (e enqueuer) enqueueNew(ctx context.Context, n fence.NodeRef, queue string,
 		opts = append(opts, asynq.ProcessAt(processAt))
 	}
 	_, err := e.client.EnqueueContext(ctx, asynq.NewTask(TaskType, b), opts...)
-	switch {
-	case errors.Is(err, asynq.ErrTaskIDConflict):
+	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("enqueue %s attempt %d: %w", n, nextAttempt, err)
 	}
-	return true, nil
+	return err == nil, err
+}
+
+// redeliverStuck handles a node the sweeper finds due although its
+// attempt's task is on Asynq already. A pending task waits its turn. An
+// active one was dequeued, yet its node is still unclaimed or its lease
+// expired: the dequeue's reply was lost, or the server that took it died
+// or was cut off before claiming, and Asynq hands such a task back only
+// when its own lease runs out (30s or more). Then another delivery is
+// enqueued, at most one per window. It reports whether it enqueued one.
+func (e enqueuer) redeliverStuck(ctx context.Context, n fence.NodeRef, queue string, attempt int64, window time.Duration) (bool, error) {
+	id := TaskID(n, attempt)
+	info, err := e.insp.GetTaskInfo(queue, id)
+	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+		return false, nil // gone since: the next sweep enqueues it afresh
+	}
+	if err != nil || info.State != asynq.TaskStateActive {
+		return false, err
+	}
+	slot := time.Now().UnixMilli() / max(window.Milliseconds(), 1)
+	return e.enqueueAs(ctx, id+"~"+strconv.FormatInt(slot, 10), n, queue, time.Time{})
 }

@@ -73,6 +73,11 @@ type WorkerConfig struct {
 	// expire), each in one Write: a history for fault checkers such as
 	// cmd/chaos. Zero value: none.
 	History io.Writer
+	// ClaimReplicas, when above zero, makes each claim and commit wait for
+	// that many replicas to acknowledge it (Redis WAIT) before the node's
+	// handler starts or its outcome counts: a claim then survives a
+	// failover to one of them. Zero value: no waiting.
+	ClaimReplicas int
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -169,9 +174,10 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		return nil, fmt.Errorf("baton: worker config: %w", err)
 	}
 	w := &Worker{
-		cfg:   cfg,
-		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}, Observer: historyWriter(cfg.History)}),
-		queue: enqueuer{asynq.NewClientFromRedisClient(cfg.Redis)},
+		cfg: cfg,
+		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}, Observer: historyWriter(cfg.History),
+			ClaimReplicas: cfg.ClaimReplicas}),
+		queue: newEnqueuer(cfg.Redis),
 		kinds: map[string]Kind{},
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
 		m:     cfg.Metrics,

@@ -376,3 +376,35 @@ func TestChainContinuesWithoutTheQueue(t *testing.T) {
 		require.Equal(t, 1, n, node)
 	}
 }
+
+// A delivery that Asynq counts as taken but nobody runs (its dequeue's
+// reply was lost, or its server hangs before claiming) does not hold the
+// node for Asynq's task lease: the sweeper finds the node due, sees its
+// task active, and delivers it again under another id.
+func TestDequeuedButNeverClaimedIsDeliveredAgain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	taken := make(chan struct{}, 1)
+	unblock := make(chan struct{})
+	hole := asynq.NewServerFromRedisClient(b.rdb, asynq.Config{Concurrency: 1, Queues: map[string]int{"default": 1},
+		LogLevel: asynq.FatalLevel})
+	require.NoError(t, hole.Start(asynq.HandlerFunc(func(context.Context, *asynq.Task) error {
+		taken <- struct{}{}
+		<-unblock // holds the task, never claims
+		return nil
+	})))
+	t.Cleanup(func() { close(unblock); hole.Shutdown() })
+
+	id := b.submit(`{"id":"hole","nodes":[{"id":"a","kind":"noop"}]}`)
+	recv(t, taken, 10*time.Second)
+	m := runner.NewMetrics(nil)
+	cfg := b.fastConfig("w1")
+	cfg.Metrics = m
+	b.worker(cfg, map[string]runner.Kind{"noop": kinds.Noop()})
+
+	info := b.waitRun(id, 15*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Equal(t, "w1", info.Nodes[0].Owner)
+	require.Equal(t, int64(1), info.Nodes[0].Attempt, "a redelivery is not a new attempt")
+	require.GreaterOrEqual(t, counterValue(t, m.SweeperActions.WithLabelValues("stale_ready_redelivered")), 1.0)
+}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/url"
 	"reflect"
 	"strings"
 	"time"
@@ -22,9 +21,9 @@ import (
 // config is the CLI's environment. Every field has a default that works
 // against a Redis on the same laptop.
 type config struct {
-	// RedisURL is redis://[user:password@]host:port/db, rediss:// for TLS.
-	// Default: redis://127.0.0.1:6379/0.
-	RedisURL string `env:"REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// Redis is one server (REDIS_URL, default redis://127.0.0.1:6379/0), a
+	// cluster or Sentinel: see runner.RedisConfig.
+	Redis runner.RedisConfig
 	// Prefix starts every baton key; it must match the workers'. Default: baton.
 	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
 	// MaxInputBytes caps each node's input at submit. Default: 1 MiB.
@@ -132,11 +131,11 @@ func (a *app) run(ctx context.Context, args []string) int {
 // it with the release function. Errors name the URL with its password
 // redacted.
 func (a *app) connect(ctx context.Context) (*runner.Client, func(), error) {
-	rdb, err := runner.OpenRedis(a.cfg.RedisURL)
+	rdb, err := a.cfg.Redis.Open()
 	if err != nil {
-		return nil, nil, badInput(fmt.Errorf("REDIS_URL: %w", err))
+		return nil, nil, badInput(err)
 	}
-	safe := redactURL(a.cfg.RedisURL)
+	safe := a.cfg.Redis.String()
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -159,23 +158,13 @@ func (a *app) connect(ctx context.Context) (*runner.Client, func(), error) {
 	}, nil
 }
 
-// redactURL is the URL with its password replaced; "" when it does not
-// parse (OpenRedis already said so without echoing it).
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
-}
-
 // notFound is the message for a run that does not exist, with the two
 // settings that usually explain it.
 func (a *app) notFound(run string, err error) error {
 	if !errors.Is(err, fence.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("run %s not found (REDIS_URL %s, BATON_PREFIX %s)", run, redactURL(a.cfg.RedisURL), a.cfg.Prefix)
+	return fmt.Errorf("run %s not found (redis %s, BATON_PREFIX %s)", run, a.cfg.Redis, a.cfg.Prefix)
 }
 
 // exitError gives err an exit status other than the default 1.

@@ -119,8 +119,8 @@ func (a *app) noCheckpoint(thread, ns string, err error) error {
 	if !errors.Is(err, fence.ErrNoCheckpoint) {
 		return err
 	}
-	return fmt.Errorf("thread %s ns %q: no checkpoint (REDIS_URL %s, BATON_PREFIX %s)", thread, ns,
-		redactURL(a.cfg.RedisURL), a.cfg.Prefix)
+	return fmt.Errorf("thread %s ns %q: no checkpoint (redis %s, BATON_PREFIX %s)", thread, ns,
+		a.cfg.Redis, a.cfg.Prefix)
 }
 
 // jsonCheckpoint is cp as `checkpoint --json` prints it: at in UTC.

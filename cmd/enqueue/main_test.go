@@ -50,8 +50,8 @@ func setup(t *testing.T) *testBundle {
 func testEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		switch k, _, _ := strings.Cut(kv, "="); k {
-		case "REDIS_URL", "BATON_PREFIX", "MAX_INPUT_BYTES", "BATON_LOG_LEVEL":
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "REDIS_") || k == "BATON_PREFIX" || k == "MAX_INPUT_BYTES" || k == "BATON_LOG_LEVEL" {
 			continue
 		}
 		env = append(env, kv)

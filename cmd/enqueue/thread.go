@@ -79,5 +79,5 @@ func (a *app) threadNotFound(thread string, err error) error {
 	if !errors.Is(err, fence.ErrNotFound) {
 		return err
 	}
-	return fmt.Errorf("thread %s not found (REDIS_URL %s, BATON_PREFIX %s)", thread, redactURL(a.cfg.RedisURL), a.cfg.Prefix)
+	return fmt.Errorf("thread %s not found (redis %s, BATON_PREFIX %s)", thread, a.cfg.Redis, a.cfg.Prefix)
 }

@@ -94,6 +94,12 @@ func usage() string {
 Environment:
   REDIS_URL        redis://[user:password@]host:port/db, rediss:// for TLS
                    (default redis://127.0.0.1:6379/0)
+  REDIS_CLUSTER_ADDRS  a Redis Cluster instead: host:port,host:port,...
+  REDIS_SENTINEL_ADDRS, REDIS_SENTINEL_MASTER, REDIS_SENTINEL_PASSWORD
+                   Sentinel instead: the sentinels, the primary's name, their password
+  REDIS_USERNAME, REDIS_PASSWORD, REDIS_TLS
+                   the data nodes' credentials and TLS, in cluster and sentinel modes
+  REDIS_TLS_CA_FILE  PEM file of the CAs to trust, in every mode with TLS
   BATON_PREFIX     key prefix shared with the workers (default baton)
   MAX_INPUT_BYTES  largest node input submit accepts (default 1048576)
   BATON_LOG_LEVEL  diagnostics on stderr: debug, info, warn, error (default warn)

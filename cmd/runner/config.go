@@ -21,10 +21,12 @@ import (
 // Config is the runner's environment. Every default works on a laptop with
 // a Redis on 127.0.0.1:6379.
 type Config struct {
-	// RedisURL is the Redis of the queue and of every run's state:
-	// redis://[user:password@]host:port/db, rediss:// for TLS.
-	// Default: redis://127.0.0.1:6379/0. Ignored with --embedded.
-	RedisURL string `env:"REDIS_URL" envDefault:"redis://127.0.0.1:6379/0"`
+	// Redis is the Redis of the queue and of every run's state: one server
+	// (REDIS_URL, default redis://127.0.0.1:6379/0), a cluster
+	// (REDIS_CLUSTER_ADDRS) or Sentinel (REDIS_SENTINEL_ADDRS and
+	// REDIS_SENTINEL_MASTER); see runner.RedisConfig. Ignored with
+	// --embedded.
+	Redis runner.RedisConfig
 	// RunnerID names this worker in leases, events and logs
 	// ([A-Za-z0-9._-], at most 128 bytes). Default: empty, meaning
 	// host-pid-random.
@@ -79,6 +81,10 @@ type Config struct {
 	// with its invocation and response times: the history that cmd/chaos
 	// checks. Default: empty, no history.
 	HistoryFile string `env:"HISTORY_FILE"`
+	// ClaimReplicas, when above zero, makes each claim and commit wait
+	// (Redis WAIT, up to 1s, retried) until that many replicas hold it
+	// before the node runs or its outcome counts. Default: 0.
+	ClaimReplicas int `env:"CLAIM_REPLICAS" envDefault:"0"`
 
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
@@ -139,10 +145,12 @@ func (c Config) validate(skip map[string]bool) error {
 		}
 	}
 	if !c.Embedded {
-		if rdb, err := runner.OpenRedis(c.RedisURL); err != nil {
-			bad("REDIS_URL", "%s", strings.TrimPrefix(err.Error(), "redis url "))
-		} else {
-			_ = rdb.Close() // opening dials nothing; this only checked the URL
+		if err := c.Redis.Validate(); err != nil {
+			for _, e := range unjoin(err) {
+				if key, _, _ := strings.Cut(e.Error(), " "); !skip[strings.TrimRight(key, ":")] {
+					errs = append(errs, e)
+				}
+			}
 		}
 	}
 	if c.RunnerID != "" {
@@ -173,6 +181,9 @@ func (c Config) validate(skip map[string]bool) error {
 		if v.d <= 0 {
 			bad(v.key, "%s: want a positive duration", v.d)
 		}
+	}
+	if c.ClaimReplicas < 0 || c.ClaimReplicas > 16 {
+		bad("CLAIM_REPLICAS", "%d: want 0 to 16 replicas", c.ClaimReplicas)
 	}
 	if c.Retention == 0 {
 		bad("RUN_RETENTION", "0: want a duration (a negative one keeps runs forever)")
@@ -282,14 +293,27 @@ func parseLevel(s string) (slog.Level, error) {
 // error names what the operator wrote.
 func envKeys() map[string]string {
 	out := map[string]string{}
-	t := reflect.TypeFor[Config]()
-	for i := range t.NumField() {
-		f := t.Field(i)
-		if key, _, _ := strings.Cut(f.Tag.Get("env"), ","); key != "" && key != "-" {
-			out[f.Name] = key
+	var walk func(t reflect.Type)
+	walk = func(t reflect.Type) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" {
+				walk(f.Type)
+			} else if key, _, _ := strings.Cut(f.Tag.Get("env"), ","); key != "" && key != "-" {
+				out[f.Name] = key
+			}
 		}
 	}
+	walk(reflect.TypeFor[Config]())
 	return out
+}
+
+// unjoin splits an errors.Join into its errors.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // unwrapAll returns the innermost error: env and strconv wrap the message

@@ -14,7 +14,6 @@ func TestDefaults(t *testing.T) {
 	cfg, err := loadConfig(map[string]string{}, false)
 	require.NoError(t, err)
 	assert.Equal(t, Config{
-		RedisURL:        "redis://127.0.0.1:6379/0",
 		Concurrency:     10,
 		Queues:          "default=1",
 		LeaseTTL:        30 * time.Second,
@@ -186,11 +185,50 @@ func TestEmbeddedIgnoresRedisURL(t *testing.T) {
 	assert.NoError(t, err)
 }
 
+// One deployment at a time: setting two or three of the modes names them
+// all, and each mode's own problems are named too.
+func TestRedisModes(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(map[string]string{"REDIS_URL": "redis://a:6379/0", "REDIS_CLUSTER_ADDRS": "a:7000,b:7001",
+		"REDIS_SENTINEL_ADDRS": "s:26379", "REDIS_SENTINEL_MASTER": "m"}, false)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "REDIS_URL, REDIS_CLUSTER_ADDRS, REDIS_SENTINEL_ADDRS are all set")
+
+	for env, says := range map[string]string{
+		"REDIS_CLUSTER_ADDRS=a:7000,b":          `REDIS_CLUSTER_ADDRS: "b" is not host:port`,
+		"REDIS_SENTINEL_ADDRS=s:26379":          "REDIS_SENTINEL_MASTER is empty",
+		"REDIS_SENTINEL_MASTER=m":               "REDIS_SENTINEL_ADDRS is empty",
+		"REDIS_PASSWORD=x":                      "with one server put it in REDIS_URL",
+		"REDIS_URL=redis://h:1/0?addr=h:2":      "REDIS_CLUSTER_ADDRS",
+		"REDIS_TLS_CA_FILE=/nonexistent/ca.pem": "REDIS_TLS_CA_FILE",
+		"REDIS_CLUSTER_ADDRS=a:7000,b:0":        `"b:0" has no valid port`,
+		"REDIS_SENTINEL_PASSWORD=x":             "REDIS_SENTINEL_PASSWORD is set but REDIS_SENTINEL_ADDRS is empty",
+		"REDIS_URL=rediss://:pw@h:6380/0":       "",
+		"REDIS_CLUSTER_ADDRS= a:7000 , b:7001 ": "",
+		"REDIS_SENTINEL_ADDRS=s:1,t:2":          "REDIS_SENTINEL_MASTER",
+	} {
+		k, v, _ := strings.Cut(env, "=")
+		environ := map[string]string{k: v}
+		if k == "REDIS_CLUSTER_ADDRS" || k == "REDIS_SENTINEL_ADDRS" {
+			environ["REDIS_PASSWORD"] = "secret-pw" // allowed in these modes, never echoed
+		}
+		_, err := loadConfig(environ, false)
+		if says == "" {
+			assert.NoError(t, err, env)
+			continue
+		}
+		if assert.Error(t, err, env) {
+			assert.Contains(t, err.Error(), says, env)
+			assert.NotContains(t, err.Error(), "secret-pw", env)
+		}
+	}
+}
+
 // `runner -h` documents every variable the runner reads.
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 18)
+	require.Len(t, keys, 27)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

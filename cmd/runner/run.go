@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"time"
 
@@ -30,18 +30,18 @@ const adminStopTimeout = 5 * time.Second
 // cancelled. It returns nil after a clean shutdown.
 func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
-	redisURL := cfg.RedisURL
+	rconf := cfg.Redis
 	if cfg.Embedded {
 		m := miniredis.NewMiniRedis()
 		if err := m.Start(); err != nil {
 			return fmt.Errorf("embedded redis: %w", err)
 		}
 		defer m.Close()
-		redisURL = "redis://" + m.Addr() + "/0"
-		log.Warn("embedded_redis", "redis_url", redisURL,
+		rconf = runner.RedisConfig{URL: "redis://" + m.Addr() + "/0"}
+		log.Warn("embedded_redis", "redis_url", rconf.URL,
 			"note", "in-process miniredis for trying baton out: runs are lost on exit, one runner only")
 	}
-	rdb, err := runner.OpenRedis(redisURL)
+	rdb, err := rconf.Open()
 	if err != nil {
 		return err
 	}
@@ -74,13 +74,20 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Logger:            log,
 		Metrics:           runner.NewMetrics(reg),
 		History:           historyOrNil(history),
+		ClaimReplicas:     cfg.ClaimReplicas,
 	})
 	if err != nil {
 		return err
 	}
 	// exec commands get the store's address, so a command such as a
 	// LangGraph agent keeps its own fenced checkpoints (BATON_REDIS_URL).
-	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: redisURL, Prefix: cfg.Prefix})
+	// Commands get the store's URL; in cluster and sentinel modes they get
+	// none (BATON_REDIS_URL unset) and must be configured themselves.
+	var execURL string
+	if rconf.Mode() == "url" {
+		execURL = cmp.Or(rconf.URL, runner.DefaultRedisURL)
+	}
+	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: execURL, Prefix: cfg.Prefix})
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
 		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}})
 	if err != nil {
@@ -112,7 +119,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if ctx.Err() != nil {
 			return nil // stopped by a signal while starting: nothing ran
 		}
-		return fmt.Errorf("start worker (is Redis up at %s?): %w", redactedURL(redisURL), err)
+		return fmt.Errorf("start worker (is Redis up at %s?): %w", rconf, err)
+	}
+	if old, err := client.Store().OldLayout(ctx); err == nil && len(old) > 0 {
+		log.Warn("old_key_layout", "keys", old, "note", "runs stored by a version before the sharded key "+
+			"layout are not seen by this one: drain them with that version")
 	}
 	serveErr := make(chan error, 1)
 	if srv != nil {
@@ -149,15 +160,6 @@ type redisLogger struct{ log *slog.Logger }
 
 func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
 	l.log.Warn("redis_client", "msg", fmt.Sprintf(format, v...))
-}
-
-// redactedURL hides a Redis URL's password.
-func redactedURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
 }
 
 // historyOrNil keeps a nil *os.File from becoming a non-nil io.Writer.

@@ -9,7 +9,15 @@ import (
 // envHelp is the configuration table of `runner -h`; a test checks it
 // names every variable Config reads.
 const envHelp = `Environment (default in brackets):
-  REDIS_URL           [redis://127.0.0.1:6379/0] Redis of the queue and the run state; rediss:// for TLS
+  REDIS_URL           [redis://127.0.0.1:6379/0] one Redis for the queue and the run state; rediss:// for TLS
+  REDIS_CLUSTER_ADDRS [none] a Redis Cluster instead: seed nodes host:port,host:port,...
+  REDIS_SENTINEL_ADDRS [none] Sentinel instead: sentinels host:port,...; with REDIS_SENTINEL_MASTER
+  REDIS_SENTINEL_MASTER [none] the primary's name the sentinels watch
+  REDIS_SENTINEL_PASSWORD [none] the sentinels' own password
+  REDIS_USERNAME      [none] ACL user of the data nodes (cluster and sentinel modes)
+  REDIS_PASSWORD      [none] password of the data nodes (cluster and sentinel modes)
+  REDIS_TLS           [false] TLS to every node (cluster and sentinel modes)
+  REDIS_TLS_CA_FILE   [system roots] PEM file of the CAs to trust, in every mode with TLS
   RUNNER_ID           [host-pid-random] worker id in leases, events and logs ([A-Za-z0-9._-])
   CONCURRENCY         [10] nodes run at once
   QUEUES              [default=1] queues and weights, e.g. critical=6,default=3,low=1
@@ -27,6 +35,7 @@ const envHelp = `Environment (default in brackets):
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
+  CLAIM_REPLICAS      [0] replicas that must acknowledge each claim and commit (WAIT) before it counts
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
 `
 

@@ -1,6 +1,10 @@
 // Package redistest starts the Redis servers baton's tests run against: a
-// miniredis for fast unit tests, and a real redis-server on a free port for
-// integration and fault tests (restart, pause, kill), stopped by pid.
+// miniredis for fast unit tests, a real redis-server on a free port for
+// integration and fault tests (restart, pause, kill), and the deployments
+// that outgrow one server — a Redis Cluster (StartCluster) and a primary
+// with a replica under Sentinel (StartSentinel) — so failover and slot
+// migration are measured on real Redis, not assumed. Every process is
+// stopped by pid when its test ends.
 package redistest
 
 import (
@@ -10,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -36,6 +41,9 @@ type Server struct {
 	dir  string
 	args []string
 	cmd  *exec.Cmd
+	// conf, when set, is a config file run in sentinel mode (sentinels
+	// rewrite their file, so it cannot be replaced by arguments).
+	conf string
 }
 
 // Start runs redis-server on a free port with no persistence (extra args
@@ -44,12 +52,7 @@ type Server struct {
 // BATON_REQUIRE_REDIS is unset; CI sets it.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	if _, err := exec.LookPath("redis-server"); err != nil {
-		if os.Getenv("BATON_REQUIRE_REDIS") != "" {
-			t.Fatalf("redis-server not found: %v", err)
-		}
-		t.Skip("redis-server not installed")
-	}
+	requireTools(t, "redis-server")
 	s := &Server{t: t, dir: t.TempDir(), args: args}
 	s.port = FreePort(t)
 	s.start()
@@ -57,11 +60,31 @@ func Start(t testing.TB, args ...string) *Server {
 	return s
 }
 
+// requireTools skips the test when a Redis binary is missing, or fails it
+// when BATON_REQUIRE_REDIS is set.
+func requireTools(t testing.TB, names ...string) {
+	t.Helper()
+	for _, name := range names {
+		if _, err := exec.LookPath(name); err != nil {
+			if os.Getenv("BATON_REQUIRE_REDIS") != "" {
+				t.Fatalf("%s not found: %v", name, err)
+			}
+			t.Skip(name + " not installed")
+		}
+	}
+}
+
 func (s *Server) start() {
 	s.t.Helper()
-	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--dir", s.dir,
-		"--logfile", filepath.Join(s.dir, "redis.log")}, s.args...)
+		"--logfile", filepath.Join(s.dir, "redis.log")}
+	if s.conf != "" {
+		args = []string{s.conf, "--sentinel", "--port", strconv.Itoa(s.port),
+			"--bind", "127.0.0.1", "--dir", s.dir,
+			"--logfile", filepath.Join(s.dir, "redis.log")}
+	}
+	args = append(args, s.args...)
 	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
@@ -71,8 +94,8 @@ func (s *Server) start() {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := c.Ping(context.Background()).Err()
-		if err == nil {
-			return
+		if err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
+			return // up; a password-protected server refuses the ping itself
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
