@@ -5,12 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
 	"time"
-
-	"github.com/batonrun/baton/fence"
 )
 
 // Live event streams (GET /v1/runs/{id}/events?follow=1) as Server-Sent
@@ -43,8 +42,6 @@ const (
 	// each holds one pooled Redis connection while it waits (the runner's
 	// pool has 32). More are answered 503 with Retry-After.
 	MaxFollowers = 16
-	// followPage is how many events one read takes.
-	followPage = 500
 	// followWriteTimeout bounds each write of a stream: the server's
 	// WriteTimeout is extended by this much before every write, so a
 	// stream outlives it while a stalled client still loses its
@@ -91,10 +88,6 @@ func wantsFollow(r *http.Request) bool {
 
 func (a *api) follow(w http.ResponseWriter, r *http.Request) {
 	run := r.PathValue("id")
-	if err := fence.ValidateID("run id", run); err != nil {
-		a.fail(w, r, err)
-		return
-	}
 	after := r.Header.Get("Last-Event-ID")
 	from := "Last-Event-ID"
 	if after == "" {
@@ -104,17 +97,14 @@ func (a *api) follow(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, from+" "+strconv.Quote(after)+": want an event id such as 1700000000000-0")
 		return
 	}
-	store := a.client.Store()
 	ctx := r.Context()
-	// Status first: an unknown run is a 404, not an empty stream; and a
-	// terminal status read before the events means the events read after
-	// it include the run's end (the script that ends a run appends
-	// run_finished in the same step).
-	status, err := store.RunStatus(ctx, run)
+	// An unknown run is a 404, not an empty stream.
+	f, err := a.client.Follow(ctx, run, after)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
+	f.Wait = FollowKeepAlive
 	if !a.followers.acquire() {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "too many event streams ("+strconv.Itoa(MaxFollowers)+"); retry later")
@@ -133,52 +123,24 @@ func (a *api) follow(w http.ResponseWriter, r *http.Request) {
 	if err := s.flush(); err != nil {
 		return
 	}
-	ended := isTerminal(status)
 	for ctx.Err() == nil {
-		var evs []fence.Event
-		if ended {
-			evs, err = store.Events(ctx, run, after, followPage)
-		} else {
-			evs, err = store.WaitEvents(ctx, run, after, followPage, FollowKeepAlive)
-		}
-		if err != nil {
+		evs, err := f.Next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			s.event("end", EndEvent{ID: run, Status: f.Status()})
+			_ = s.flush()
+			return
+		case err != nil:
 			a.streamFailed(s, r, run, err)
 			return
-		}
-		if len(evs) == 0 {
-			if ended {
-				s.event("end", EndEvent{ID: run, Status: status})
-				_ = s.flush()
-				return
-			}
-			// Nothing for a while: keep the connection, and look whether
-			// the run ended in events sent before this stream started.
-			if status, err = store.RunStatus(ctx, run); err != nil {
-				a.streamFailed(s, r, run, err)
-				return
-			}
-			ended = isTerminal(status)
+		case len(evs) == 0:
 			s.buf.WriteString(": keep-alive\n\n")
-			if err := s.flush(); err != nil {
-				return
-			}
-			continue
 		}
-		finished := false
 		for _, e := range evs {
 			s.data(e.ID, e)
-			after = e.ID
-			finished = finished || e.Type == "run_finished"
 		}
 		if err := s.flush(); err != nil {
 			return // the client went away
-		}
-		if finished && !ended && len(evs) < followPage {
-			if status, err = store.RunStatus(ctx, run); err != nil {
-				a.streamFailed(s, r, run, err)
-				return
-			}
-			ended = isTerminal(status)
 		}
 	}
 }
@@ -192,10 +154,6 @@ func (a *api) streamFailed(s *sseWriter, r *http.Request, run string, err error)
 	a.log.Warn("event_stream_failed", "run_id", run, "err", err)
 	s.event("error", ErrorBody{Error: err.Error()})
 	_ = s.flush()
-}
-
-func isTerminal(status string) bool {
-	return status == "SUCCEEDED" || status == "FAILED" || status == "CANCELLED"
 }
 
 // sseWriter frames Server-Sent Events into a buffer and writes it out in
