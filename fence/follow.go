@@ -30,8 +30,10 @@ func (s *Store) WaitEvents(ctx context.Context, run, after string, count int64, 
 		after = "0"
 	}
 	if dl, ok := ctx.Deadline(); ok {
-		block = min(block, max(time.Until(dl), time.Millisecond))
+		block = min(block, time.Until(dl))
 	}
+	// BLOCK counts milliseconds, and BLOCK 0 waits forever.
+	block = max(block, time.Millisecond)
 	streams, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{s.keys.Events(thread, run)},
 		ID: after, Count: count, Block: block}).Result()
 	switch {
