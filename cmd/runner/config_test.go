@@ -28,6 +28,8 @@ func TestDefaults(t *testing.T) {
 		Prefix:          "baton",
 		Retention:       7 * 24 * time.Hour,
 		ReadyThreshold:  15 * time.Second,
+
+		adminAddrDefault: true,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
 }

@@ -102,7 +102,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		if ln, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		if ln, err = listenAdmin(cfg.AdminAddr, cfg.adminAddrDefault, log); err != nil {
 			return fmt.Errorf("admin server: %w", err)
 		}
 		defer ln.Close()
@@ -117,7 +117,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	serveErr := make(chan error, 1)
 	if srv != nil {
 		go func() { serveErr <- srv.Serve(ln) }()
-		base := "http://" + ln.Addr().String()
+		base := listenURL(ln.Addr()) // listen.go
 		log.Info("admin_listening", "addr", ln.Addr().String(), "url", base+"/",
 			"monitor", base+admin.MonitorPath+"/", "api", base+"/v1/runs", "token_required", cfg.APIToken != "")
 	}
