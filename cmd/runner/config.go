@@ -61,6 +61,11 @@ type Config struct {
 	// adminAddrDefault: ADMIN_ADDR was not set, so a taken default port
 	// moves on to the next free one (listen.go).
 	adminAddrDefault bool
+	// WebhookSecret keys the HMAC-SHA256 signature (Baton-Signature) of
+	// run-completion webhooks ("notify" in a run spec); every runner must
+	// share it. Default: empty, webhooks are sent unsigned (with a
+	// warning at start).
+	WebhookSecret string `env:"WEBHOOK_SECRET"`
 	// APIToken, when set, is required as "Authorization: Bearer <token>"
 	// by the run API and the UI (at least 16 characters). Default: empty.
 	APIToken string `env:"API_TOKEN"`

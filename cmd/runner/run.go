@@ -114,6 +114,18 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		return fmt.Errorf("start worker (is Redis up at %s?): %w", redactedURL(redisURL), err)
 	}
+	// Run-completion webhooks: every runner scans for ended runs that
+	// notify and delivers them from its own queue.
+	notifier, err := runner.NewNotifier(runner.NotifierConfig{Redis: rdb, Prefix: cfg.Prefix,
+		Secret: cfg.WebhookSecret, Retention: cfg.Retention, Logger: log})
+	if err == nil {
+		err = notifier.Start(ctx)
+	}
+	if err != nil {
+		w.Shutdown()
+		return err
+	}
+	defer notifier.Shutdown()
 	serveErr := make(chan error, 1)
 	if srv != nil {
 		go func() { serveErr <- srv.Serve(ln) }()

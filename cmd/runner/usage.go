@@ -23,6 +23,7 @@ const envHelp = `Environment (default in brackets):
                       set and taken: the runner exits 1
   API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars); required
                       when ADMIN_ADDR is not loopback
+  WEBHOOK_SECRET      [none] HMAC-SHA256 key of run webhooks (Baton-Signature); unset: unsigned
   LOG_LEVEL           [info] debug, info, warn or error
   LOG_FORMAT          [text] text or json
   MAX_INPUT_BYTES     [1048576] cap on each node's input in runs submitted through the API
