@@ -192,7 +192,7 @@ func TestEmbeddedIgnoresRedisURL(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 18)
+	require.Len(t, keys, 19)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}
