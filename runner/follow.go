@@ -77,14 +77,14 @@ func (f *EventFollower) Next(ctx context.Context) ([]fence.Event, error) {
 		return nil, f.readStatus(ctx)
 	}
 	f.after = evs[len(evs)-1].ID
-	if len(evs) < followPage {
-		for _, e := range evs {
-			if e.Type == "run_finished" {
-				// A failed read only delays the end: the next empty
-				// read looks again, and reports its own error.
-				_ = f.readStatus(ctx)
-				break
-			}
+	for _, e := range evs {
+		if e.Type == "run_finished" && !f.ended {
+			// Read on without waiting from now: what follows the end
+			// is already in the stream. A failed read only delays the
+			// end: the next empty read looks again, and reports its
+			// own error.
+			_ = f.readStatus(ctx)
+			break
 		}
 	}
 	return evs, nil
