@@ -237,3 +237,44 @@ func TestFollowCancelledRun(t *testing.T) {
 	}
 	assert.Contains(t, types, "run_finished")
 }
+
+// An admin server serves at most admin.MaxFollowers streams at once (each
+// holds a Redis connection while it waits); one more is told to retry
+// later. A cancel wakes every waiting stream, and each ends with the
+// outcome.
+func TestFollowersAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{real: true})
+	b.call(t, "POST", "/v1/runs", `{"id": "many", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
+	var streams []*sseStream
+	for range admin.MaxFollowers {
+		s := openStream(t, t.Context(), b.url+"/v1/runs/many/events?follow=1", "")
+		m, ok := s.next()
+		require.True(t, ok)
+		require.Contains(t, m.data, `"submitted"`)
+		streams = append(streams, s)
+	}
+	resp, raw := send(t, b.request(t, "GET", "/v1/runs/many/events?follow=1", ""))
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", raw)
+	assert.Equal(t, "5", resp.Header.Get("Retry-After"))
+	assert.Contains(t, string(raw), "too many event streams")
+
+	b.call(t, "POST", "/v1/runs/many/cancel", "", http.StatusOK, nil)
+	for i, s := range streams {
+		for {
+			m, ok := s.next()
+			require.True(t, ok, "stream %d closed without an end event", i)
+			if m.event == "end" {
+				assert.JSONEq(t, `{"id": "many", "status": "CANCELLED"}`, m.data)
+				break
+			}
+		}
+		s.resp.Body.Close()
+	}
+	// The slots are free again once the streams' handlers have returned
+	// (a moment after the client read "end").
+	require.Eventually(t, func() bool {
+		resp, _ := send(t, b.request(t, "GET", "/v1/runs/many/events?follow=1", ""))
+		return resp.StatusCode == http.StatusOK
+	}, 5*time.Second, 10*time.Millisecond, "a stream is served again")
+}
