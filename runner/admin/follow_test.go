@@ -278,3 +278,32 @@ func TestFollowersAreBounded(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 5*time.Second, 10*time.Millisecond, "a stream is served again")
 }
+
+// A client that goes away frees its stream (and the Redis connection it
+// waits on) within admin.FollowKeepAlive, while the run goes on.
+func TestFollowerLeavingFreesItsSlot(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{real: true})
+	b.call(t, "POST", "/v1/runs", `{"id": "left", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
+	ctx, cancel := context.WithCancel(t.Context())
+	for range admin.MaxFollowers {
+		s := openStream(t, ctx, b.url+"/v1/runs/left/events?follow=1", "")
+		_, ok := s.next()
+		require.True(t, ok)
+	}
+	resp, _ := send(t, b.request(t, "GET", "/v1/runs/left/events?follow=1", ""))
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+
+	cancel() // every client leaves; the run is still RUNNING
+	require.Eventually(t, func() bool {
+		req := b.request(t, "GET", "/v1/runs/left/events?follow=1", "")
+		rctx, rcancel := context.WithCancel(t.Context())
+		defer rcancel()
+		resp, err := http.DefaultClient.Do(req.WithContext(rctx))
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, admin.FollowKeepAlive+5*time.Second, 50*time.Millisecond, "a new stream is served once the old ones noticed their clients left")
+}
