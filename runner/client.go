@@ -102,8 +102,13 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if spec.StartAt != nil {
 		args.StartAt = *spec.StartAt
 	}
+	disarm, err := c.armNotify(ctx, spec, runID) // notify_spec.go
+	if err != nil {
+		return Submitted{}, err
+	}
 	res, err := c.store.Submit(ctx, args)
 	if err != nil {
+		disarm(ctx, err)
 		return Submitted{}, err
 	}
 	out := Submitted{RunID: runID, Status: res.Status, Created: res.Created, Behind: res.Behind}

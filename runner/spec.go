@@ -41,6 +41,9 @@ type RunSpec struct {
 	// most one of the two; neither: at once.
 	StartAt *time.Time `json:"start_at,omitempty" yaml:"start_at,omitempty"`
 	StartIn Duration   `json:"start_in,omitempty" yaml:"start_in,omitempty"`
+	// Notify, when set, is a webhook POSTed once the run has ended
+	// (notify.go). Nil: none.
+	Notify *Notify `json:"notify,omitempty" yaml:"notify,omitempty"`
 }
 
 // NodeSpec is one node of a RunSpec.
@@ -234,6 +237,7 @@ func (s *RunSpec) Validate(lim Limits) error {
 	if s.StartIn < 0 {
 		bad("start_in", "negative")
 	}
+	s.Notify.check(bad) // notify.go
 	if len(s.Nodes) == 0 {
 		bad("nodes", "a run needs at least one node")
 	}
@@ -413,7 +417,8 @@ func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
 		Nodes   []fence.NodeSpec `json:"nodes"`
 		StartAt int64            `json:"start_at,omitempty"`
 		StartIn int64            `json:"start_in,omitempty"`
-	}{s.Thread, out, startAt, time.Duration(s.StartIn).Milliseconds()})
+		Notify  string           `json:"notify,omitempty"`
+	}{s.Thread, out, startAt, time.Duration(s.StartIn).Milliseconds(), s.Notify.url()})
 	if err != nil {
 		return nil, "", err
 	}

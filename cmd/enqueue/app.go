@@ -30,6 +30,13 @@ type config struct {
 	MaxInputBytes int `env:"MAX_INPUT_BYTES" envDefault:"1048576"`
 	// LogLevel filters diagnostics on stderr. Default: warn.
 	LogLevel slog.Level `env:"BATON_LOG_LEVEL" envDefault:"warn"`
+	// APIURL is an admin server (http://127.0.0.1:8080) that events
+	// --follow and watch read through instead of Redis; their --api flag
+	// overrides it. Default: empty, read Redis.
+	APIURL string `env:"BATON_API_URL"`
+	// APIToken is the admin server's API_TOKEN, sent as a bearer token
+	// with --api. Default: empty.
+	APIToken string `env:"API_TOKEN"`
 }
 
 // validate returns every problem at once.
@@ -73,6 +80,9 @@ type app struct {
 	stdin          io.Reader
 	stdout, stderr io.Writer
 	tty            bool // stdout is a terminal: watch may redraw
+	// termSize is the terminal's size (0, 0 when unknown), read at each
+	// redraw so a resized window is followed.
+	termSize func() (rows, cols int)
 
 	cfg config
 	log *slog.Logger

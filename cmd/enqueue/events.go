@@ -31,13 +31,16 @@ type eventLine struct {
 	Details map[string]string `json:"details"`
 }
 
-// events prints a run's events; with --follow it polls until the run has
-// ended and every event up to its end is printed.
+// events prints a run's events; with --follow it reads them as they are
+// appended (a blocking read of the run's stream in Redis, or the admin
+// server's event stream with --api) until the run has ended and every
+// event up to its end is printed.
 func (a *app) events(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "")
 	follow := fs.Bool("follow", false, "")
 	interval := fs.Duration("interval", 200*time.Millisecond, "")
+	api := fs.String("api", a.cfg.APIURL, "")
 	run, err := runArg(fs, args)
 	if err != nil {
 		return err
@@ -45,45 +48,67 @@ func (a *app) events(ctx context.Context, args []string) error {
 	if err := checkInterval(*interval); err != nil {
 		return err
 	}
+	write := writeEventText
+	if *asJSON {
+		write = writeEventJSON
+	}
+	if *follow {
+		return a.followEvents(ctx, run, *api, *interval, write)
+	}
 	client, done, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-
-	write := writeEventText
-	if *asJSON {
-		write = writeEventJSON
-	}
-	o := outage{log: a.log}
 	after := ""
 	for {
-		// Read the status before the events: the script that ends a run
-		// appends run_finished in the same atomic step, so events read after
-		// a terminal status include everything up to the end.
-		status := ""
-		if *follow {
-			info, err := client.Status(ctx, run)
-			if err != nil {
-				if err := o.failed(ctx, err); err != nil {
-					return a.notFound(run, err)
-				}
-				if err := sleep(ctx, *interval); err != nil {
-					return err
-				}
-				continue
-			}
-			status = info.Status
-		}
 		evs, err := client.Events(ctx, run, after, eventPage)
 		if err != nil {
-			if !*follow {
-				return a.notFound(run, err)
+			return a.notFound(run, err)
+		}
+		for _, e := range evs {
+			if err := write(a.stdout, e); err != nil {
+				return err
 			}
+			after = e.ID
+		}
+		if len(evs) < eventPage {
+			return nil
+		}
+	}
+}
+
+// followWait bounds one blocking read of events --follow.
+const followWait = 5 * time.Second
+
+// followEvents prints events as they come until the run has ended. A
+// failed read is retried every retry (the same event is never printed
+// twice: the feed resumes after the last one) until maxOutage.
+func (a *app) followEvents(ctx context.Context, run, api string, retry time.Duration, write func(io.Writer, fence.Event) error) error {
+	src, err := a.openSource(ctx, api)
+	if err != nil {
+		return err
+	}
+	defer src.close()
+	o := outage{log: a.log}
+	var f feed
+	for {
+		err = nil
+		if f == nil {
+			f, err = src.follow(ctx, run, followWait)
+		}
+		var evs []fence.Event
+		if err == nil {
+			evs, err = f.Next(ctx)
+		}
+		switch {
+		case errEnded(err):
+			return nil
+		case err != nil:
 			if err := o.failed(ctx, err); err != nil {
 				return a.notFound(run, err)
 			}
-			if err := sleep(ctx, *interval); err != nil {
+			if err := sleep(ctx, retry); err != nil {
 				return err
 			}
 			continue
@@ -93,16 +118,6 @@ func (a *app) events(ctx context.Context, args []string) error {
 			if err := write(a.stdout, e); err != nil {
 				return err
 			}
-			after = e.ID
-		}
-		switch {
-		case len(evs) == eventPage:
-			continue // more to read now
-		case !*follow || terminal(status):
-			return nil
-		}
-		if err := sleep(ctx, *interval); err != nil {
-			return err
 		}
 	}
 }

@@ -3,11 +3,14 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/runner/admin"
 )
 
 // eventTypes checks that every line is a JSON event with the documented
@@ -77,4 +80,42 @@ func TestEventsFollowUntilTheRunEnds(t *testing.T) {
 	require.NotEmpty(t, types)
 	require.Equal(t, "run_finished", types[len(types)-1], "follow prints every event up to the end")
 	require.Contains(t, types, "claimed")
+}
+
+// With --api, events --follow and watch read through the admin server's
+// event stream (SSE) instead of Redis, with API_TOKEN as bearer token.
+func TestFollowThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const token = "follow-api-token-0123456789"
+	h, err := admin.New(admin.Config{Client: b.client, Redis: b.srv.Client(t), Token: token})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	b.env = append(b.env, "API_TOKEN="+token)
+	b.submit(t, fmt.Sprintf(pair, "ev-api"))
+
+	ev := b.start(t, "events", "ev-api", "--json", "--follow", "--api", srv.URL)
+	require.Equal(t, []string{"submitted"}, eventTypes(t, []string{ev.next(t)}))
+	w := b.start(t, "watch", "ev-api", "--api", srv.URL)
+	require.Regexp(t, `\sa\s+READY\s`, w.next(t))
+
+	b.finish(t, "ev-api")
+	rest, code := ev.wait(t)
+	require.Equal(t, 0, code, ev.stderr.String())
+	types := eventTypes(t, rest)
+	require.Equal(t, "run_finished", types[len(types)-1])
+	all, err := b.client.Events(t.Context(), "ev-api", "", 0)
+	require.NoError(t, err)
+	require.Len(t, rest, len(all)-1, "every event once")
+
+	wrest, code := w.wait(t)
+	require.Equal(t, 0, code, w.stderr.String())
+	require.Regexp(t, `\srun ev-api\s+SUCCEEDED$`, wrest[len(wrest)-1])
+
+	// A wrong token is bad input, said on stderr.
+	b.env = append(b.env, "API_TOKEN=wrong")
+	r := b.run(t, "", "events", "ev-api", "--follow", "--api", srv.URL)
+	require.Equal(t, 2, r.code)
+	require.Contains(t, r.stderr, "401")
 }

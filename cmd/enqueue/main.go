@@ -21,10 +21,11 @@ func main() {
 	go func() { <-ctx.Done(); stop() }()
 
 	a := &app{
-		stdin:  os.Stdin,
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		tty:    isTerminal(os.Stdout),
+		stdin:    os.Stdin,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		tty:      isTerminal(os.Stdout),
+		termSize: func() (int, int) { return termSize(os.Stdout) },
 	}
 	code := a.run(ctx, os.Args[1:])
 	stop()

@@ -29,20 +29,28 @@ var commands = map[string]command{
 			"attempt is not counted), epoch, owner, progress, result (cut to 40 characters)\n" +
 			"and error.",
 		flags: "  --json  print the run as one JSON object (nodes with id, state, attempt,\n          releases, epoch, owner, progress, result in full, error)\n"},
-	"events": {args: "RUN [--json] [--follow] [--interval D]", run: (*app).events,
+	"events": {args: "RUN [--json] [--follow] [--api URL] [--interval D]", run: (*app).events,
 		short: "print the run's events (--follow: until it ends)",
 		help: "Print the run's events as a timeline, oldest first: times in RFC 3339 with\n" +
 			"milliseconds, lease_until and ready_at as times, *_ms details as durations.",
 		flags: "  --json        one JSON object per line: id, type, node, epoch, worker,\n" +
 			"                at (RFC 3339, UTC) and details (the type's other fields,\n" +
 			"                strings as recorded)\n" +
-			"  --follow      keep polling until the run has ended and every event is printed\n" +
-			"  --interval D  poll interval with --follow (default 200ms)\n"},
-	"watch": {args: "RUN [--interval D]", run: (*app).watch,
+			"  --follow      print events as they are appended until the run has ended and\n" +
+			"                every event is printed (a blocking read of the run's stream)\n" +
+			"  --api URL     with --follow, read the admin server's event stream (SSE) at URL\n" +
+			"                instead of Redis (default $BATON_API_URL; token: $API_TOKEN)\n" +
+			"  --interval D  with --follow, wait between retries after a failed read\n" +
+			"                (default 200ms)\n"},
+	"watch": {args: "RUN [--api URL] [--interval D]", run: (*app).watch,
 		short: "live progress until the run ends; exit 0 only if it SUCCEEDED",
 		help: "Show live progress until the run ends: a redrawn table on a terminal,\n" +
-			"otherwise one line per change. Exit 0 if the run SUCCEEDED, 1 otherwise.",
-		flags: "  --interval D  poll interval (default 250ms)\n"},
+			"otherwise one line per change. It redraws when the run's events say something\n" +
+			"changed. A run taller than the terminal shows its running, failed and ready\n" +
+			"nodes first and counts the rest. Exit 0 if the run SUCCEEDED, 1 otherwise.",
+		flags: "  --api URL     read through the admin server at URL instead of Redis\n" +
+			"                (default $BATON_API_URL; token: $API_TOKEN)\n" +
+			"  --interval D  redraw at most this often (default 250ms)\n"},
 	"cancel": {args: "RUN [--reason TEXT]", run: (*app).cancel,
 		short: "cancel the run; prints its resulting status",
 		help: "Cancel the run and print its resulting status. Nodes not yet running\n" +
@@ -103,6 +111,9 @@ Environment:
   BATON_PREFIX     key prefix shared with the workers (default baton)
   MAX_INPUT_BYTES  largest node input submit accepts (default 1048576)
   BATON_LOG_LEVEL  diagnostics on stderr: debug, info, warn, error (default warn)
+  BATON_API_URL    admin server that events --follow and watch read through
+                   (default: none, they read Redis)
+  API_TOKEN        bearer token for BATON_API_URL / --api
 
 Exit status: 0 ok; 1 refused or failed (run, thread or checkpoint not found,
 conflict, run already finished, Redis unreachable, watched run did not

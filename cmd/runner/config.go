@@ -55,8 +55,19 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	// AdminAddr is where the admin HTTP server listens (probes, metrics,
 	// the Asynq UI, the run API). A host that is not loopback requires
-	// API_TOKEN. Default: 127.0.0.1:8080; set but empty: no admin server.
+	// API_TOKEN. Default: 127.0.0.1:8080, or the next free port of the 20
+	// after it when that one is taken (several runners on one host); set
+	// but empty: no admin server. A port set here that is taken fails the
+	// start.
 	AdminAddr string `env:"ADMIN_ADDR" envDefault:"127.0.0.1:8080"`
+	// adminAddrDefault: ADMIN_ADDR was not set, so a taken default port
+	// moves on to the next free one (listen.go).
+	adminAddrDefault bool
+	// WebhookSecret keys the HMAC-SHA256 signature (Baton-Signature) of
+	// run-completion webhooks ("notify" in a run spec); every runner must
+	// share it. Default: empty, webhooks are sent unsigned (with a
+	// warning at start).
+	WebhookSecret string `env:"WEBHOOK_SECRET"`
 	// APIToken, when set, is required as "Authorization: Bearer <token>"
 	// by the run API and the UI (at least 16 characters). Default: empty.
 	APIToken string `env:"API_TOKEN"`
@@ -125,9 +136,11 @@ func loadConfig(environ map[string]string, embedded bool) (Config, error) {
 		}
 	}
 	// env treats a set but empty variable as unset; ADMIN_ADDR= disables.
-	if v, ok := environ["ADMIN_ADDR"]; ok && strings.TrimSpace(v) == "" {
+	v, ok := environ["ADMIN_ADDR"]
+	if ok && strings.TrimSpace(v) == "" {
 		c.AdminAddr = ""
 	}
+	c.adminAddrDefault = !ok
 	c.Embedded = embedded
 	if err := c.validate(failed); err != nil {
 		errs = append(errs, err)

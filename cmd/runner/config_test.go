@@ -27,6 +27,8 @@ func TestDefaults(t *testing.T) {
 		Prefix:          "baton",
 		Retention:       7 * 24 * time.Hour,
 		ReadyThreshold:  15 * time.Second,
+
+		adminAddrDefault: true,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
 }
@@ -228,7 +230,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 27)
+	require.Len(t, keys, 28)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

@@ -109,7 +109,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		if ln, err = net.Listen("tcp", cfg.AdminAddr); err != nil {
+		if ln, err = listenAdmin(cfg.AdminAddr, cfg.adminAddrDefault, log); err != nil {
 			return fmt.Errorf("admin server: %w", err)
 		}
 		defer ln.Close()
@@ -125,10 +125,22 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		log.Warn("old_key_layout", "keys", old, "note", "runs stored by a version before the sharded key "+
 			"layout are not seen by this one: drain them with that version")
 	}
+	// Run-completion webhooks: every runner scans for ended runs that
+	// notify and delivers them from its own queue.
+	notifier, err := runner.NewNotifier(runner.NotifierConfig{Redis: rdb, Prefix: cfg.Prefix,
+		Secret: cfg.WebhookSecret, Retention: cfg.Retention, Logger: log})
+	if err == nil {
+		err = notifier.Start(ctx)
+	}
+	if err != nil {
+		w.Shutdown()
+		return err
+	}
+	defer notifier.Shutdown()
 	serveErr := make(chan error, 1)
 	if srv != nil {
 		go func() { serveErr <- srv.Serve(ln) }()
-		base := "http://" + ln.Addr().String()
+		base := listenURL(ln.Addr()) // listen.go
 		log.Info("admin_listening", "addr", ln.Addr().String(), "url", base+"/",
 			"monitor", base+admin.MonitorPath+"/", "api", base+"/v1/runs", "token_required", cfg.APIToken != "")
 	}

@@ -26,9 +26,12 @@ const envHelp = `Environment (default in brackets):
   GRACE               [1s] wait after a lease's end before a takeover
   SWEEP_INTERVAL      [1s] how often expired leases and forgotten READY nodes are looked for
   SHUTDOWN_TIMEOUT    [10s] how long SIGTERM waits for running nodes before releasing them
-  ADMIN_ADDR          [127.0.0.1:8080] admin HTTP listen address; set empty to disable
+  ADMIN_ADDR          [127.0.0.1:8080] admin HTTP listen address; set empty to disable.
+                      Unset and 8080 taken: the next free port up to 8100 (logged);
+                      set and taken: the runner exits 1
   API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars); required
                       when ADMIN_ADDR is not loopback
+  WEBHOOK_SECRET      [none] HMAC-SHA256 key of run webhooks (Baton-Signature); unset: unsigned
   LOG_LEVEL           [info] debug, info, warn or error
   LOG_FORMAT          [text] text or json
   MAX_INPUT_BYTES     [1048576] cap on each node's input in runs submitted through the API

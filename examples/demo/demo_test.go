@@ -33,6 +33,13 @@ func TestDemoFencesOutThePausedWorker(t *testing.T) {
 	o, err := play(ctx, &out, log)
 	require.NoError(t, err)
 	report(&out, o)
+	last := -1
+	for _, r := range timeline(o) {
+		if r.seq >= 0 {
+			require.Greater(t, r.seq, last, "the timeline keeps the stream's order")
+			last = r.seq
+		}
+	}
 
 	require.Equal(t, "SUCCEEDED", o.Run.Status)
 	committed := map[string]int{}

@@ -44,17 +44,57 @@ import (
 )
 
 func main() {
-	// Warnings only, on stderr: the timeline on stdout is the demo.
-	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	// The workers' warnings (a paused worker's refused writes, its lost
+	// heartbeats: the demo's point) are held back while the timeline
+	// prints, so none lands in the middle of it, and shown after it.
+	var held heldLogs
+	slog.SetDefault(slog.New(slog.NewTextHandler(&held, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	redis.SetLogger(redisLogger{})
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithTimeoutCause(ctx, 50*time.Second, errors.New("the demo took longer than 50s"))
 	err := run(ctx, os.Stdout)
 	cancel()
 	stop()
+	if n := held.lines(); n > 0 {
+		fmt.Fprintf(os.Stderr, "\nThe workers logged %d warning lines during the demo (held back until now):\n", n)
+		held.writeTo(os.Stderr)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
+}
+
+// heldLogs keeps log lines until the timeline has printed.
+type heldLogs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (h *heldLogs) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.buf.Write(p)
+}
+
+func (h *heldLogs) lines() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return bytes.Count(h.buf.Bytes(), []byte("\n"))
+}
+
+func (h *heldLogs) writeTo(w io.Writer) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, _ = w.Write(h.buf.Bytes())
+}
+
+// redisLogger sends go-redis's own messages (a cut connection's pool
+// errors) to slog, which holds them back with the rest.
+type redisLogger struct{}
+
+func (redisLogger) Printf(ctx context.Context, format string, v ...any) {
+	slog.WarnContext(ctx, "go-redis", "msg", fmt.Sprintf(format, v...))
 }
 
 // run plays the scenario, prints its timeline and checks its outcome.

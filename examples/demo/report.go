@@ -77,8 +77,11 @@ var ranks = map[string]int{"submitted": 0, "heartbeat_lost": 1, "takeover": 2, "
 	"run_finished": 8}
 
 // timeline merges the run's events, the downstream's calls and the demo's
-// own steps in time order. Redis stamps events with its TIME in
-// milliseconds; the rest is truncated to match, and ties go by rank.
+// own steps in time order. The run's events keep the stream's order, which
+// is the order they happened in: several share a millisecond, and their
+// times (Redis's TIME in milliseconds) cannot tell them apart. The other
+// rows, truncated to milliseconds to match, go in between by time, ties by
+// rank.
 func timeline(o *outcome) []row {
 	v := o.Victim
 	var rows []row
@@ -122,16 +125,7 @@ func timeline(o *outcome) []row {
 	for i := range rows {
 		rows[i].rank = ranks[rows[i].event]
 	}
-	slices.SortStableFunc(rows, func(a, b row) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		if a.seq >= 0 && b.seq >= 0 { // the stream's own order is the truth
-			return cmp.Compare(a.seq, b.seq)
-		}
-		return cmp.Compare(a.rank, b.rank)
-	})
-	return rows
+	return mergeRows(rows)
 }
 
 func epoch(e int64) string {
@@ -203,4 +197,67 @@ func lateWhat(e fence.Event) string {
 		return "it had stopped trusting its lease, so it committed nothing and handed the node back"
 	}
 	return "its commit, before its own timer could fence it"
+}
+
+// mergeRows orders rows (stream rows have seq >= 0, the others -1). The
+// stream rows keep the stream's order, never reordered by time. Each other
+// row goes right after the last stream row it must follow: one earlier
+// than it, or of its millisecond and a rank not above its own; and a
+// downstream call of node@epoch goes after that claim and before that
+// commit, whatever the clocks say. (A single sort with mixed keys is not a
+// consistent order and could put a commit before its claim.)
+func mergeRows(rows []row) []row {
+	var stream, other []row
+	for _, r := range rows {
+		if r.seq >= 0 {
+			stream = append(stream, r)
+		} else {
+			other = append(other, r)
+		}
+	}
+	slices.SortStableFunc(stream, func(a, b row) int { return cmp.Compare(a.seq, b.seq) })
+	pos := make(map[int]int, len(other)) // other row -> the stream row it goes before
+	for i, o := range other {
+		p := 0
+		for j, s := range stream {
+			if s.at.Before(o.at) || s.at.Equal(o.at) && s.rank <= o.rank {
+				p = j + 1
+			}
+		}
+		if strings.HasPrefix(o.event, "api_") {
+			for j, s := range stream {
+				if s.node != o.node || s.epoch != o.epoch {
+					continue
+				}
+				switch s.event {
+				case "claimed", "takeover":
+					p = max(p, j+1)
+				case "committed":
+					p = min(p, j)
+				}
+			}
+		}
+		pos[i] = p
+	}
+	idx := make([]int, len(other))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(pos[a], pos[b]); c != 0 {
+			return c
+		}
+		if c := other[a].at.Compare(other[b].at); c != 0 {
+			return c
+		}
+		return cmp.Compare(other[a].rank, other[b].rank)
+	})
+	out := make([]row, 0, len(rows))
+	next := 0
+	for _, i := range idx {
+		out = append(out, stream[next:pos[i]]...)
+		out = append(out, other[i])
+		next = pos[i]
+	}
+	return append(out, stream[next:]...)
 }

@@ -32,9 +32,10 @@ const (
 
 // api serves /v1/: the run API over a runner.Client.
 type api struct {
-	client  *runner.Client
-	maxBody int64
-	log     *slog.Logger
+	client    *runner.Client
+	maxBody   int64
+	log       *slog.Logger
+	followers followers // live event streams (follow.go)
 }
 
 func (a *api) routes() http.Handler {
@@ -154,6 +155,10 @@ type EventsBody struct {
 var streamID = regexp.MustCompile(`^[0-9]{1,20}(-[0-9]{1,20})?$`)
 
 func (a *api) events(w http.ResponseWriter, r *http.Request) {
+	if wantsFollow(r) {
+		a.follow(w, r) // Server-Sent Events, follow.go
+		return
+	}
 	q := r.URL.Query()
 	after := q.Get("after")
 	if after != "" && !streamID.MatchString(after) {

@@ -15,6 +15,10 @@
 //	GET  /v1/runs/{id}/events?after=&limit=
 //	                              {"events": [...], "next": "<id>"}; pass next as
 //	                              after to read on
+//	GET  /v1/runs/{id}/events?follow=1
+//	                              the events live as Server-Sent Events, resumable
+//	                              with Last-Event-ID, ending with "event: end"
+//	                              (follow.go)
 //	POST /v1/runs/{id}/cancel     body optional: {"reason": "..."}
 //
 // Every /v1 error is JSON, {"error": "..."}, and a bad run spec adds
