@@ -24,6 +24,16 @@ type WorkerInfo struct {
 	Concurrency int       `json:"concurrency,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 	SeenAt      time.Time `json:"seen_at"` // when the advertisement was last refreshed
+	// LeaseTTLMs and AdvertiseEveryMs are the runner's lease TTL and how
+	// often it refreshes this advertisement: a reader judges a runner that
+	// went silent by them (see fleet.go). Zero from runners that predate
+	// them.
+	LeaseTTLMs       int64 `json:"lease_ttl_ms,omitempty"`
+	AdvertiseEveryMs int64 `json:"advertise_every_ms,omitempty"`
+	// Health is the runner's heartbeater at the last refresh: its running
+	// nodes, renewal round trip and lease margin. Nil from runners that
+	// predate it.
+	Health *WorkerHealth `json:"health,omitempty"`
 }
 
 // Serves reports whether the worker runs kind on queue.
