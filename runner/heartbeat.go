@@ -47,6 +47,10 @@ type heartbeater struct {
 	renewedAt  time.Time
 	lastRTT    time.Duration
 	lastMargin time.Duration
+	// changes counts leases added and finished, so that the advertisement
+	// is refreshed at the next sweep when the running set changed. Guarded
+	// by mu.
+	changes uint64
 }
 
 // heartbeaterParams builds a heartbeater.
@@ -108,6 +112,7 @@ func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel
 	h.mu.Lock()
 	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, selfFencedReason) })
 	h.leases[l.ClaimID] = a
+	h.changes++
 	if p, ok := h.pushed[l.Run]; ok && p.msg.Matches(l) && time.Since(p.at) <= h.ttl {
 		cancel(ErrRunCancelled) // the push came between the claim and now
 	}
@@ -169,6 +174,7 @@ func (h *heartbeater) finish(a *active) (lost bool) {
 		return a.lost
 	}
 	delete(h.leases, a.lease.ClaimID)
+	h.changes++
 	a.selfFence.Stop()
 	h.m.Running.Dec()
 	return a.lost
@@ -389,8 +395,8 @@ func (h *heartbeater) renew(ctx context.Context, list []*active, beats []fence.B
 
 // health is what the runner advertises about its leases (fence.WorkerHealth):
 // the attempts it holds, the earliest deadline among them, and the last
-// tick's round trip and margin.
-func (h *heartbeater) health() *fence.WorkerHealth {
+// tick's round trip and margin; and the count of lease changes so far.
+func (h *heartbeater) health() (*fence.WorkerHealth, uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	out := &fence.WorkerHealth{Running: []fence.RunningNode{}, RenewedAt: h.renewedAt,
@@ -407,5 +413,5 @@ func (h *heartbeater) health() *fence.WorkerHealth {
 	slices.SortFunc(out.Running, func(x, y fence.RunningNode) int {
 		return cmp.Or(strings.Compare(x.Run, y.Run), strings.Compare(x.Node, y.Node))
 	})
-	return out
+	return out, h.changes
 }

@@ -35,7 +35,8 @@ type sweeper struct {
 	// hb, when set, is the heartbeater whose health the advertisement
 	// carries; it is then refreshed at least every heartbeat interval, so
 	// the fleet view sees a runner that stops renewing within about one.
-	hb *heartbeater
+	hb        *heartbeater
+	adChanges uint64 // the heartbeater's lease changes when last advertised
 	// unserved holds the stale READY nodes last found served by no live
 	// runner, with when: the baton_nodes_unserved gauge.
 	unserved map[string]time.Time
@@ -66,14 +67,24 @@ func (s *sweeper) advertise(ctx context.Context) {
 	every := s.advertiseEvery()
 	// Half a tick of slack: a tick that comes a little early must not
 	// put the refresh off by a whole tick.
-	if s.self.ID == "" || time.Since(s.advertised) < every-s.interval/2 {
+	if s.self.ID == "" {
+		return
+	}
+	var changes uint64
+	if s.hb != nil {
+		_, changes = s.hb.health()
+	}
+	// Refreshed every period, and at the next sweep after a lease was
+	// taken or finished: the fleet view shows a claim within a sweep
+	// interval, so a runner paused just after one is seen holding it.
+	if time.Since(s.advertised) < every-s.interval/2 && changes == s.adChanges {
 		return
 	}
 	s.self.SeenAt = time.Now()
 	s.self.AdvertiseEveryMs = every.Milliseconds()
 	if s.hb != nil {
 		s.self.LeaseTTLMs = s.hb.ttl.Milliseconds()
-		s.self.Health = s.hb.health()
+		s.self.Health, changes = s.hb.health()
 	}
 	if err := s.store.Advertise(ctx, s.self, s.adTTL); err != nil {
 		if ctx.Err() == nil {
@@ -81,7 +92,7 @@ func (s *sweeper) advertise(ctx context.Context) {
 		}
 		return
 	}
-	s.advertised = s.self.SeenAt
+	s.advertised, s.adChanges = s.self.SeenAt, changes
 }
 
 // advertiseEvery is how often advertise refreshes: a third of the
