@@ -47,10 +47,15 @@ type RunningNode struct {
 type FleetEntry struct {
 	WorkerInfo
 	ExpiresAt time.Time `json:"expires_at"`
-	// Expired: the advertisement's life ended. When Redis has dropped it
-	// already, only ID, ExpiresAt and Expired are set.
+	// Expired: the advertisement's life ended; WorkerInfo is then the
+	// last one the runner wrote (kept an hour), or only its ID.
 	Expired bool `json:"expired,omitempty"`
 }
+
+// lastAdKey keeps a runner's last advertisement for an hour after it
+// expires, so that the fleet view can say what a lost runner ran. It
+// extends the advertisement's key, so it shares its slot.
+func (s *Store) lastAdKey(id string) string { return s.keys.Worker(id) + ":last" }
 
 // Fleet lists every runner advertised within the last hour, live or not,
 // by id: two round trips. Workers lists the live ones only.
@@ -65,9 +70,11 @@ func (s *Store) Fleet(ctx context.Context) ([]FleetEntry, error) {
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.StringCmd, len(zs))
+	last := make([]*redis.StringCmd, len(zs))
 	for i, z := range zs {
 		id, _ := z.Member.(string)
 		cmds[i] = pipe.Get(ctx, s.keys.Worker(id))
+		last[i] = pipe.Get(ctx, s.lastAdKey(id))
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("fleet: %w", err)
@@ -77,11 +84,15 @@ func (s *Store) Fleet(ctx context.Context) ([]FleetEntry, error) {
 		id, _ := z.Member.(string)
 		e := FleetEntry{ExpiresAt: time.UnixMilli(int64(z.Score))}
 		b, err := cmds[i].Bytes()
-		if err != nil || json.Unmarshal(b, &e.WorkerInfo) != nil {
-			e.WorkerInfo = WorkerInfo{ID: id}
-			e.Expired = true
-		} else {
+		switch {
+		case err == nil && json.Unmarshal(b, &e.WorkerInfo) == nil:
 			e.Expired = now.After(e.ExpiresAt)
+		default:
+			e.Expired, e.WorkerInfo = true, WorkerInfo{}
+			if b, err := last[i].Bytes(); err == nil {
+				_ = json.Unmarshal(b, &e.WorkerInfo)
+			}
+			e.ID = id
 		}
 		out = append(out, e)
 	}

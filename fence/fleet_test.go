@@ -11,8 +11,8 @@ import (
 )
 
 // The fleet view lists a runner whose advertisement expired as expired,
-// with its id, instead of dropping it as Workers does; one that withdrew is
-// gone.
+// with what it last advertised, instead of dropping it as Workers does;
+// one that withdrew is gone.
 func TestFleetKeepsExpiredRunners(t *testing.T) {
 	t.Parallel()
 	m, rdb := redistest.Mini(t)
@@ -20,7 +20,7 @@ func TestFleetKeepsExpiredRunners(t *testing.T) {
 	ctx := t.Context()
 	h := &fence.WorkerHealth{Running: []fence.RunningNode{{Run: "r", Node: "n", Epoch: 2}}, RTTMs: 1.5, MarginMs: 1800}
 	require.NoError(t, s.Advertise(ctx, fence.WorkerInfo{ID: "live", Kinds: []string{"noop"}, Health: h}, time.Hour))
-	require.NoError(t, s.Advertise(ctx, fence.WorkerInfo{ID: "paused"}, time.Second))
+	require.NoError(t, s.Advertise(ctx, fence.WorkerInfo{ID: "paused", Kinds: []string{"exec"}, Health: h}, time.Second))
 	require.NoError(t, s.Advertise(ctx, fence.WorkerInfo{ID: "stopped"}, time.Hour))
 	require.NoError(t, s.Withdraw(ctx, "stopped"))
 	m.FastForward(2 * time.Second) // the key of "paused" expires
@@ -33,6 +33,8 @@ func TestFleetKeepsExpiredRunners(t *testing.T) {
 	require.Equal(t, h, fleet[0].Health)
 	require.Equal(t, "paused", fleet[1].ID)
 	require.True(t, fleet[1].Expired)
+	require.Equal(t, []string{"exec"}, fleet[1].Kinds, "a lost runner's last advertisement")
+	require.Equal(t, h, fleet[1].Health)
 
 	live, err := s.Workers(ctx)
 	require.NoError(t, err)

@@ -50,6 +50,7 @@ func (s *Store) Advertise(ctx context.Context, w WorkerInfo, ttl time.Duration) 
 	now := time.Now()
 	pipe := s.rdb.Pipeline()
 	pipe.Set(ctx, s.keys.Worker(w.ID), b, ttl)
+	pipe.Set(ctx, s.lastAdKey(w.ID), b, time.Hour) // fleet.go: a lost runner's last word
 	pipe.ZAdd(ctx, s.keys.Workers(), redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: w.ID})
 	// Entries of runners gone for an hour are dropped; Workers skips the
 	// expired ones before that.
@@ -63,7 +64,7 @@ func (s *Store) Advertise(ctx context.Context, w WorkerInfo, ttl time.Duration) 
 // Withdraw removes w's advertisement (a runner that stops).
 func (s *Store) Withdraw(ctx context.Context, id string) error {
 	pipe := s.rdb.Pipeline()
-	pipe.Del(ctx, s.keys.Worker(id))
+	pipe.Del(ctx, s.keys.Worker(id), s.lastAdKey(id))
 	pipe.ZRem(ctx, s.keys.Workers(), id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("withdraw %s: %w", id, err)

@@ -52,15 +52,16 @@ func newBrowser(t *testing.T, timeout time.Duration) context.Context {
 	return tctx
 }
 
-// screenshot saves the page as PNG under BATON_SCREENSHOTS (the README's
-// images: BATON_SCREENSHOTS=docs/img) or the test's artifact directory,
-// and logs where.
-func screenshot(t *testing.T, ctx context.Context, name string) {
+// screenshot saves the page as PNG in the test's artifact directory (kept
+// with go test -artifacts) and logs where. A README image (readme) goes
+// under BATON_SCREENSHOTS instead when that is set: regenerate them with
+// BATON_SCREENSHOTS=docs/img.
+func screenshot(t *testing.T, ctx context.Context, name string, readme bool) {
 	t.Helper()
 	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	dir := os.Getenv("BATON_SCREENSHOTS")
-	if dir == "" {
+	if dir == "" || !readme {
 		dir = t.ArtifactDir()
 	} else if !filepath.IsAbs(dir) {
 		// go test runs in the package directory; a relative path means

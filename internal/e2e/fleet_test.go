@@ -90,5 +90,5 @@ func TestWorkersViewShowsAPausedRunner(t *testing.T) {
 	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`tr[data-worker="ra"]`)))
 	require.NoError(t, err)
 	assert.Contains(t, text, "lost")
-	screenshot(t, ctx, "workers-view.png")
+	screenshot(t, ctx, "workers-view.png", true)
 }

@@ -182,7 +182,7 @@ func runViewScenario(t *testing.T, token, shot string) {
 	assert.Contains(t, detail, `"charged": 42`, "its result")
 	assert.Regexp(t, `1\s+e1\s+ra\s+claimed`, detail)
 	assert.Regexp(t, `2\s+e2\s+rb\s+takeover`, detail)
-	screenshot(t, ctx, shot)
+	screenshot(t, ctx, shot, token == "")
 	if t.Failed() {
 		t.Logf("page text:\n%s", strings.TrimSpace(summary))
 	}
