@@ -301,7 +301,7 @@ type loginData struct {
 func (l login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
-		l.ui.render(w, r, http.StatusOK, "login", "page", page{Title: "Log in", Data: loginData{Next: localPath(r.URL.Query().Get("next"))}})
+		l.ui.render(w, r, http.StatusOK, "login", "page", page{Title: "Log in", Bare: true, Data: loginData{Next: localPath(r.URL.Query().Get("next"))}})
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 4096)
 		tok := r.PostFormValue("token")
@@ -313,7 +313,7 @@ func (l login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			if tok == "" {
 				msg = "Enter the API token (API_TOKEN) to log in."
 			}
-			l.ui.render(w, r, http.StatusUnauthorized, "login", "page", page{Title: "Log in", Data: loginData{Next: next, Error: msg}})
+			l.ui.render(w, r, http.StatusUnauthorized, "login", "page", page{Title: "Log in", Bare: true, Data: loginData{Next: next, Error: msg}})
 			return
 		}
 		val, exp := l.guard.sessions.issue()

@@ -46,16 +46,19 @@ func classify(e fence.FleetEntry, now, redisNow time.Time) fleetRow {
 		row.Silent = age(now.Sub(e.SeenAt))
 	}
 	h := e.Health
-	if h == nil || row.State == fleetLost {
+	if h == nil {
 		return row
 	}
-	ttl := time.Duration(e.LeaseTTLMs) * time.Millisecond
-	every := time.Duration(e.AdvertiseEveryMs) * time.Millisecond
-	silent := now.Sub(e.SeenAt)
 	row.RTT = ms(h.RTTMs)
 	if !h.RenewedAt.IsZero() {
 		row.Margin = secs(time.Duration(h.MarginMs) * time.Millisecond)
 	}
+	if row.State == fleetLost {
+		return row // what it last said, for the record
+	}
+	ttl := time.Duration(e.LeaseTTLMs) * time.Millisecond
+	every := time.Duration(e.AdvertiseEveryMs) * time.Millisecond
+	silent := now.Sub(e.SeenAt)
 	if !h.LeaseUntil.IsZero() {
 		left := h.LeaseUntil.Sub(redisNow)
 		row.Left = secs(left)

@@ -94,13 +94,14 @@ type page struct {
 	Title  string
 	Nav    string // the header's active entry
 	Logout bool
+	Bare   bool // no navigation: the login page
 	Data   any
 }
 
 // render writes template name (its "page" or, for fragments, the named
 // block) with code.
 func (u *ui) render(w http.ResponseWriter, r *http.Request, code int, name, block string, p page) {
-	p.Logout = u.hasToken
+	p.Logout = u.hasToken && !p.Bare
 	var buf bytes.Buffer
 	if err := u.pages[name].ExecuteTemplate(&buf, block, p); err != nil {
 		u.log.Error("ui_render_failed", "template", name, "err", err)
