@@ -44,7 +44,9 @@ func TestWorkersViewShowsAPausedRunner(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t)
 	c := newCluster(t)
-	ra := c.startRunner("ra", nil)
+	// ra's lease is a little longer than the suite's, so that its near
+	// expiry lasts over a second however busy the machine is.
+	ra := c.startRunner("ra", map[string]string{"LEASE_TTL": "4s", "HEARTBEAT_INTERVAL": "1s"})
 	run := c.submit(`{"id":"long-1","nodes":[{"id":"think","kind":"sleep","input":{"duration":"60s"}}]}`)
 	waitUntil(t, 30*time.Second, "ra to run the node", func() bool {
 		return c.status(run).node("think").Owner == "ra"

@@ -12,6 +12,9 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
+// uiRunStatuses are the statuses a run can have, for the list's filter.
+var uiRunStatuses = []string{"QUEUED", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"}
+
 // runsData is the run list (GET / and /runs): one page of runs, newest
 // first, and the links to the next page and back to the first.
 type runsData struct {
@@ -32,9 +35,9 @@ type runRow struct {
 
 func (u *ui) runs(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	d := runsData{Status: strings.ToUpper(q.Get("status")), Thread: q.Get("thread"), Statuses: runStatuses}
-	if d.Status != "" && !slices.Contains(runStatuses, d.Status) && d.Status != "QUEUED" {
-		u.fail(w, r, fmt.Errorf("status %q: %w", d.Status, fence.ErrInvalidID))
+	d := runsData{Status: strings.ToUpper(q.Get("status")), Thread: q.Get("thread"), Statuses: uiRunStatuses}
+	if d.Status != "" && !slices.Contains(uiRunStatuses, d.Status) {
+		u.fail(w, r, fmt.Errorf("status %q: want one of %s: %w", d.Status, strings.Join(uiRunStatuses, ", "), fence.ErrInvalidID))
 		return
 	}
 	if d.Thread != "" {

@@ -194,7 +194,7 @@ func (u *ui) node(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Input = prettyJSON(in)
 	d.Result = prettyJSON(d.Node.Result)
-	evs, err := u.client.Events(r.Context(), id, "", 0)
+	evs, err := u.client.Events(r.Context(), id, "", 10*uiMaxEvents)
 	if err != nil {
 		u.fail(w, r, err)
 		return
