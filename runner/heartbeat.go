@@ -393,6 +393,13 @@ func (h *heartbeater) renew(ctx context.Context, list []*active, beats []fence.B
 	}
 }
 
+// leaseChanges counts the leases added and finished so far.
+func (h *heartbeater) leaseChanges() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changes
+}
+
 // health is what the runner advertises about its leases (fence.WorkerHealth):
 // the attempts it holds, the earliest deadline among them, and the last
 // tick's round trip and margin; and the count of lease changes so far.

@@ -61,22 +61,21 @@ func (s *sweeper) start(ctx context.Context) {
 
 func (s *sweeper) wait() { s.wg.Wait() }
 
-// advertise refreshes the runner's advertisement when a third of its TTL
-// has passed.
+// advertise refreshes the runner's advertisement every advertiseEvery,
+// and at the next sweep after a lease was taken or finished: the fleet
+// view shows a claim within a sweep interval, so a runner paused just
+// after one is seen holding it.
 func (s *sweeper) advertise(ctx context.Context) {
-	every := s.advertiseEvery()
-	// Half a tick of slack: a tick that comes a little early must not
-	// put the refresh off by a whole tick.
 	if s.self.ID == "" {
 		return
 	}
+	every := s.advertiseEvery()
 	var changes uint64
 	if s.hb != nil {
-		_, changes = s.hb.health()
+		changes = s.hb.leaseChanges()
 	}
-	// Refreshed every period, and at the next sweep after a lease was
-	// taken or finished: the fleet view shows a claim within a sweep
-	// interval, so a runner paused just after one is seen holding it.
+	// Half a tick of slack: a tick that comes a little early must not put
+	// the refresh off by a whole tick.
 	if time.Since(s.advertised) < every-s.interval/2 && changes == s.adChanges {
 		return
 	}
