@@ -348,3 +348,30 @@ func TestMonitorLinksToTheViews(t *testing.T) {
 	_, body = b.page(t, http.DefaultClient, "/runs")
 	assert.Contains(t, body, `href="/monitor/"`, "the views link to the Asynq UI")
 }
+
+// A node that saved checkpoints lists them in its details, each linking
+// to the API's page of its namespace.
+func TestNodeDetailsListCheckpoints(t *testing.T) {
+	t.Parallel()
+	b := setupView(t, "")
+	ctx := t.Context()
+	spec, err := runner.ParseSpec([]byte(`{"id":"turn-1","thread":"chat-9","nodes":[{"id":"agent","kind":"noop"}]}`))
+	require.NoError(t, err)
+	_, err = b.client.Submit(ctx, spec)
+	require.NoError(t, err)
+	s := b.client.Store()
+	c, err := s.Claim(ctx, fence.NodeRef{Thread: "chat-9", Run: "turn-1", Node: "agent"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	for i := range 2 {
+		_, err = s.SaveCheckpoint(ctx, c.Lease, fence.CheckpointWrite{NS: "graph", Data: []byte(`{"step":` + string(rune('1'+i)) + `}`)})
+		require.NoError(t, err)
+	}
+	code, body := b.page(t, http.DefaultClient, "/runs/turn-1/nodes/agent")
+	require.Equal(t, http.StatusOK, code, body)
+	assert.Contains(t, body, `id="node-checkpoints"`)
+	assert.Contains(t, body, `href="/v1/threads/chat-9/checkpoints?ns=graph"`)
+	assert.Regexp(t, `(?s)>graph</a></td><td>1</td>.*>graph</a></td><td>2</td>`, body)
+
+	_, body = b.page(t, http.DefaultClient, "/runs/turn-1")
+	assert.Contains(t, body, `<a href="/runs?thread=chat-9">chat-9</a>`, "the run's thread links to its runs")
+}
