@@ -116,7 +116,7 @@ func eventRows(evs []fence.Event) []eventRow {
 			if b.Len() > 0 {
 				b.WriteByte(' ')
 			}
-			b.WriteString(k + "=" + cut(e.Details[k], 120))
+			b.WriteString(k + "=" + cut(detailValue(k, e.Details[k]), 120))
 		}
 		row.Info = b.String()
 		out[i] = row
@@ -269,4 +269,20 @@ func (u *ui) cancel(w http.ResponseWriter, r *http.Request) {
 	}
 	u.log.Info("run_cancel_requested", "run_id", id, "via", "ui", "remote_addr", r.RemoteAddr)
 	http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// detailValue shows a detail recorded in epoch milliseconds as a clock
+// time (lease_until, ready_at) and one in milliseconds (overdue_ms) as
+// seconds, as enqueue events does; other values as stored.
+func detailValue(k, v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil:
+		return v
+	case (k == "lease_until" || strings.HasSuffix(k, "_at")) && n > 1e12:
+		return time.UnixMilli(n).Format("15:04:05.000")
+	case strings.HasSuffix(k, "_ms"):
+		return strconv.FormatFloat(float64(n)/1000, 'f', 3, 64) + "s"
+	}
+	return v
 }

@@ -118,6 +118,7 @@ func TestRunViewShowsTakeoverAndRefusedWrite(t *testing.T) {
 	assert.Regexp(t, `class="ev ev-takeover mark" data-type="takeover" data-node="pay" data-epoch="2"`, body)
 	assert.Regexp(t, `class="ev ev-stale_rejected mark" data-type="stale_rejected" data-node="pay" data-epoch="1"`, body)
 	assert.Regexp(t, `class="ev ev-heartbeat_lost mark"`, body)
+	assert.Regexp(t, `lease_until=\d\d:\d\d:\d\d\.\d{3} overdue_ms=\d+\.\d{3}s`, body, "times and durations read as such")
 	assert.Contains(t, body, `1 takeover</span>`)
 	assert.Contains(t, body, `1 stale write refused`)
 	assert.Contains(t, body, `id="cancel"`, "an active run can be cancelled")
