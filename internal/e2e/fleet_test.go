@@ -52,14 +52,14 @@ func TestWorkersViewShowsAPausedRunner(t *testing.T) {
 		return c.status(run).node("think").Owner == "ra"
 	})
 	rb := c.startRunner("rb", nil)
-	waitUntil(t, 30*time.Second, "both runners listed, ra ok and advertising its lease", func() bool {
+	waitUntil(t, 30*time.Second, "both runners listed, ra ok and advertising a renewal of its lease", func() bool {
 		s := fleetStates(t, rb.admin)
 		var list struct{ Workers []fence.WorkerInfo }
 		_, body := get(t, "http://"+rb.admin+"/v1/workers")
 		require.NoError(t, json.Unmarshal([]byte(body), &list))
 		i := slices.IndexFunc(list.Workers, func(w fence.WorkerInfo) bool { return w.ID == "ra" })
 		return s["ra"] == "ok" && s["rb"] != "" && i >= 0 && list.Workers[i].Health != nil &&
-			len(list.Workers[i].Health.Running) == 1
+			len(list.Workers[i].Health.Running) == 1 && !list.Workers[i].Health.RenewedAt.IsZero()
 	})
 
 	ra.signal(t, syscall.SIGSTOP)

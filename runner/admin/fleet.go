@@ -49,8 +49,8 @@ func classify(e fence.FleetEntry, now, redisNow time.Time) fleetRow {
 	if h == nil {
 		return row
 	}
-	row.RTT = ms(h.RTTMs)
-	if !h.RenewedAt.IsZero() {
+	if !h.RenewedAt.IsZero() { // no renewal yet: nothing measured
+		row.RTT = ms(h.RTTMs)
 		row.Margin = secs(time.Duration(h.MarginMs) * time.Millisecond)
 	}
 	if row.State == fleetLost {
