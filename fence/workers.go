@@ -24,6 +24,16 @@ type WorkerInfo struct {
 	Concurrency int       `json:"concurrency,omitempty"`
 	StartedAt   time.Time `json:"started_at"`
 	SeenAt      time.Time `json:"seen_at"` // when the advertisement was last refreshed
+	// LeaseTTLMs and AdvertiseEveryMs are the runner's lease TTL and how
+	// often it refreshes this advertisement: a reader judges a runner that
+	// went silent by them (see fleet.go). Zero from runners that predate
+	// them.
+	LeaseTTLMs       int64 `json:"lease_ttl_ms,omitempty"`
+	AdvertiseEveryMs int64 `json:"advertise_every_ms,omitempty"`
+	// Health is the runner's heartbeater at the last refresh: its running
+	// nodes, renewal round trip and lease margin. Nil from runners that
+	// predate it.
+	Health *WorkerHealth `json:"health,omitempty"`
 }
 
 // Serves reports whether the worker runs kind on queue.
@@ -40,6 +50,7 @@ func (s *Store) Advertise(ctx context.Context, w WorkerInfo, ttl time.Duration) 
 	now := time.Now()
 	pipe := s.rdb.Pipeline()
 	pipe.Set(ctx, s.keys.Worker(w.ID), b, ttl)
+	pipe.Set(ctx, s.lastAdKey(w.ID), b, time.Hour) // fleet.go: a lost runner's last word
 	pipe.ZAdd(ctx, s.keys.Workers(), redis.Z{Score: float64(now.Add(ttl).UnixMilli()), Member: w.ID})
 	// Entries of runners gone for an hour are dropped; Workers skips the
 	// expired ones before that.
@@ -53,7 +64,7 @@ func (s *Store) Advertise(ctx context.Context, w WorkerInfo, ttl time.Duration) 
 // Withdraw removes w's advertisement (a runner that stops).
 func (s *Store) Withdraw(ctx context.Context, id string) error {
 	pipe := s.rdb.Pipeline()
-	pipe.Del(ctx, s.keys.Worker(id))
+	pipe.Del(ctx, s.keys.Worker(id), s.lastAdKey(id))
 	pipe.ZRem(ctx, s.keys.Workers(), id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("withdraw %s: %w", id, err)

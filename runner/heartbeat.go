@@ -1,8 +1,11 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -37,6 +40,17 @@ type heartbeater struct {
 	pushed map[string]pushedCancel
 	killed bool
 	wg     sync.WaitGroup
+
+	// The last heartbeat tick that renewed a lease, for the fleet view:
+	// when it started, its round trip and the least lease time left. Guarded
+	// by mu.
+	renewedAt  time.Time
+	lastRTT    time.Duration
+	lastMargin time.Duration
+	// changes counts leases added and finished, so that the advertisement
+	// is refreshed at the next sweep when the running set changed. Guarded
+	// by mu.
+	changes uint64
 }
 
 // heartbeaterParams builds a heartbeater.
@@ -98,6 +112,7 @@ func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel
 	h.mu.Lock()
 	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, selfFencedReason) })
 	h.leases[l.ClaimID] = a
+	h.changes++
 	if p, ok := h.pushed[l.Run]; ok && p.msg.Matches(l) && time.Since(p.at) <= h.ttl {
 		cancel(ErrRunCancelled) // the push came between the claim and now
 	}
@@ -159,6 +174,7 @@ func (h *heartbeater) finish(a *active) (lost bool) {
 		return a.lost
 	}
 	delete(h.leases, a.lease.ClaimID)
+	h.changes++
 	a.selfFence.Stop()
 	h.m.Running.Dec()
 	return a.lost
@@ -325,7 +341,16 @@ func (h *heartbeater) renew(ctx context.Context, list []*active, beats []fence.B
 	defer cancel()
 	started := time.Now()
 	renewals, errs := h.store.HeartbeatBatch(rctx, beats, h.ttl)
-	h.m.HeartbeatRTT.Observe(time.Since(started).Seconds())
+	rtt := time.Since(started)
+	h.m.HeartbeatRTT.Observe(rtt.Seconds())
+	margin := time.Duration(-1)
+	defer func() {
+		if margin >= 0 && !early {
+			h.mu.Lock()
+			h.renewedAt, h.lastRTT, h.lastMargin = started, rtt, margin
+			h.mu.Unlock()
+		}
+	}()
 	for i, a := range list {
 		err := errs[i]
 		if !h.tracked(a) {
@@ -339,6 +364,9 @@ func (h *heartbeater) renew(ctx context.Context, list []*active, beats []fence.B
 			r := renewals[i]
 			left := a.until.Sub(r.Until.Add(-h.ttl)) // old deadline - Redis now
 			h.m.LeaseLeft.Observe(max(left, 0).Seconds())
+			if margin < 0 || left < margin {
+				margin = max(left, 0)
+			}
 			if left < h.ttl/3 {
 				h.log.Warn("lease_nearly_expired", "run_id", a.lease.Run, "node_id", a.lease.Node,
 					"epoch", a.lease.Epoch, "left", left)
@@ -363,4 +391,34 @@ func (h *heartbeater) renew(ctx context.Context, list []*active, beats []fence.B
 			}
 		}
 	}
+}
+
+// leaseChanges counts the leases added and finished so far.
+func (h *heartbeater) leaseChanges() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.changes
+}
+
+// health is what the runner advertises about its leases (fence.WorkerHealth):
+// the attempts it holds, the earliest deadline among them, and the last
+// tick's round trip and margin; and the count of lease changes so far.
+func (h *heartbeater) health() (*fence.WorkerHealth, uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := &fence.WorkerHealth{Running: []fence.RunningNode{}, RenewedAt: h.renewedAt,
+		RTTMs: float64(h.lastRTT.Microseconds()) / 1000, MarginMs: h.lastMargin.Milliseconds()}
+	for _, a := range h.leases {
+		if a.lost {
+			continue
+		}
+		out.Running = append(out.Running, fence.RunningNode{Run: a.lease.Run, Node: a.lease.Node, Epoch: a.lease.Epoch})
+		if out.LeaseUntil.IsZero() || a.until.Before(out.LeaseUntil) {
+			out.LeaseUntil = a.until
+		}
+	}
+	slices.SortFunc(out.Running, func(x, y fence.RunningNode) int {
+		return cmp.Or(strings.Compare(x.Run, y.Run), strings.Compare(x.Node, y.Node))
+	})
+	return out, h.changes
 }

@@ -32,6 +32,11 @@ type sweeper struct {
 	self       fence.WorkerInfo
 	adTTL      time.Duration
 	advertised time.Time
+	// hb, when set, is the heartbeater whose health the advertisement
+	// carries; it is then refreshed at least every heartbeat interval, so
+	// the fleet view sees a runner that stops renewing within about one.
+	hb        *heartbeater
+	adChanges uint64 // the heartbeater's lease changes when last advertised
 	// unserved holds the stale READY nodes last found served by no live
 	// runner, with when: the baton_nodes_unserved gauge.
 	unserved map[string]time.Time
@@ -56,20 +61,51 @@ func (s *sweeper) start(ctx context.Context) {
 
 func (s *sweeper) wait() { s.wg.Wait() }
 
-// advertise refreshes the runner's advertisement when a third of its TTL
-// has passed.
+// advertise refreshes the runner's advertisement every advertiseEvery,
+// and at the next sweep after a lease was taken or finished: the fleet
+// view shows a claim within a sweep interval, so a runner paused just
+// after one is seen holding it.
 func (s *sweeper) advertise(ctx context.Context) {
-	if s.self.ID == "" || time.Since(s.advertised) < s.adTTL/3 {
+	if s.self.ID == "" {
+		return
+	}
+	every := s.advertiseEvery()
+	var changes uint64
+	if s.hb != nil {
+		changes = s.hb.leaseChanges()
+	}
+	// Half a tick of slack: a tick that comes a little early must not put
+	// the refresh off by a whole tick.
+	if time.Since(s.advertised) < every-s.interval/2 && changes == s.adChanges {
 		return
 	}
 	s.self.SeenAt = time.Now()
+	s.self.AdvertiseEveryMs = every.Milliseconds()
+	if s.hb != nil {
+		s.self.LeaseTTLMs = s.hb.ttl.Milliseconds()
+		s.self.Health, changes = s.hb.health()
+	}
 	if err := s.store.Advertise(ctx, s.self, s.adTTL); err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn("advertise_failed", "err", err)
 		}
 		return
 	}
-	s.advertised = s.self.SeenAt
+	s.advertised, s.adChanges = s.self.SeenAt, changes
+}
+
+// advertiseEvery is how often advertise refreshes: a third of the
+// advertisement's life, and with a heartbeater at least once per heartbeat
+// interval, rounded up to the sweeper's ticks that call it.
+func (s *sweeper) advertiseEvery() time.Duration {
+	every := s.adTTL / 3
+	if s.hb != nil {
+		every = min(every, s.hb.interval)
+	}
+	if s.interval > 0 {
+		every = (every + s.interval - 1) / s.interval * s.interval
+	}
+	return every
 }
 
 // withdraw removes the advertisement of a runner that stops.

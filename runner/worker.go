@@ -190,7 +190,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
 			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
 		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics,
-		adTTL: max(10*cfg.SweepInterval, 5*time.Second)}
+		adTTL: max(10*cfg.SweepInterval, 5*time.Second), hb: w.hb}
 	return w, nil
 }
 

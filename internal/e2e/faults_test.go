@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,11 +42,12 @@ func TestSIGKILLMidDAGLosesNothing(t *testing.T) {
 	}
 	victim := c.startRunner("r0", map[string]string{"RUNNER": "r0"})
 	run := c.submit(`{"id":"killed","nodes":[` + strings.Join(nodes, ",") + `]}`)
+	var heldNode []byte
 	waitUntil(t, 20*time.Second, "the victim to hold a node", func() bool {
-		_, err := os.Stat(filepath.Join(held, "node"))
-		return err == nil
+		// The shell creates the file before it writes the id: wait for it.
+		heldNode, _ = os.ReadFile(filepath.Join(held, "node"))
+		return len(bytes.TrimSpace(heldNode)) > 0
 	})
-	heldNode, _ := os.ReadFile(filepath.Join(held, "node"))
 	c.startRunner("r1", nil)
 	c.startRunner("r2", nil)
 	victim.signal(t, syscall.SIGKILL)

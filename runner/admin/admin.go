@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -37,10 +38,21 @@ type Config struct {
 	// prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
 	// Token, when set, is required as "Authorization: Bearer <token>" on
-	// /v1/ and /monitor/ (a browser logs in once at /login, which sets an
-	// HttpOnly cookie). Zero value: no token; those routes then answer
-	// loopback hosts only.
+	// /v1/, /monitor/ and the run and fleet views (a browser logs in once at
+	// /login, which sets an HttpOnly session cookie; see SessionTTL). Zero
+	// value: no token; those routes then answer loopback hosts only.
 	Token string
+	// SessionTTL is how long a browser login lasts. The session cookie
+	// holds an expiring value signed with a key derived from Token, never
+	// Token itself: every runner sharing the token accepts it, and
+	// rotating the token ends every session. Zero value: 12h.
+	SessionTTL time.Duration
+	// TrustForwardedProto marks the session cookie Secure when a request
+	// carries "X-Forwarded-Proto: https" (a TLS-terminating proxy in
+	// front). Set it only behind such a proxy: a client could send the
+	// header itself. Zero value: Secure only when this server terminates
+	// TLS.
+	TrustForwardedProto bool
 	// Logger receives the handler's logs. Zero value: slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body; a larger one is refused with 413.
@@ -142,7 +154,12 @@ func New(cfg Config) (http.Handler, error) {
 		ReadOnly:     cfg.MonitorReadOnly,
 	}) // never closed: its Close would close the shared client
 
-	guard := guard{token: cfg.Token, log: log}
+	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
+	guard := guard{token: cfg.Token, log: log, sessions: newSessions(cfg.Token, cfg.SessionTTL)}
+	views, err := newUI(cfg.Client, cfg.Redis, log, cfg.Token != "")
+	if err != nil {
+		return nil, err
+	}
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin request refused")
@@ -155,10 +172,13 @@ func New(cfg Config) (http.Handler, error) {
 	})
 	mux.Handle("GET /readyz", readyz{rdb: cfg.Redis, timeout: cfg.ReadyTimeout, log: log})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.Handle(MonitorPath+"/", protect(mon)) // asynqmon caps the bodies it reads at 1 MB
+	mux.Handle(MonitorPath+"/", protect(withMonitorBar(mon))) // asynqmon caps the bodies it reads at 1 MB
 	if cfg.Token != "" {
-		mux.Handle("/login", csrf.Handler(login{guard: guard}))
+		lg := login{guard: guard, ui: views, forwarded: cfg.TrustForwardedProto}
+		mux.Handle("/login", csrf.Handler(lg))
+		mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(lg.logout)))
 	}
+	views.routes(mux, protect) // ui.go: /, /runs, /runs/{id}, /workers
 	mux.Handle("/v1/", protect(a.routes()))
 	return mux, nil
 }
@@ -189,8 +209,9 @@ func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // guard admits a request to the API or the UI: with a token, by bearer
 // token; without one, only when addressed to a loopback host.
 type guard struct {
-	token string
-	log   *slog.Logger
+	token    string
+	log      *slog.Logger
+	sessions sessions
 }
 
 func (g guard) wrap(next http.Handler) http.Handler {
@@ -209,20 +230,21 @@ func (g guard) wrap(next http.Handler) http.Handler {
 			return
 		}
 		got, ok := bearer(r.Header.Get("Authorization"))
-		if !ok { // a browser on the UI sends the cookie /login set
-			if c, err := r.Cookie(cookieName); err == nil && c.Value != "" {
-				got, ok = c.Value, true
-			}
-		}
 		// Hashing first makes the comparison constant-time in the token's
 		// length too.
 		sum := sha256.Sum256([]byte(got))
-		if !ok || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
+		authorized := ok && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
+		if !ok { // a browser on the UI sends the session cookie /login set
+			if c, err := r.Cookie(sessionCookie); err == nil && g.sessions.valid(c.Value) {
+				authorized = true
+			}
+		}
+		if !authorized {
 			g.log.Warn("unauthorized", "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
 			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" &&
-				strings.Contains(r.Header.Get("Accept"), "text/html") &&
-				strings.HasPrefix(r.URL.Path, MonitorPath+"/") {
-				http.Redirect(w, r, "/login", http.StatusSeeOther) // a person in a browser
+				strings.Contains(r.Header.Get("Accept"), "text/html") && !strings.HasPrefix(r.URL.Path, "/v1/") {
+				// A person in a browser: log in, then come back here.
+				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
@@ -262,37 +284,67 @@ func IsLoopback(hostport string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// cookieName carries the API token for a browser on the UI, which cannot
-// send a bearer header.
-const cookieName = "baton_token"
-
 // login lets a person open the UI when a token is required: GET shows a
-// form, POST checks the token and sets an HttpOnly, SameSite=Strict cookie.
-type login struct{ guard guard }
+// form, POST checks the token and sets an HttpOnly, SameSite=Strict
+// session cookie (session.go), then sends the browser where it was going.
+// A wrong token shows the form again, with a message.
+type login struct {
+	guard     guard
+	ui        *ui
+	forwarded bool // trust X-Forwarded-Proto for Secure
+}
 
-const loginPage = `<!doctype html><title>baton</title>
-<form method="post" action="/login"><label>API token <input type="password" name="token" autofocus></label>
-<button>Open the dashboard</button></form>`
+type loginData struct {
+	Next, Error string
+}
 
 func (l login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet:
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		_, _ = w.Write([]byte(loginPage))
+		l.ui.render(w, r, http.StatusOK, "login", "page", page{Title: "Log in", Bare: true, Data: loginData{Next: localPath(r.URL.Query().Get("next"))}})
 	case http.MethodPost:
 		r.Body = http.MaxBytesReader(w, r.Body, 4096)
 		tok := r.PostFormValue("token")
+		next := localPath(r.PostFormValue("next"))
 		sum, want := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(l.guard.token))
 		if tok == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
 			l.guard.log.Warn("login_refused", "remote_addr", r.RemoteAddr)
-			writeError(w, http.StatusUnauthorized, "wrong token")
+			msg := "That token is not this server's API token."
+			if tok == "" {
+				msg = "Enter the API token (API_TOKEN) to log in."
+			}
+			l.ui.render(w, r, http.StatusUnauthorized, "login", "page", page{Title: "Log in", Bare: true, Data: loginData{Next: next, Error: msg}})
 			return
 		}
-		http.SetCookie(w, &http.Cookie{Name: cookieName, Value: tok, Path: "/", HttpOnly: true,
-			Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode, MaxAge: 12 * 3600})
-		http.Redirect(w, r, MonitorPath+"/", http.StatusSeeOther)
+		val, exp := l.guard.sessions.issue()
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: val, Path: "/", HttpOnly: true,
+			Secure: l.secure(r), SameSite: http.SameSiteStrictMode, Expires: exp, MaxAge: int(time.Until(exp).Seconds())})
+		l.guard.log.Info("login", "remote_addr", r.RemoteAddr)
+		http.Redirect(w, r, cmp.Or(next, "/runs"), http.StatusSeeOther)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
 	}
+}
+
+// logout clears the session cookie. The value itself stays valid until it
+// expires (sessions are stateless); rotate the token to end them all.
+func (l login) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
+		Secure: l.secure(r), SameSite: http.SameSiteStrictMode, MaxAge: -1})
+	http.Redirect(w, r, "/login", http.StatusSeeOther)
+}
+
+func (l login) secure(r *http.Request) bool {
+	return r.TLS != nil || (l.forwarded && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
+}
+
+// localPath keeps next only if it is a path on this server ("/runs/x"),
+// so that the login cannot be used to send a browser elsewhere.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
+		strings.ContainsAny(next, "\r\n") {
+		return ""
+	}
+	return next
 }

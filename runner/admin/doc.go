@@ -9,6 +9,15 @@
 //	GET  /readyz                  200 "ok" when Redis answers PING, else 503 (open)
 //	GET  /metrics                 Prometheus exposition of Config.Gatherer (open)
 //	     /monitor/                asynqmon: queues, tasks, servers; JSON under /monitor/api/
+//	GET  /, /runs?status=&thread=&from=
+//	                              the run view's list (HTML), newest first, 50 a page
+//	GET  /runs/{id}               the run's DAG (SVG) and event timeline; polls
+//	                              /runs/{id}/live while the run is active; a node's
+//	                              details come from /runs/{id}/nodes/{node}
+//	POST /runs/{id}/cancel        the run view's cancel button (a form post)
+//	GET  /workers                 the fleet view: runners, their leases' health
+//	GET  /login, POST /login, POST /logout
+//	                              with a token only: a browser's session (session.go)
 //	POST /v1/runs                 submit a run spec (JSON or YAML body)
 //	GET  /v1/runs?status=&limit=  runs, newest first
 //	GET  /v1/runs/{id}            the run with its nodes (fence.RunInfo)
@@ -32,10 +41,11 @@
 //
 // The API can start commands (the exec kind), so it is guarded twice:
 //
-//   - With Config.Token set, /v1/ and /monitor/ require
-//     "Authorization: Bearer <token>", compared in constant time. The probes
-//     and /metrics stay open so that orchestrators and Prometheus need no
-//     secret.
+//   - With Config.Token set, /v1/, /monitor/ and the views require
+//     "Authorization: Bearer <token>", compared in constant time, or a
+//     session cookie that /login issued for that token. The probes, /metrics
+//     and the views' stylesheet and script stay open so that orchestrators
+//     and Prometheus need no secret.
 //   - Without a token the API and the UI answer only requests whose Host is
 //     a loopback name or address (localhost, 127.0.0.0/8, ::1). A web page
 //     that points its own domain at 127.0.0.1 (DNS rebinding) is refused.

@@ -176,7 +176,7 @@ func TestBrowserLoginToTheUI(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
-	assert.Equal(t, "/login", resp.Header.Get("Location"))
+	assert.Equal(t, "/login?next=%2Fmonitor%2F", resp.Header.Get("Location"), "back to /monitor/ after the login")
 
 	post := func(tok string) *http.Response {
 		req := b.request(t, "POST", "/login", "token="+tok)
@@ -196,6 +196,7 @@ func TestBrowserLoginToTheUI(t *testing.T) {
 	c := ok.Cookies()[0]
 	assert.True(t, c.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
+	assert.NotContains(t, c.Value, token, "the cookie holds a session, not the token")
 
 	req = b.request(t, "GET", "/monitor/api/queues", "")
 	req.Header.Del("Authorization")

@@ -1,0 +1,288 @@
+package admin
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// The run page, its live fragment, a node's details and the cancel button.
+
+type runData struct {
+	Run      *fence.RunInfo
+	Graph    graph
+	Events   []eventRow
+	More     bool // the timeline was cut at uiMaxEvents
+	Active   bool // the page keeps polling
+	Done     int
+	Pct      int
+	Counts   []stateCount
+	Cancel   bool // a cancel can still change something
+	Thread   string
+	Refused  int // stale writes refused
+	Takeover int
+}
+
+type stateCount struct {
+	State string
+	N     int
+}
+
+type eventRow struct {
+	fence.Event
+	Offset string // since the first event
+	Mark   string // "takeover", "heartbeat_lost", "stale_rejected" or ""
+	Info   string // the details, key=value
+}
+
+func (u *ui) loadRun(ctx context.Context, id string) (runData, error) {
+	if err := fence.ValidateID("run id", id); err != nil {
+		return runData{}, err
+	}
+	info, err := u.client.Status(ctx, id)
+	if err != nil {
+		return runData{}, err
+	}
+	evs, err := u.client.Events(ctx, id, "", uiMaxEvents+1)
+	if err != nil {
+		return runData{}, err
+	}
+	d := runData{Run: info, Graph: layoutDAG(info.Nodes), Thread: cmp.Or(info.Thread, info.ID)}
+	if len(evs) > uiMaxEvents {
+		evs, d.More = evs[:uiMaxEvents], true
+	}
+	switch info.Status {
+	case "SUCCEEDED", "FAILED", "CANCELLED":
+	default:
+		d.Active, d.Cancel = true, !info.Cancelled
+	}
+	counts := map[string]int{}
+	for _, n := range info.Nodes {
+		counts[n.State]++
+		switch n.State {
+		case "SUCCEEDED", "FAILED", "CANCELLED":
+			d.Done++
+		}
+	}
+	for _, s := range []string{"BLOCKED", "READY", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"} {
+		if counts[s] > 0 {
+			d.Counts = append(d.Counts, stateCount{s, counts[s]})
+		}
+	}
+	if len(info.Nodes) > 0 {
+		d.Pct = 100 * d.Done / len(info.Nodes)
+	}
+	d.Events = eventRows(evs)
+	for _, e := range d.Events {
+		switch e.Mark {
+		case "takeover":
+			d.Takeover++
+		case "stale_rejected":
+			d.Refused++
+		}
+	}
+	return d, nil
+}
+
+func eventRows(evs []fence.Event) []eventRow {
+	out := make([]eventRow, len(evs))
+	for i, e := range evs {
+		row := eventRow{Event: e}
+		if len(evs) > 0 {
+			row.Offset = "+" + strconv.FormatFloat(e.At.Sub(evs[0].At).Seconds(), 'f', 3, 64) + "s"
+		}
+		switch e.Type {
+		case "takeover", "heartbeat_lost", "stale_rejected":
+			row.Mark = e.Type
+		}
+		keys := make([]string, 0, len(e.Details))
+		for k := range e.Details {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		var b strings.Builder
+		for _, k := range keys {
+			if b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(k + "=" + cut(detailValue(k, e.Details[k]), 120))
+		}
+		row.Info = b.String()
+		out[i] = row
+	}
+	return out
+}
+
+func (u *ui) run(w http.ResponseWriter, r *http.Request) {
+	d, err := u.loadRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.render(w, r, http.StatusOK, "run", "page", page{Title: "Run " + d.Run.ID, Nav: "runs", Data: d})
+}
+
+// runLive is the part of the run page that changes, which the page's
+// script fetches every second while the run is active.
+func (u *ui) runLive(w http.ResponseWriter, r *http.Request) {
+	d, err := u.loadRun(r.Context(), r.PathValue("id"))
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.render(w, r, http.StatusOK, "run", "live", page{Data: d})
+}
+
+// ---- one node
+
+type nodeData struct {
+	Run         string
+	Thread      string
+	Node        fence.NodeInfo
+	Input       string
+	Result      string
+	Attempts    []attemptRow
+	Checkpoints []eventRow
+	Events      []eventRow
+	Used        int64 // attempts that count against max_attempts
+}
+
+type attemptRow struct {
+	Attempt string
+	Epoch   int64
+	Worker  string
+	How     string // claimed, takeover, continued
+	At      time.Time
+	Outcome string // its last event: committed, failed, released, ...
+	Mark    string
+	Detail  string
+}
+
+func (u *ui) node(w http.ResponseWriter, r *http.Request) {
+	id, nodeID := r.PathValue("id"), r.PathValue("node")
+	if err := errors.Join(fence.ValidateID("run id", id), fence.ValidateID("node id", nodeID)); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	info, err := u.client.Status(r.Context(), id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	i := slices.IndexFunc(info.Nodes, func(n fence.NodeInfo) bool { return n.ID == nodeID })
+	if i < 0 {
+		u.fail(w, r, fmt.Errorf("node %s/%s: %w", id, nodeID, fence.ErrNotFound))
+		return
+	}
+	d := nodeData{Run: id, Thread: cmp.Or(info.Thread, info.ID), Node: info.Nodes[i]}
+	d.Used = d.Node.Attempt - d.Node.Releases
+	in, err := u.client.Store().NodeInput(r.Context(), id, nodeID)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	d.Input = prettyJSON(in)
+	d.Result = prettyJSON(d.Node.Result)
+	evs, err := u.client.Events(r.Context(), id, "", 10*uiMaxEvents)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	var mine []fence.Event
+	for _, e := range evs {
+		if e.Node == nodeID {
+			mine = append(mine, e)
+		}
+	}
+	rows := eventRows(mine)
+	d.Events = rows
+	for _, e := range rows {
+		switch e.Type {
+		case "claimed", "takeover", "continued":
+			d.Attempts = append(d.Attempts, attemptRow{Attempt: e.Details["attempt"], Epoch: e.Epoch,
+				Worker: e.Worker, How: e.Type, At: e.At, Mark: e.Mark})
+		case "checkpointed":
+			d.Checkpoints = append(d.Checkpoints, e)
+		case "progress", "retry_scheduled":
+		default:
+			// The last word on an attempt: the one of its epoch.
+			for k := len(d.Attempts) - 1; k >= 0; k-- {
+				if d.Attempts[k].Epoch == e.Epoch {
+					if d.Attempts[k].Outcome != "" {
+						d.Attempts[k].Outcome += ", "
+					}
+					d.Attempts[k].Outcome += e.Type
+					if e.Mark != "" {
+						d.Attempts[k].Mark = e.Mark
+					}
+					if msg := cmp.Or(e.Details["error"], e.Details["reason"]); msg != "" {
+						d.Attempts[k].Detail = cut(msg, 200)
+					}
+					break
+				}
+			}
+		}
+	}
+	u.render(w, r, http.StatusOK, "node", "node", page{Data: d})
+}
+
+// prettyJSON indents JSON for reading, cut at uiMaxInput.
+func prettyJSON(raw json.RawMessage) string {
+	if len(raw) == 0 || string(raw) == "null" {
+		return ""
+	}
+	var b bytes.Buffer
+	if json.Indent(&b, raw, "", "  ") != nil {
+		b.Reset()
+		b.Write(raw)
+	}
+	if b.Len() > uiMaxInput {
+		return string(b.Bytes()[:uiMaxInput]) + "\n… (cut at 64 KiB; the API has it all)"
+	}
+	return b.String()
+}
+
+// ---- cancel
+
+func (u *ui) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := fence.ValidateID("run id", id); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, 4096)
+	reason := cut(r.PostFormValue("reason"), maxReason)
+	if _, err := u.client.Cancel(r.Context(), id, cmp.Or(reason, "cancelled from the run view")); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.log.Info("run_cancel_requested", "run_id", id, "via", "ui", "remote_addr", r.RemoteAddr)
+	http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// detailValue shows a detail recorded in epoch milliseconds as a clock
+// time (lease_until, ready_at) and one in milliseconds (overdue_ms) as
+// seconds, as enqueue events does; other values as stored.
+func detailValue(k, v string) string {
+	n, err := strconv.ParseInt(v, 10, 64)
+	switch {
+	case err != nil:
+		return v
+	case (k == "lease_until" || strings.HasSuffix(k, "_at")) && n > 1e12:
+		return time.UnixMilli(n).Format("15:04:05.000")
+	case strings.HasSuffix(k, "_ms"):
+		return strconv.FormatFloat(float64(n)/1000, 'f', 3, 64) + "s"
+	}
+	return v
+}

@@ -1,0 +1,155 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/runner"
+)
+
+//go:embed ui/*.html ui/static
+var uiFiles embed.FS
+
+// Bounds of the run view's reads.
+const (
+	uiRunsPerPage = 50
+	uiScanLimit   = 5000 // listing entries one page of a filtered list reads at most
+	uiMaxEvents   = 2000 // timeline entries shown; the API has them all
+	uiMaxInput    = 64 << 10
+)
+
+// ui serves the run view and the fleet view: server-rendered pages that
+// poll a fragment of themselves while something changes. It reads through
+// the same runner.Client as the API.
+type ui struct {
+	client *runner.Client
+	rdb    redis.UniversalClient // for Redis's clock
+	log    *slog.Logger
+	pages  map[string]*template.Template
+	static http.Handler
+	// hasToken: a login exists, so the header offers a logout.
+	hasToken bool
+	now      func() time.Time
+}
+
+func newUI(client *runner.Client, rdb redis.UniversalClient, log *slog.Logger, hasToken bool) (*ui, error) {
+	u := &ui{client: client, rdb: rdb, log: log, pages: map[string]*template.Template{}, hasToken: hasToken, now: time.Now}
+	for _, p := range []string{"runs", "run", "workers", "login", "node", "message"} {
+		t, err := template.New(p).Funcs(uiFuncs).ParseFS(uiFiles, "ui/base.html", "ui/"+p+".html")
+		if err != nil {
+			return nil, fmt.Errorf("admin: template %s: %w", p, err)
+		}
+		u.pages[p] = t
+	}
+	sub, err := fs.Sub(uiFiles, "ui/static")
+	if err != nil {
+		return nil, err
+	}
+	u.static = http.StripPrefix("/ui/static/", http.FileServerFS(sub))
+	return u, nil
+}
+
+// routes adds the pages to mux, each wrapped by protect; the static files
+// (stylesheet and script, nothing secret) are open so that the login page
+// is styled.
+func (u *ui) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler) {
+	p := func(f http.HandlerFunc) http.Handler { return protect(f) }
+	mux.Handle("GET /{$}", p(u.runs))
+	mux.Handle("GET /runs", p(u.runs))
+	mux.Handle("GET /runs/{id}", p(u.run))
+	mux.Handle("GET /runs/{id}/live", p(u.runLive))
+	mux.Handle("GET /runs/{id}/nodes/{node}", p(u.node))
+	mux.Handle("POST /runs/{id}/cancel", p(u.cancel))
+	mux.Handle("GET /workers", p(u.workers))
+	mux.Handle("GET /workers/live", p(u.workersLive))
+	mux.Handle("GET /ui/static/", cacheFor(time.Hour, u.static))
+}
+
+func cacheFor(d time.Duration, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "max-age="+strconv.Itoa(int(d.Seconds())))
+		h.ServeHTTP(w, r)
+	})
+}
+
+// page is what every template gets.
+type page struct {
+	Title  string
+	Nav    string // the header's active entry
+	Logout bool
+	Bare   bool // no navigation: the login page
+	Data   any
+}
+
+// render writes template name (its "page" or, for fragments, the named
+// block) with code.
+func (u *ui) render(w http.ResponseWriter, r *http.Request, code int, name, block string, p page) {
+	p.Logout = u.hasToken && !p.Bare
+	var buf bytes.Buffer
+	if err := u.pages[name].ExecuteTemplate(&buf, block, p); err != nil {
+		u.log.Error("ui_render_failed", "template", name, "err", err)
+		http.Error(w, "rendering failed", http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// fail shows an error page: 404 for an unknown run, 400 for a bad id,
+// and otherwise what the API would answer.
+func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		return
+	}
+	if code >= 500 {
+		u.log.Error("ui_error", "path", r.URL.Path, "err", err)
+	}
+	u.render(w, r, code, "message", "page", page{Title: http.StatusText(code), Data: err.Error()})
+}
+
+// ---- template helpers
+
+var uiFuncs = template.FuncMap{
+	"lower": strings.ToLower,
+	"clock": func(t time.Time) string { return t.Format("15:04:05.000") },
+	"stamp": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339)
+	},
+	"timep": func(t *time.Time) string {
+		if t == nil || t.IsZero() {
+			return ""
+		}
+		return t.Format("15:04:05.000")
+	},
+	"add":  func(a, b int) int { return a + b },
+	"path": url.PathEscape,
+	"ms": func(v float64) string {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	},
+	"secs": func(ms int64) string {
+		return strconv.FormatFloat(float64(ms)/1000, 'f', 2, 64) + "s"
+	},
+}

@@ -1,0 +1,80 @@
+// baton's run and fleet views: refresh the live part of a page while it
+// changes, open a node's details on click, confirm a cancel. No library.
+(function () {
+  "use strict";
+  var live = document.getElementById("live");
+  var detail = document.getElementById("detail");
+  var selected = null;
+
+  function markSelected() {
+    if (!live) return;
+    var nodes = live.querySelectorAll("svg .node");
+    for (var i = 0; i < nodes.length; i++) {
+      nodes[i].classList.toggle("selected", nodes[i].getAttribute("data-node") === selected);
+    }
+  }
+
+  function showNode(id) {
+    if (!detail || !id) return;
+    selected = id;
+    markSelected();
+    fetch(detail.getAttribute("data-base") + encodeURIComponent(id), {credentials: "same-origin"})
+      .then(function (r) { return r.text().then(function (t) { return {ok: r.ok, text: t}; }); })
+      .then(function (r) {
+        detail.innerHTML = r.ok ? r.text : '<p class="error">Could not load node ' + id + "</p>";
+      })
+      .catch(function () {});
+  }
+
+  document.addEventListener("click", function (ev) {
+    var t = ev.target.closest ? ev.target.closest("[data-node]") : null;
+    if (!t) return;
+    if (t.matches("svg .node, a.pick")) {
+      ev.preventDefault();
+      showNode(t.getAttribute("data-node"));
+    }
+  });
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key === "Enter" && ev.target.matches && ev.target.matches("svg .node")) {
+      showNode(ev.target.getAttribute("data-node"));
+    }
+  });
+  document.addEventListener("submit", function (ev) {
+    var msg = ev.target.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) ev.preventDefault();
+  });
+
+  // Poll the page's live fragment every second while it is active; a run
+  // page stops once the run has ended (after showing that).
+  if (live && live.getAttribute("data-src")) {
+    var busy = false;
+    var tick = function () {
+      if (busy || document.hidden) return;
+      busy = true;
+      fetch(live.getAttribute("data-src"), {credentials: "same-origin"})
+        .then(function (r) {
+          if (r.status === 401) { window.location = "/login?next=" + encodeURIComponent(location.pathname); }
+          return r.ok ? r.text() : null;
+        })
+        .then(function (html) {
+          busy = false;
+          if (html === null || html === undefined) return;
+          live.innerHTML = html;
+          markSelected();
+          var s = live.querySelector(".summary[data-active]");
+          var active = s ? s.getAttribute("data-active") === "true" : true;
+          live.setAttribute("data-active", String(active));
+          if (!active) {
+            clearInterval(timer);
+            var c = document.querySelector("form.cancel");
+            if (c) c.remove();
+            if (selected) showNode(selected);
+          }
+          live.setAttribute("data-refreshed", String(Date.now()));
+        })
+        .catch(function () { busy = false; });
+    };
+    var timer = null;
+    if (live.getAttribute("data-active") === "true") timer = setInterval(tick, 1000);
+  }
+})();
