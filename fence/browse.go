@@ -15,11 +15,11 @@ type ListedRun struct {
 }
 
 // ListRunsAt is ListRuns with each run's submit time, for a view that
-// shows runs' ages: one round trip.
+// shows runs' ages.
 func (s *Store) ListRunsAt(ctx context.Context, offset, limit int64) ([]ListedRun, error) {
-	zs, err := s.rdb.ZRevRangeWithScores(ctx, s.keys.Runs(), offset, offset+limit-1).Result()
+	zs, err := s.listRuns(ctx, offset, limit)
 	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return nil, err
 	}
 	out := make([]ListedRun, len(zs))
 	for i, z := range zs {

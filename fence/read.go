@@ -196,10 +196,21 @@ func (s *Store) Events(ctx context.Context, run, after string, count int64) ([]E
 	return out, nil
 }
 
-// ListRuns returns run ids, newest first, offset and limit applied. Each
-// shard lists its own runs; ListRuns merges the shards' newest
-// offset+limit, so a deep page costs more than the first.
+// ListRuns returns run ids, newest first, offset and limit applied.
 func (s *Store) ListRuns(ctx context.Context, offset, limit int64) ([]string, error) {
+	zs, err := s.listRuns(ctx, offset, limit)
+	out := make([]string, len(zs))
+	for i, z := range zs {
+		out[i], _ = z.Member.(string)
+	}
+	return out, err
+}
+
+// listRuns is the run listing's entries (run id, submit time), newest
+// first, offset and limit applied. Each shard lists its own runs; this
+// merges the shards' newest offset+limit, so a deep page costs more than
+// the first. One round trip per Redis node.
+func (s *Store) listRuns(ctx context.Context, offset, limit int64) ([]redis.Z, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, Shards)
 	for i := range cmds {
@@ -216,13 +227,9 @@ func (s *Store) ListRuns(ctx context.Context, offset, limit int64) ([]string, er
 		if c := cmp.Compare(b.Score, a.Score); c != 0 {
 			return c
 		}
-		return strings.Compare(b.Member.(string), a.Member.(string))
+		return strings.Compare(asString(b.Member), asString(a.Member))
 	})
-	out := []string{}
-	for _, z := range all[min(offset, int64(len(all))):min(offset+limit, int64(len(all)))] {
-		out = append(out, z.Member.(string))
-	}
-	return out, nil
+	return all[min(offset, int64(len(all))):min(offset+limit, int64(len(all)))], nil
 }
 
 // RunSummary is a run's status and counters, read without its nodes.

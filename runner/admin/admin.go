@@ -79,8 +79,9 @@ type Config struct {
 	// arrive within it (8 MiB in 30s: about 2.3 Mbit/s). Zero value: 30s.
 	ReadTimeout time.Duration
 	// WriteTimeout bounds a request from the end of its headers to the end
-	// of its response. No route streams (the Asynq UI polls its JSON API),
-	// so every answer fits in it. Zero value: 60s.
+	// of its response; every answer but a live event stream fits in it
+	// (the Asynq UI polls its JSON API), and a stream extends its deadline
+	// at each write. Zero value: 60s.
 	WriteTimeout time.Duration
 	// IdleTimeout bounds how long a kept-alive connection waits for its
 	// next request. Zero value: 120s.
