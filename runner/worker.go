@@ -55,7 +55,7 @@ type WorkerConfig struct {
 	// safe point. Zero value: 10s.
 	ShutdownTimeout time.Duration
 	// PollInterval is how often an idle Asynq server looks for tasks; it
-	// sets idle enqueue-to-start latency. Zero value: 50ms.
+	// sets idle enqueue-to-start latency. Zero value: DefaultPollInterval.
 	PollInterval time.Duration
 	// Retention is how long a finished run stays readable (status, events)
 	// before Redis frees its keys; negative keeps runs forever. Zero value:
@@ -88,7 +88,7 @@ func (c *WorkerConfig) setDefaults() {
 	c.SweepInterval = cmp.Or(c.SweepInterval, time.Second)
 	c.ReadyThreshold = cmp.Or(c.ReadyThreshold, 15*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
-	c.PollInterval = cmp.Or(c.PollInterval, 50*time.Millisecond)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
@@ -383,6 +383,10 @@ func kindRetryDelay(waited time.Duration) time.Duration {
 	d := min(max(waited/4, kindRetryMin), kindRetryMax)
 	return d/2 + rand.N(d/2+1)
 }
+
+// DefaultPollInterval is an idle Asynq server's TaskCheckInterval unless
+// WorkerConfig.PollInterval says otherwise.
+const DefaultPollInterval = 50 * time.Millisecond
 
 // DefaultRetention is how long a finished run stays readable by default.
 const DefaultRetention = 7 * 24 * time.Hour
