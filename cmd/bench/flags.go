@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -36,6 +37,7 @@ type options struct {
 
 	sections    []string      // what to measure, in this order
 	ownRedis    bool          // start a redis-server of the bench's own on a free port
+	dispatchers []int         // baton throughput rows, one per value; 0: the worker's default
 	rate        int           // nodes/s of the latency section
 	latencyFor  time.Duration // length of each latency measurement
 	latencyPoll time.Duration // TaskCheckInterval in the latency section; 0: the worker's default
@@ -116,6 +118,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.rtt, "rtt", 0, "delay added to every Redis round trip of both systems, as a network between workers and Redis would")
 	sections := fs.String("sections", strings.Join(allSections, ","), "comma-separated sections to run: "+strings.Join(allSections, ", ")+" (or all)")
 	fs.BoolVar(&o.ownRedis, "own-redis", false, "start a redis-server of the bench's own on a free port (no persistence) instead of REDIS_URL's")
+	disp := fs.String("dispatchers", "0", "comma-separated WorkerConfig.Dispatchers values: one baton throughput row each (0: the worker's default)")
 	fs.IntVar(&o.rate, "rate", 2000, "nodes/s submitted in the latency section")
 	fs.DurationVar(&o.latencyFor, "latency-for", 5*time.Second, "length of each latency measurement")
 	fs.DurationVar(&o.latencyPoll, "latency-poll", 0, "TaskCheckInterval in the latency section, both systems (0: the worker's default)")
@@ -144,6 +147,14 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		} else if !slices.Contains(o.sections, sec) {
 			o.sections = append(o.sections, sec)
 		}
+	}
+	for _, d := range strings.Split(*disp, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(d))
+		if err != nil || v < 0 || v > 16 {
+			errs = append(errs, fmt.Errorf("-dispatchers %q: want comma-separated numbers 0 to 16", *disp))
+			break
+		}
+		o.dispatchers = append(o.dispatchers, v)
 	}
 	if o.mode == "cancel" { // the old spelling of -sections cancel
 		o.sections = []string{"cancel"}

@@ -72,7 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			add(&asynqScenario{o: o, t: t})
 			flat = true
 		}
-		add(&batonScenario{o: o, t: t, log: b.log, shape: m})
+		for _, d := range o.dispatchers {
+			add(&batonScenario{o: o, t: t, log: b.log, shape: m, dispatchers: d})
+		}
 	}
 
 	for round := 1; round <= o.runs; round++ {
