@@ -102,6 +102,7 @@ var bindings = map[string]struct {
 	"checkpoint_delete": {5, 9, true, true, 4},
 	"promote":           {7, 6, true, true, 0},
 	"retry":             {5, 6, true, true, 0},
+	"compact":           {1, 1, false, false, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -244,6 +245,9 @@ func TestBindings(t *testing.T) {
 	p, err := s.Promote(ctx, "th", "w")
 	require.NoError(t, err)
 	require.Equal(t, "t2", p.Run)
+	n, err := s.RetainFinished(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Positive(t, n, "t1 finished")
 	// guard.lua is bound by Guard (a downstream service's), not by Store.
 	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Lease.Token()))
 
