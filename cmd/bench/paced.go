@@ -19,6 +19,7 @@ import (
 type pacedResult struct {
 	start  []time.Duration // scheduled submit to handler start, sorted
 	commit []time.Duration // claim call to commit reply (baton), sorted
+	call   []time.Duration // each submit (enqueue) call's own duration, sorted
 	cpu    time.Duration   // this process's CPU over the measurement
 	idle   time.Duration   // this process's CPU per second while idle afterwards
 }
@@ -51,7 +52,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, rep report) error {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "latency at %d nodes/s\tpoll\tnodes\tsubmit→start p50\tp99\tclaim→commit p50\tp99\tCPU busy\tCPU idle\t\n", b.o.rate)
+	fmt.Fprintf(tw, "latency at %d nodes/s\tpoll\tnodes\tsubmit→start p50\tp99\tclaim→commit p50\tp99\tsubmit call p50\tCPU busy\tCPU idle\t\n", b.o.rate)
 	js := map[string]any{"rate": b.o.rate, "poll_ms": msf(poll)}
 	for _, sys := range systems {
 		med := func(f func(pacedResult) time.Duration) time.Duration {
@@ -65,6 +66,7 @@ func (b *bench) latency(ctx context.Context, out io.Writer, rep report) error {
 		s99 := med(func(r pacedResult) time.Duration { return quantile(r.start, 0.99) })
 		c50 := med(func(r pacedResult) time.Duration { return quantile(r.commit, 0.5) })
 		c99 := med(func(r pacedResult) time.Duration { return quantile(r.commit, 0.99) })
+		call50 := med(func(r pacedResult) time.Duration { return quantile(r.call, 0.5) })
 		busy := med(func(r pacedResult) time.Duration { return r.cpu })
 		idle := med(func(r pacedResult) time.Duration { return r.idle })
 		busyPct := 100 * busy.Seconds() / b.o.latencyFor.Seconds()
@@ -75,10 +77,10 @@ func (b *bench) latency(ctx context.Context, out io.Writer, rep report) error {
 		} else {
 			cc = "—\t—"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%.0f%%\t%.1f%%\t\n", sys, ms(poll), len(res[sys][0].start),
-			ms(s50), ms(s99), cc, busyPct, idlePct)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%.0f%%\t%.1f%%\t\n", sys, ms(poll), len(res[sys][0].start),
+			ms(s50), ms(s99), cc, ms(call50), busyPct, idlePct)
 		e := map[string]any{"submit_to_start_p50_ms": msf(s50), "submit_to_start_p99_ms": msf(s99),
-			"cpu_busy_pct": round1(busyPct), "cpu_idle_pct": round2(idlePct)}
+			"submit_call_p50_ms": msf(call50), "cpu_busy_pct": round1(busyPct), "cpu_idle_pct": round2(idlePct)}
 		if sys == "baton" {
 			e["claim_to_commit_p50_ms"], e["claim_to_commit_p99_ms"] = msf(c50), msf(c99)
 		}
@@ -88,7 +90,8 @@ func (b *bench) latency(ctx context.Context, out io.Writer, rep report) error {
 	fmt.Fprintln(out, `
 latency    one-node runs (bare Asynq: tasks) submitted at a fixed rate by up to 64 goroutines;
            submit→start from each submit's scheduled time to its handler's start; claim→commit
-           from the claim call to the commit's reply (the fence history); CPU busy is this
+           from the claim call to the commit's reply (the fence history); submit call: how long
+           Client.Submit (Asynq: Enqueue) itself took, its round trips included; CPU busy is this
            process's CPU (workers and submitters) over the measurement, in % of one core; CPU
            idle is the idle worker's over the following second. Median of -runs rounds.`)
 	rep["latency"] = js
@@ -125,9 +128,10 @@ func (s *starts) get(id string) (time.Time, bool) {
 }
 
 // pace calls submit(i) at t0 + i/rate for count nodes, at most 64 at once,
-// and returns each call's scheduled time.
-func pace(ctx context.Context, rate, count int, submit func(ctx context.Context, i int) error) ([]time.Time, error) {
+// and returns each call's scheduled time and how long each call took.
+func pace(ctx context.Context, rate, count int, submit func(ctx context.Context, i int) error) ([]time.Time, []time.Duration, error) {
 	sched := make([]time.Time, count)
+	took := make([]time.Duration, count)
 	sem := make(chan struct{}, 64)
 	errc := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -142,16 +146,19 @@ func pace(ctx context.Context, rate, count int, submit func(ctx context.Context,
 		case sem <- struct{}{}:
 		case err := <-errc:
 			wg.Wait()
-			return nil, err
+			return nil, nil, err
 		case <-ctx.Done():
 			wg.Wait()
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := submit(ctx, i); err != nil {
+			t := time.Now()
+			err := submit(ctx, i)
+			took[i] = time.Since(t)
+			if err != nil {
 				select {
 				case errc <- err:
 				default:
@@ -162,10 +169,11 @@ func pace(ctx context.Context, rate, count int, submit func(ctx context.Context,
 	wg.Wait()
 	select {
 	case err := <-errc:
-		return nil, err
+		return nil, nil, err
 	default:
 	}
-	return sched, nil
+	slices.Sort(took)
+	return sched, took, nil
 }
 
 // collect waits for every id to have started and returns the sorted
@@ -224,7 +232,7 @@ func (b *bench) pacedBaton(ctx context.Context, round int, poll time.Duration) (
 	count := int(float64(b.o.rate) * b.o.latencyFor.Seconds())
 	id := func(i int) string { return fmt.Sprintf("L%d-%06d", round, i) }
 	cpu0 := procCPU()
-	sched, err := pace(ctx, b.o.rate, count, func(ctx context.Context, i int) error {
+	sched, took, err := pace(ctx, b.o.rate, count, func(ctx context.Context, i int) error {
 		_, err := cli.Submit(ctx, &runner.RunSpec{ID: id(i), Nodes: []runner.NodeSpec{{ID: "n", Kind: "noop"}}})
 		return err
 	})
@@ -235,7 +243,7 @@ func (b *bench) pacedBaton(ctx context.Context, round int, poll time.Duration) (
 	if err != nil {
 		return pacedResult{}, err
 	}
-	r := pacedResult{start: lat, cpu: procCPU() - cpu0}
+	r := pacedResult{start: lat, call: took, cpu: procCPU() - cpu0}
 	time.Sleep(200 * time.Millisecond) // the last commits' replies
 	r.commit = h.claimToCommit()
 	r.idle = idleCPU()
@@ -262,7 +270,7 @@ func (b *bench) pacedAsynq(ctx context.Context, round int, poll time.Duration) (
 	count := int(float64(b.o.rate) * b.o.latencyFor.Seconds())
 	id := func(i int) string { return fmt.Sprintf("A%d-%06d", round, i) }
 	cpu0 := procCPU()
-	sched, err := pace(ctx, b.o.rate, count, func(ctx context.Context, i int) error {
+	sched, took, err := pace(ctx, b.o.rate, count, func(ctx context.Context, i int) error {
 		_, err := cli.EnqueueContext(ctx, asynq.NewTask(noopType, []byte(id(i))), asynq.Queue(queue))
 		return err
 	})
@@ -273,7 +281,7 @@ func (b *bench) pacedAsynq(ctx context.Context, round int, poll time.Duration) (
 	if err != nil {
 		return pacedResult{}, err
 	}
-	r := pacedResult{start: lat, cpu: procCPU() - cpu0}
+	r := pacedResult{start: lat, call: took, cpu: procCPU() - cpu0}
 	r.idle = idleCPU()
 	return r, nil
 }
