@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,9 +13,11 @@ import (
 
 // RetainFinished applies a time to live to the keys (run, nodes, events,
 // locator) of up to limit runs that ended, taking them off the finished
-// index; ttl below zero keeps them forever. The scripts that end a run add
-// it to the index, so this costs three round trips per batch, never one on
-// a node's path. A run stays readable for ttl; a late write from a stale
+// index; ttl below zero keeps them forever. Each event stream is stored
+// again at its real size as it gets its TTL (compact.lua): a short run's
+// stream would otherwise keep Redis's 4 KiB preallocation. The scripts
+// that end a run add it to its shard's index, so this costs three round
+// trips per batch (per Redis node), never one on a node's path. A run stays readable for ttl; a late write from a stale
 // owner then finds no node and changes nothing. It returns how many runs it
 // handled.
 func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
@@ -46,17 +49,31 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		return 0, fmt.Errorf("retain: %w", err)
 	}
 	pipe = s.rdb.Pipeline()
-	if ttl >= 0 {
-		for i, r := range refs {
+	compactTTL := int64(0) // a negative ttl keeps runs forever
+	if ttl > 0 {
+		compactTTL = max(1, ms(ttl))
+	}
+	var compacts []*redis.Cmd
+	var compactKeys []string
+	for i, r := range refs {
+		if ttl >= 0 {
 			var ids []string
 			_ = json.Unmarshal([]byte(lists[i].Val()), &ids) // a run gone already has no keys to expire
-			for _, key := range []string{s.keys.Run(r.Thread, r.Run), s.keys.Events(r.Thread, r.Run), s.keys.Locator(r.Run)} {
+			for _, key := range []string{s.keys.Run(r.Thread, r.Run), s.keys.Locator(r.Run)} {
 				pipe.Expire(ctx, key, ttl)
 			}
 			for _, id := range ids {
 				pipe.Expire(ctx, s.keys.Node(r.Thread, r.Run, id), ttl)
 			}
 		}
+		if ttl == 0 {
+			pipe.Expire(ctx, s.keys.Events(r.Thread, r.Run), 0)
+			continue
+		}
+		// Compacted (see compact.lua) as it gets its time to live.
+		key := s.keys.Events(r.Thread, r.Run)
+		compactKeys = append(compactKeys, key)
+		compacts = append(compacts, s.scripts["compact"].EvalSha(ctx, pipe, []string{key}, compactTTL))
 	}
 	n := 0
 	for i, c := range due {
@@ -65,8 +82,25 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 			n += len(c.Val())
 		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	noScript := func() bool {
+		return slices.ContainsFunc(compacts, func(c *redis.Cmd) bool { return isNoScript(c.Err()) })
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !noScript() {
 		return 0, fmt.Errorf("retain: %w", err)
+	}
+	if noScript() {
+		// Redis restarted (or a replica was promoted) without the script
+		// cache: load and compact again.
+		if err := s.Load(ctx); err != nil {
+			return 0, fmt.Errorf("retain: %w", err)
+		}
+		pipe = s.rdb.Pipeline()
+		for _, key := range compactKeys {
+			s.scripts["compact"].EvalSha(ctx, pipe, []string{key}, compactTTL)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, fmt.Errorf("retain: %w", err)
+		}
 	}
 	return n, nil
 }

@@ -79,3 +79,43 @@ func TestOldLayout(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"baton:leases"}, old)
 }
+
+// The retention stores a finished run's event stream again at its real
+// size (Redis preallocates 4 KiB per stream node): every event is still
+// there, under the same ids, with the time to live.
+func TestRetentionCompactsTheEventStream(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.submit(t, spec("short", node("a")))
+		c := tb.claim(t, "short", "a", "w", longTTL)
+		tb.commit(t, c, `1`)
+		rdb := tb.be.Client
+		key := tb.store.Keys().Events("short", "short")
+		before, err := rdb.XRange(tb.ctx, key, "-", "+").Result()
+		require.NoError(t, err)
+		require.NotEmpty(t, before)
+
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		after, err := rdb.XRange(tb.ctx, key, "-", "+").Result()
+		require.NoError(t, err)
+		require.Equal(t, before, after, "every event kept")
+		ttl, err := rdb.TTL(tb.ctx, key).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, 59*time.Minute)
+		if tb.be.Real != nil {
+			size, err := rdb.MemoryUsage(tb.ctx, key).Result()
+			require.NoError(t, err)
+			require.Less(t, size, int64(1500), "stored at its size, not in a 4 KiB preallocation")
+		}
+		// A later event (a stale write refused) is appended as before.
+		stale := c.Lease
+		stale.Epoch--
+		_, err = tb.store.Heartbeat(tb.ctx, stale, time.Minute, 0)
+		require.Error(t, err)
+		again, err := rdb.XLen(tb.ctx, key).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(len(before)+1), again)
+	})
+}

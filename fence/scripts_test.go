@@ -102,6 +102,7 @@ var bindings = map[string]struct {
 	"checkpoint_delete": {5, 9, true, true, 4},
 	"promote":           {7, 6, true, true, 0},
 	"retry":             {5, 6, true, true, 0},
+	"compact":           {1, 1, false, false, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -235,6 +236,9 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	p, err := s.Promote(ctx, thread, "w")
 	require.NoError(t, err)
 	require.Equal(t, thread+"-2", p.Run)
+	n, err := s.RetainFinished(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Positive(t, n, "%s-1 finished", thread)
 
 	return a.Lease
 }

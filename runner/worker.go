@@ -34,6 +34,10 @@ type WorkerConfig struct {
 	ID string
 	// Concurrency is how many nodes run at once. Zero value: 10.
 	Concurrency int
+	// Dispatchers is how many Asynq servers (dequeue loops) the worker
+	// runs; Concurrency is divided among them. One server's dequeue round
+	// trip caps its throughput. Zero value: DefaultDispatchers.
+	Dispatchers int
 	// Queues maps Asynq queue names to priorities. Zero value:
 	// {"default": 1}.
 	Queues map[string]int
@@ -55,7 +59,7 @@ type WorkerConfig struct {
 	// safe point. Zero value: 10s.
 	ShutdownTimeout time.Duration
 	// PollInterval is how often an idle Asynq server looks for tasks; it
-	// sets idle enqueue-to-start latency. Zero value: 50ms.
+	// sets idle enqueue-to-start latency. Zero value: DefaultPollInterval.
 	PollInterval time.Duration
 	// Retention is how long a finished run stays readable (status, events)
 	// before Redis frees its keys; negative keeps runs forever. Zero value:
@@ -84,6 +88,7 @@ func (c *WorkerConfig) setDefaults() {
 	host, _ := os.Hostname()
 	c.ID = cmp.Or(c.ID, fmt.Sprintf("%s-%d-%04x", cmp.Or(host, "worker"), os.Getpid(), rand.IntN(1<<16)))
 	c.Concurrency = cmp.Or(c.Concurrency, 10)
+	c.Dispatchers = cmp.Or(c.Dispatchers, DefaultDispatchers)
 	if len(c.Queues) == 0 {
 		c.Queues = map[string]int{DefaultQueue: 1}
 	}
@@ -93,7 +98,7 @@ func (c *WorkerConfig) setDefaults() {
 	c.SweepInterval = cmp.Or(c.SweepInterval, time.Second)
 	c.ReadyThreshold = cmp.Or(c.ReadyThreshold, 15*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
-	c.PollInterval = cmp.Or(c.PollInterval, 50*time.Millisecond)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
@@ -114,6 +119,9 @@ func (c *WorkerConfig) validate() error {
 	}
 	if c.Concurrency < 1 {
 		errs = append(errs, fmt.Errorf("concurrency %d: want at least 1", c.Concurrency))
+	}
+	if c.Dispatchers < 1 || c.Dispatchers > maxDispatchers {
+		errs = append(errs, fmt.Errorf("dispatchers %d: want 1 to %d", c.Dispatchers, maxDispatchers))
 	}
 	for q, p := range c.Queues {
 		if err := fence.ValidateID("queue", q); err != nil {
@@ -142,11 +150,11 @@ func (c *WorkerConfig) validate() error {
 // Worker runs nodes delivered by Asynq under fenced leases. Build it with
 // NewWorker, Register kinds, then Start; Shutdown drains it.
 //
-// Components and shutdown order: the Asynq server stops fetching; running
+// Components and shutdown order: the Asynq servers stop fetching; running
 // handlers are cancelled with ErrShutdown and given ShutdownTimeout to
 // return, and each one's lease is released and its node re-enqueued; then
 // the heartbeater, the cancel watcher, the sweeper and the Asynq server
-// stop.
+// servers stop.
 type Worker struct {
 	cfg    WorkerConfig
 	store  *fence.Store
@@ -154,7 +162,7 @@ type Worker struct {
 	kinds  map[string]Kind
 	log    *slog.Logger
 	m      *Metrics
-	srv    *asynq.Server
+	srv    dispatchers
 	hb     *heartbeater
 	cw     *cancelWatcher // pushes a run's cancel to hb at once
 	sweep  *sweeper
@@ -225,28 +233,31 @@ func (w *Worker) Start(ctx context.Context) error {
 		Concurrency: w.cfg.Concurrency, StartedAt: time.Now()}
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.cancel = cancel
-	w.srv = asynq.NewServerFromRedisClient(w.cfg.Redis, asynq.Config{
-		Concurrency:       w.cfg.Concurrency,
-		Queues:            w.cfg.Queues,
-		TaskCheckInterval: w.cfg.PollInterval,
-		// Retries wait as scheduled tasks; Asynq's 5s default would add up
-		// to 5s to every backoff.
-		DelayedTaskCheckInterval: max(w.cfg.PollInterval, 100*time.Millisecond),
-		// Shutdown waits ShutdownTimeout for handlers itself before it stops
-		// the server; Asynq must not wait that long a second time.
-		ShutdownTimeout: time.Second,
-		RetryDelayFunc:  retryDelay,
-		IsFailure: func(err error) bool {
-			return !errors.Is(err, fence.ErrNotDue) && !errors.Is(err, fence.ErrKindNotServed)
-		},
-		Logger:      asynqLogger{w.cfg.Logger.With("component", "asynq")},
-		LogLevel:    asynq.WarnLevel,
-		BaseContext: func() context.Context { return base },
-	})
+	w.srv = nil
+	for _, n := range split(w.cfg.Concurrency, w.cfg.Dispatchers) {
+		w.srv = append(w.srv, asynq.NewServerFromRedisClient(w.cfg.Redis, asynq.Config{
+			Concurrency:       n,
+			Queues:            w.cfg.Queues,
+			TaskCheckInterval: w.cfg.PollInterval,
+			// Retries wait as scheduled tasks; Asynq's 5s default would add up
+			// to 5s to every backoff.
+			DelayedTaskCheckInterval: max(w.cfg.PollInterval, 100*time.Millisecond),
+			// Shutdown waits ShutdownTimeout for handlers itself before it stops
+			// the servers; Asynq must not wait that long a second time.
+			ShutdownTimeout: time.Second,
+			RetryDelayFunc:  retryDelay,
+			IsFailure: func(err error) bool {
+				return !errors.Is(err, fence.ErrNotDue) && !errors.Is(err, fence.ErrKindNotServed)
+			},
+			Logger:      asynqLogger{w.cfg.Logger.With("component", "asynq")},
+			LogLevel:    asynq.WarnLevel,
+			BaseContext: func() context.Context { return base },
+		}))
+	}
 	// Subscribed before the first claim: a cancel of a node this worker
 	// claims is pushed to it.
 	w.cw.start(base)
-	if err := w.srv.Start(asynq.HandlerFunc(w.process)); err != nil {
+	if err := w.srv.start(asynq.HandlerFunc(w.process)); err != nil {
 		cancel(ErrShutdown)
 		w.cw.wait()
 		return fmt.Errorf("baton: start asynq server: %w", err)
@@ -255,7 +266,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.sweep.advertise(base) // listed from the moment Start returns
 	w.sweep.start(base)
 	w.started = true
-	w.log.Info("worker_started", "concurrency", w.cfg.Concurrency, "lease_ttl", w.cfg.LeaseTTL,
+	w.log.Info("worker_started", "concurrency", w.cfg.Concurrency, "dispatchers", len(w.srv), "lease_ttl", w.cfg.LeaseTTL,
 		"heartbeat_interval", w.cfg.HeartbeatInterval)
 	return nil
 }
@@ -274,7 +285,7 @@ func (w *Worker) Shutdown() {
 	w.stopping = true
 	w.mu.Unlock()
 	w.log.Info("worker_stopping", "running", w.hb.count())
-	w.srv.Stop() // stop fetching
+	w.srv.stop() // stop fetching
 	w.hb.cancelAll(ErrShutdown)
 	done := make(chan struct{})
 	go func() { w.active.Wait(); close(done) }()
@@ -290,7 +301,7 @@ func (w *Worker) Shutdown() {
 	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	w.sweep.withdraw(wctx)
 	wcancel()
-	w.srv.Shutdown()
+	w.srv.shutdown()
 	_ = w.queue.client.Close()
 	w.log.Info("worker_stopped")
 }
@@ -308,11 +319,11 @@ func (w *Worker) Kill() {
 	w.mu.Unlock()
 	w.hb.kill()
 	w.cancel(errKilled)
-	w.srv.Stop()
+	w.srv.stop()
 	w.hb.wait()
 	w.cw.wait()
 	w.sweep.wait()
-	w.srv.Shutdown()
+	w.srv.shutdown()
 	_ = w.queue.client.Close()
 }
 
@@ -389,6 +400,22 @@ func kindRetryDelay(waited time.Duration) time.Duration {
 	d := min(max(waited/4, kindRetryMin), kindRetryMax)
 	return d/2 + rand.N(d/2+1)
 }
+
+// DefaultDispatchers is how many Asynq servers a worker runs unless
+// WorkerConfig.Dispatchers says otherwise (measured: see the README's
+// Performance).
+const DefaultDispatchers = 2
+
+// maxDispatchers bounds WorkerConfig.Dispatchers: each server adds its own
+// background loops and Redis connections.
+const maxDispatchers = 16
+
+// DefaultPollInterval is an idle Asynq server's TaskCheckInterval unless
+// WorkerConfig.PollInterval says otherwise. After an empty dequeue a loop
+// sleeps between half and one and a half of it, so it sets submit-to-start
+// latency (about half of it at the median) and the idle cost: each loop
+// polls Redis about once per interval when there is nothing to do.
+const DefaultPollInterval = 10 * time.Millisecond
 
 // DefaultRetention is how long a finished run stays readable by default.
 const DefaultRetention = 7 * 24 * time.Hour

@@ -233,6 +233,55 @@ func TestGracefulShutdownReleasesForAnotherWorker(t *testing.T) {
 	require.Equal(t, 0, countEvents(evs, "failed")["long"], "a release is not a failed attempt")
 }
 
+// With several dispatch loops a drain is as with one: every loop stops
+// fetching, each running node (whichever loop delivered it) is released,
+// and another worker finishes them all, none by lease expiry.
+func TestGracefulShutdownWithSeveralDispatchers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	rec := newRecorder()
+	const nodes = 6
+	started := make(chan string, nodes)
+	rec.block = func(ctx context.Context, task *runner.Task) error {
+		if task.Lease.Owner == "w1" {
+			started <- task.Lease.Node
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}
+		return nil
+	}
+	cfg := b.fastConfig("w1")
+	cfg.Concurrency, cfg.Dispatchers = nodes, 3
+	cfg.LeaseTTL, cfg.HeartbeatInterval = time.Minute, 10*time.Second // expiry cannot be what recovers them
+	w1 := b.worker(cfg, map[string]runner.Kind{"work": rec})
+	spec := `{"id":"drain3","nodes":[`
+	for i := range nodes {
+		if i > 0 {
+			spec += ","
+		}
+		spec += fmt.Sprintf(`{"id":"n%d","kind":"work"}`, i)
+	}
+	id := b.submit(spec + "]}")
+	for range nodes {
+		recv(t, started, 10*time.Second)
+	}
+
+	cfg2 := b.fastConfig("w2")
+	cfg2.LeaseTTL, cfg2.HeartbeatInterval = time.Minute, 10*time.Second
+	b.worker(cfg2, map[string]runner.Kind{"work": rec})
+	begin := time.Now()
+	w1.Shutdown()
+
+	info := b.waitRun(id, 20*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.Less(t, time.Since(begin), 30*time.Second, "finished by lease expiry, not by release")
+	released := countEvents(b.events(id), "released")
+	for _, n := range info.Nodes {
+		require.Equal(t, "w2", n.Owner, n.ID)
+		require.Equal(t, 1, released[n.ID], n.ID)
+	}
+}
+
 func TestCancelStopsARunningNode(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

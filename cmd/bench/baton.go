@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -19,18 +20,24 @@ type batonScenario struct {
 	t     *target
 	log   *slog.Logger
 	shape string // single, wide or chain
-	w     *runner.Worker
-	cli   *runner.Client
-	p     progress
+	// dispatchers is WorkerConfig.Dispatchers; 0: its default.
+	dispatchers int
+	w           *runner.Worker
+	cli         *runner.Client
+	p           progress
 }
 
 func (s *batonScenario) system() string { return "baton" }
 
 func (s *batonScenario) mode() string {
-	if s.shape == "single" {
-		return s.shape
+	m := s.shape
+	if s.shape != "single" {
+		m = fmt.Sprintf("%s k=%d", s.shape, s.o.k)
 	}
-	return fmt.Sprintf("%s k=%d", s.shape, s.o.k)
+	if len(s.o.dispatchers) > 1 || s.dispatchers != 0 {
+		m += fmt.Sprintf(" d=%d", cmp.Or(s.dispatchers, runner.DefaultDispatchers))
+	}
+	return m
 }
 
 func (s *batonScenario) progress() *progress { return &s.p }
@@ -53,6 +60,7 @@ func (s *batonScenario) start(ctx context.Context) error {
 		Redis:          s.t.rdb,
 		ID:             "bench-worker",
 		Concurrency:    s.o.concurrency,
+		Dispatchers:    s.dispatchers,
 		PollInterval:   s.o.poll,
 		ReadyThreshold: s.o.readyAfter,
 		Logger:         s.log,

@@ -21,6 +21,7 @@ type rtCounter struct {
 	mu         sync.Mutex
 	rtts, cmds int64
 	byName     map[string]int64
+	rtByName   map[string]int64 // round trips that carried the command at least once
 }
 
 // asynqScripts names asynq v0.26.0's scripts by SHA1 (internal/rdb/rdb.go);
@@ -43,7 +44,7 @@ var asynqScripts = map[string]string{
 }
 
 func newRTCounter() *rtCounter {
-	c := &rtCounter{byName: map[string]int64{}, scripts: map[string]string{}}
+	c := &rtCounter{byName: map[string]int64{}, rtByName: map[string]int64{}, scripts: map[string]string{}}
 	for sha, name := range asynqScripts {
 		c.scripts[sha] = "asynq:" + name
 	}
@@ -68,6 +69,7 @@ func (c *rtCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		c.rtts++
 		c.cmds++
 		c.byName[name]++
+		c.rtByName[name]++
 		c.mu.Unlock()
 		return next(ctx, cmd)
 	}
@@ -78,8 +80,14 @@ func (c *rtCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pr
 		c.mu.Lock()
 		c.rtts++
 		c.cmds += int64(len(cmds))
+		seen := map[string]bool{}
 		for _, cmd := range cmds {
-			c.byName[c.label(cmd)]++
+			name := c.label(cmd)
+			c.byName[name]++
+			if !seen[name] {
+				seen[name] = true
+				c.rtByName[name]++
+			}
 		}
 		c.mu.Unlock()
 		return next(ctx, cmds)
@@ -107,20 +115,26 @@ func (c *rtCounter) label(cmd redis.Cmder) string {
 type counts struct {
 	rtts, cmds int64
 	byName     map[string]int64
+	rtByName   map[string]int64
 }
 
 func (c *rtCounter) snapshot() counts {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return counts{rtts: c.rtts, cmds: c.cmds, byName: maps.Clone(c.byName)}
+	return counts{rtts: c.rtts, cmds: c.cmds, byName: maps.Clone(c.byName), rtByName: maps.Clone(c.rtByName)}
 }
 
 // since is what was counted between earlier and c.
 func (c counts) since(earlier counts) counts {
-	d := counts{rtts: c.rtts - earlier.rtts, cmds: c.cmds - earlier.cmds, byName: map[string]int64{}}
+	d := counts{rtts: c.rtts - earlier.rtts, cmds: c.cmds - earlier.cmds, byName: map[string]int64{}, rtByName: map[string]int64{}}
 	for k, v := range c.byName {
 		if v -= earlier.byName[k]; v != 0 {
 			d.byName[k] = v
+		}
+	}
+	for k, v := range c.rtByName {
+		if v -= earlier.rtByName[k]; v != 0 {
+			d.rtByName[k] = v
 		}
 	}
 	return d

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -33,7 +34,24 @@ type options struct {
 	resp        int           // go-redis protocol version, both systems
 	rtt         time.Duration // added to every round trip, both systems: a network in between
 	cancels     int           // running nodes cancelled per kind for the cancel latency; 0: none
+
+	sections    []string      // what to measure, in this order
+	ownRedis    bool          // start a redis-server of the bench's own on a free port
+	dispatchers []int         // baton throughput rows, one per value; 0: the worker's default
+	rate        int           // nodes/s of the latency section
+	latencyFor  time.Duration // length of each latency measurement
+	latencyPoll time.Duration // TaskCheckInterval in the latency section; 0: the worker's default
+	takeovers   int           // SIGKILL-like takeovers measured
+	takeoverTTL time.Duration // lease TTL of the takeover section
+	hbNodes     int           // long-running nodes on one worker in the heartbeat section
+	memNodes    int           // finished nodes of the memory section
+	sweepNodes  int           // finished nodes present in the sweep section
 }
+
+// allSections are the bench's sections, in the order they run.
+var allSections = []string{"throughput", "scripts", "latency", "cancel", "takeover", "heartbeat", "memory", "sweep"}
+
+func (o options) has(section string) bool { return slices.Contains(o.sections, section) }
 
 // modes are the baton shapes; "all" runs each.
 var modes = []string{"single", "wide", "chain"}
@@ -55,10 +73,20 @@ bench cancels -cancels running nodes of each kind (a Go handler, an exec
 command) one at a time under the worker's default lease, and prints the time
 from the cancel call to the run being CANCELLED (p50, p99, max).
 
+Sections (-sections, default all, in this order): throughput (the table
+above), scripts (Redis CPU and commands per call of each operation called
+alone), latency (submit-to-start and claim-to-commit p50/p99 at a fixed
+-rate), cancel, takeover (a killed worker's node taken over), heartbeat
+(round trips per tick with -hb-nodes running nodes on one worker), memory
+(Redis bytes per finished, retained node), sweep (a sweeper pass with no
+finished nodes and with -sweep-nodes present). The last line of the output
+is one JSON object with every section's figures.
+
 Redis: REDIS_URL (default redis://127.0.0.1:6379/0) names the server; the
 bench uses database -db instead of the URL's, FLUSHDBs it before each
 measurement and at the end, and refuses a database holding keys unless
--flush is given.
+-flush is given. -own-redis starts a redis-server of its own on a free
+port instead (commandstats, CPU and memory are then the bench's alone).
 
 Flags:
 `
@@ -88,6 +116,17 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.verbose, "v", false, "print each round and the Redis commands per node")
 	fs.IntVar(&o.resp, "resp", 3, "Redis protocol the client speaks, for both systems: 2 or 3 (go-redis's default)")
 	fs.DurationVar(&o.rtt, "rtt", 0, "delay added to every Redis round trip of both systems, as a network between workers and Redis would")
+	sections := fs.String("sections", strings.Join(allSections, ","), "comma-separated sections to run: "+strings.Join(allSections, ", ")+" (or all)")
+	fs.BoolVar(&o.ownRedis, "own-redis", false, "start a redis-server of the bench's own on a free port (no persistence) instead of REDIS_URL's")
+	disp := fs.String("dispatchers", "0", "comma-separated WorkerConfig.Dispatchers values: one baton throughput row each (0: the worker's default)")
+	fs.IntVar(&o.rate, "rate", 2000, "nodes/s submitted in the latency section")
+	fs.DurationVar(&o.latencyFor, "latency-for", 5*time.Second, "length of each latency measurement")
+	fs.DurationVar(&o.latencyPoll, "latency-poll", 0, "TaskCheckInterval in the latency section, both systems (0: the worker's default)")
+	fs.IntVar(&o.takeovers, "takeovers", 3, "takeovers measured after a worker is killed")
+	fs.DurationVar(&o.takeoverTTL, "takeover-ttl", 3*time.Second, "lease TTL in the takeover section (grace and sweep interval: the worker's defaults, 1s)")
+	fs.IntVar(&o.hbNodes, "hb-nodes", 1000, "long-running nodes on one worker in the heartbeat section")
+	fs.IntVar(&o.memNodes, "mem-nodes", 10000, "finished no-op nodes in the memory section (runs of one node and of k nodes)")
+	fs.IntVar(&o.sweepNodes, "sweep-nodes", 1000000, "finished nodes present in the sweep section (copies of a finished run; about 1 GiB of Redis memory per million)")
 	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -98,6 +137,29 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	o.redisURL = cmp.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
 	var errs []error
+	if *sections == "all" {
+		*sections = strings.Join(allSections, ",")
+	}
+	for _, sec := range strings.Split(*sections, ",") {
+		sec = strings.TrimSpace(sec)
+		if !slices.Contains(allSections, sec) {
+			errs = append(errs, fmt.Errorf("-sections: unknown section %q (want %s)", sec, strings.Join(allSections, ", ")))
+		} else if !slices.Contains(o.sections, sec) {
+			o.sections = append(o.sections, sec)
+		}
+	}
+	for _, d := range strings.Split(*disp, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(d))
+		if err != nil || v < 0 || v > 16 {
+			errs = append(errs, fmt.Errorf("-dispatchers %q: want comma-separated numbers 0 to 16", *disp))
+			break
+		}
+		o.dispatchers = append(o.dispatchers, v)
+	}
+	if o.mode == "cancel" { // the old spelling of -sections cancel
+		o.sections = []string{"cancel"}
+	}
+
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
 		errs = append(errs, fmt.Errorf("-log-level %q: want debug, info, warn or error", *level))
 	}
@@ -145,6 +207,10 @@ func (o options) validate() error {
 	}
 	if o.mode != "all" && o.mode != "cancel" && !slices.Contains(modes, o.mode) {
 		errs = append(errs, fmt.Errorf("-mode %q: want %s, cancel or all", o.mode, strings.Join(modes, ", ")))
+	}
+	if o.rate < 1 || o.latencyFor <= 0 || o.takeovers < 1 || o.takeoverTTL < 300*time.Millisecond ||
+		o.hbNodes < 1 || o.memNodes < 1 || o.sweepNodes < 0 || o.latencyPoll < 0 {
+		errs = append(errs, errors.New("-rate, -latency-for, -takeovers, -hb-nodes and -mem-nodes want positive values, -takeover-ttl at least 300ms, -sweep-nodes and -latency-poll 0 or more"))
 	}
 	if o.cancels < 0 || (o.mode == "cancel" && o.cancels == 0) {
 		errs = append(errs, fmt.Errorf("-cancels %d: want 0 or more (at least 1 with -mode cancel)", o.cancels))

@@ -11,6 +11,12 @@
 // Submission is measured on its own. Each measurement starts with a
 // warm-up on the same server.
 //
+// Further sections (-sections) measure what a user of a fenced runner
+// asks next: each script's Redis cost alone, latency at a fixed rate,
+// cancel latency, takeover after a kill, heartbeat round trips per tick,
+// memory per finished node and the sweeper's cost with many finished
+// nodes present. The output ends with one JSON line of every figure.
+//
 // The bench writes only to one Redis database (-db, default 15), which it
 // empties with FLUSHDB before each measurement and at the end. It refuses a
 // database that holds keys unless -flush is given. Exit status: 0 ok, 1 the

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -80,7 +82,7 @@ func TestSmallRun(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	code, stdout, stderr := runBench(t, srv.URL(), "-n", "200", "-k", "5", "-runs", "1", "-warmup", "20",
-		"-mode", "all", "-poll", "10ms", "-v", "-cancels", "0")
+		"-mode", "all", "-poll", "10ms", "-v", "-cancels", "0", "-sections", "throughput")
 	require.Equal(t, 0, code, stderr)
 	for _, row := range []string{`asynq +flat +200 `, `baton +single +200 `, `baton +wide k=5 +200 `,
 		`asynq +chain k=5 +200 `, `baton +chain k=5 +200 `} {
@@ -105,6 +107,30 @@ func TestCancelLatency(t *testing.T) {
 	require.Regexp(t, `(?m)^ +go +5 +[0-9.]+ms +[0-9.]+ms +[0-9.]+ms *$`, stdout)
 	require.Regexp(t, `(?m)^ +exec +5 +[0-9.]+ms +[0-9.]+ms +[0-9.]+ms *$`, stdout)
 	require.NotContains(t, stdout, "drain/s", "no throughput measured")
+
+	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
+	t.Cleanup(func() { _ = db.Close() })
+	require.Zero(t, db.DBSize(context.Background()).Val())
+}
+
+// Every other section runs at a small size and ends the output with one
+// JSON line holding each section's figures.
+func TestSections(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	code, stdout, stderr := runBench(t, srv.URL(), "-sections", "scripts,latency,cancel,takeover,heartbeat,memory,sweep",
+		"-runs", "1", "-rate", "200", "-latency-for", "500ms", "-cancels", "2", "-takeovers", "1", "-takeover-ttl", "600ms",
+		"-hb-nodes", "20", "-mem-nodes", "40", "-k", "4", "-sweep-nodes", "400")
+	require.Equal(t, 0, code, stderr)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var rep map[string]any
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep), stdout)
+	for _, k := range []string{"scripts", "latency", "cancel", "takeover", "heartbeat", "memory", "sweep"} {
+		require.Contains(t, rep, k)
+	}
+	hb := rep["heartbeat"].(map[string]any)
+	require.InDelta(t, 1.0, hb["round_trips_per_tick"], 0.21, "one pipeline per tick whatever the number of nodes")
+	require.Equal(t, 400.0, rep["sweep"].(map[string]any)["finished_nodes"])
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })

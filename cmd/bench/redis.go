@@ -43,6 +43,7 @@ func openTarget(ctx context.Context, o options, out io.Writer) (*target, error) 
 	opt.PoolSize = max(opt.PoolSize, 32, 2*o.concurrency)
 	rawOpt := *opt
 	rawOpt.PoolSize = 4
+	rawOpt.ReadTimeout = time.Minute // FLUSHDB of a million finished nodes
 	t := &target{rdb: redis.NewClient(opt), raw: redis.NewClient(&rawOpt), count: newRTCounter(), db: o.db}
 	t.rdb.AddHook(t.count)
 	if o.rtt > 0 {

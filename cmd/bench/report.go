@@ -39,7 +39,7 @@ func (r *row) spread() (lo, hi float64) {
 func baseline(rows []*row, mode string) *row {
 	want := "flat"
 	if strings.HasPrefix(mode, "chain") {
-		want = mode
+		want, _, _ = strings.Cut(mode, " d=") // asynq has no dispatchers
 	}
 	for _, r := range rows {
 		if r.system == "asynq" && r.mode == want {

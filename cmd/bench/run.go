@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,17 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d rtt=%s cancels=%d\n",
 		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters, o.rtt, o.cancels)
 	fmt.Fprintf(stdout, "host:   %d CPUs, GOMAXPROCS %d, load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
+	fmt.Fprintf(stdout, "sections: %s (each figure is the median of -runs rounds unless said otherwise; this box's speed drifts, compare ratios)\n",
+		strings.Join(o.sections, ","))
+	if o.ownRedis {
+		own, err := startOwnRedis(ctx)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer own.stop()
+		o.redisURL = own.url
+	}
 	t, err := openTarget(ctx, o, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -39,6 +51,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	b := &bench{o: o, t: t, profile: map[string]bool{},
 		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))}
+	rep := report{}
+	defer rep.print(stdout)
 	var scenarios []scenario
 	var rows []*row
 	add := func(sc scenario) {
@@ -46,7 +60,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		rows = append(rows, &row{system: sc.system(), mode: sc.mode()})
 	}
 	flat := false // single and wide share asynq's flat baseline
-	for _, m := range o.batonModes() {
+	var shapes []string
+	if o.has("throughput") {
+		shapes = o.batonModes()
+	}
+	for _, m := range shapes {
 		switch {
 		case m == "chain":
 			add(&asynqScenario{o: o, t: t, chain: true})
@@ -54,7 +72,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			add(&asynqScenario{o: o, t: t})
 			flat = true
 		}
-		add(&batonScenario{o: o, t: t, log: b.log, shape: m})
+		for _, d := range o.dispatchers {
+			add(&batonScenario{o: o, t: t, log: b.log, shape: m, dispatchers: d})
+		}
 	}
 
 	for round := 1; round <= o.runs; round++ {
@@ -74,15 +94,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		if o.verbose {
 			printBreakdown(stdout, rows)
 		}
+		rep.throughput(rows)
 	}
-	if o.cancels > 0 {
-		cb := &cancelBench{o: o, t: t, log: b.log}
-		crows, err := cb.run(ctx)
+	for _, sec := range o.sections {
+		var err error
+		switch sec {
+		case "scripts":
+			err = b.scripts(ctx, stdout, rep)
+		case "latency":
+			err = b.latency(ctx, stdout, rep)
+		case "cancel":
+			if o.cancels == 0 {
+				continue
+			}
+			cb := &cancelBench{o: o, t: t, log: b.log}
+			var crows []cancelRow
+			if crows, err = cb.run(ctx); err == nil {
+				printCancels(stdout, crows)
+				rep.cancels(crows)
+			}
+		case "takeover":
+			err = b.takeover(ctx, stdout, rep)
+		case "heartbeat":
+			err = b.heartbeat(ctx, stdout, rep)
+		case "memory":
+			err = b.memory(ctx, stdout, rep)
+		case "sweep":
+			err = b.sweep(ctx, stdout, rep)
+		}
 		if err != nil {
-			fmt.Fprintf(stderr, "bench: cancel latency: %v\n", err)
+			fmt.Fprintf(stderr, "bench: %s: %v\n", sec, err)
 			return 1
 		}
-		printCancels(stdout, crows)
 	}
 	return 0
 }

@@ -33,6 +33,10 @@ type Config struct {
 	RunnerID string `env:"RUNNER_ID"`
 	// Concurrency is how many nodes run at once. Default: 10.
 	Concurrency int `env:"CONCURRENCY" envDefault:"10"`
+	// Dispatchers is how many Asynq servers (dequeue loops) the runner
+	// runs, CONCURRENCY divided among them (1 to 16). Default: unset or 0,
+	// meaning runner.DefaultDispatchers.
+	Dispatchers int `env:"DISPATCHERS"`
 	// Queues are the Asynq queues served, with their weights:
 	// "critical=6,default=3,low=1". Default: "default=1".
 	Queues string `env:"QUEUES" envDefault:"default=1"`
@@ -105,6 +109,7 @@ type Config struct {
 const (
 	minLeaseTTL      = 100 * time.Millisecond
 	maxConcurrency   = 10000
+	maxDispatchers   = 16
 	maxQueuePriority = 1000
 	maxInputLimit    = 64 << 20
 	minTokenLen      = 16
@@ -173,6 +178,9 @@ func (c Config) validate(skip map[string]bool) error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
 		bad("CONCURRENCY", "%d: want 1 to %d", c.Concurrency, maxConcurrency)
+	}
+	if c.Dispatchers < 0 || c.Dispatchers > maxDispatchers {
+		bad("DISPATCHERS", "%d: want 1 to %d, or 0 for the default", c.Dispatchers, maxDispatchers)
 	}
 	if _, err := parseQueues(c.Queues); err != nil {
 		bad("QUEUES", "%q: %v", c.Queues, err)

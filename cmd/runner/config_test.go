@@ -41,6 +41,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		"REDIS_URL":          "http://127.0.0.1:6379",
 		"RUNNER_ID":          "a b",
 		"CONCURRENCY":        "0",
+		"DISPATCHERS":        "17",
 		"QUEUES":             "critical=0,b{ad=1",
 		"LEASE_TTL":          "3s",
 		"HEARTBEAT_INTERVAL": "2s",
@@ -55,7 +56,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	}, false)
 	require.Error(t, err)
 	msg := err.Error()
-	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "QUEUES", "LEASE_TTL",
+	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "DISPATCHERS", "QUEUES", "LEASE_TTL",
 		"GRACE", "SWEEP_INTERVAL", "SHUTDOWN_TIMEOUT", "ADMIN_ADDR", "LOG_LEVEL", "LOG_FORMAT",
 		"MAX_INPUT_BYTES", "BATON_PREFIX"} {
 		assert.Contains(t, msg, key)
@@ -63,7 +64,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	assert.Contains(t, msg, "critical", "each bad queue is named")
 	assert.Contains(t, msg, "b{ad")
 	assert.Contains(t, msg, "API_TOKEN")
-	assert.Len(t, strings.Split(msg, "\n"), 13, "one line per problem:\n%s", msg)
+	assert.Len(t, strings.Split(msg, "\n"), 14, "one line per problem:\n%s", msg)
 }
 
 // A value that does not parse is reported once, with its variable and
@@ -230,7 +231,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 28)
+	require.Len(t, keys, 29)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

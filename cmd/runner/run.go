@@ -63,6 +63,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Prefix:            cfg.Prefix,
 		ID:                cfg.RunnerID,
 		Concurrency:       cfg.Concurrency,
+		Dispatchers:       cfg.Dispatchers,
 		Queues:            queues,
 		LeaseTTL:          cfg.LeaseTTL,
 		HeartbeatInterval: cfg.heartbeat(),

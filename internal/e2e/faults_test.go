@@ -195,3 +195,53 @@ func TestCancelKillsTheExecProcessGroup(t *testing.T) {
 	require.Equal(t, "CANCELLED", st.node("spin").State)
 	waitUntil(t, 10*time.Second, "the grandchild to be killed", func() bool { return !pidAlive(pid) })
 }
+
+// The same drain with several dispatch loops (DISPATCHERS): every loop
+// stops fetching, every running node, whichever loop delivered it, is
+// released, and the other runner resumes them all.
+func TestSIGTERMDrainsEveryDispatchLoop(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	dir := t.TempDir()
+	const n = 4
+	env := map[string]string{"LEASE_TTL": "60s", "HEARTBEAT_INTERVAL": "5s", "DISPATCHERS": "4", "CONCURRENCY": "4"}
+	a := c.startRunner("ra", env)
+	spec := `{"id":"drain4","nodes":[`
+	for i := range n {
+		m := filepath.Join(dir, fmt.Sprintf("started%d", i))
+		long := sh(fmt.Sprintf(`if [ -f %q ]; then echo '"resumed"'; exit 0; fi; touch %q; sleep 300`, m, m))
+		if i > 0 {
+			spec += ","
+		}
+		spec += fmt.Sprintf(`{"id":"long%d","kind":"exec","input":%s}`, i, long)
+	}
+	run := c.submit(spec + `]}`)
+	waitUntil(t, 20*time.Second, "every node to start on ra", func() bool {
+		for i := range n {
+			if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("started%d", i))); err != nil {
+				return false
+			}
+		}
+		return true
+	})
+	c.startRunner("rb", env)
+	begin := time.Now()
+	a.signal(t, syscall.SIGTERM)
+	require.Equal(t, 0, a.exitCode(t, 15*time.Second), "a drained runner exits 0")
+
+	require.Equal(t, 0, c.watch(run))
+	require.Less(t, time.Since(begin), 30*time.Second, "finished long before the 60s lease could expire")
+	st := c.status(run)
+	released := map[string]bool{}
+	for _, e := range c.events(run) {
+		if e.Type == "released" && e.Worker == "ra" {
+			released[e.Node] = true
+		}
+	}
+	for i := range n {
+		id := fmt.Sprintf("long%d", i)
+		require.Equal(t, "rb", st.node(id).Owner, id)
+		require.JSONEq(t, `"resumed"`, string(st.node(id).Result), id)
+		require.True(t, released[id], "%s: no released event from the drained runner", id)
+	}
+}

@@ -1,0 +1,257 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+)
+
+// usedMemory is Redis's used_memory: server-wide, so exact only on a Redis
+// nobody else uses (-own-redis).
+func (t *target) usedMemory(ctx context.Context) (int64, error) {
+	info, err := t.raw.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("info memory: %w", err)
+	}
+	sc := bufio.NewScanner(strings.NewReader(info))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("info memory: no used_memory")
+}
+
+// finish runs n no-op nodes as runs of size nodes through a worker with the
+// default retention and returns once every run has finished and the
+// sweeper has applied its retention (its keys carry a TTL, the finished
+// index is empty).
+func (b *bench) finish(ctx context.Context, tag string, n, size int) (runs int, err error) {
+	cli, err := runner.NewClient(runner.ClientConfig{Redis: b.t.rdb})
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	w, err := runner.NewWorker(runner.WorkerConfig{Redis: b.t.rdb, ID: "bench-worker", Concurrency: b.o.concurrency,
+		Logger: b.log, SweepInterval: 100 * time.Millisecond})
+	if err != nil {
+		return 0, err
+	}
+	p := &progress{}
+	w.Register("noop", runner.KindFunc(func(context.Context, *runner.Task) (json.RawMessage, error) {
+		p.done.Add(1)
+		return json.RawMessage("{}"), nil
+	}))
+	if err := w.Start(ctx); err != nil {
+		return 0, err
+	}
+	defer w.Shutdown()
+	runs = (n + size - 1) / size
+	sc := &batonScenario{o: b.o, shape: "wide"}
+	sc.o.k = size
+	err = parallel(ctx, runs, b.o.submitters, func(ctx context.Context, i int) error {
+		_, err := cli.Submit(ctx, sc.spec(tag, i))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if _, err := b.drained(ctx, p, runs*size); err != nil {
+		return 0, err
+	}
+	keys := cli.Store().Keys()
+	deadline := time.Now().Add(b.o.timeout)
+	for {
+		var left int64
+		for shard := range fence.Shards {
+			n, err := b.t.raw.ZCard(ctx, keys.Finished(shard)).Result()
+			if err != nil {
+				return 0, err
+			}
+			left += n
+		}
+		if left == 0 {
+			return runs, nil
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("%d runs still waiting for their retention", left)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// memory measures Redis memory per finished no-op node while its run is
+// retained: used_memory before and after -mem-nodes nodes ran, as one-node
+// runs and as runs of k nodes, and MEMORY USAGE of each key of one run.
+func (b *bench) memory(ctx context.Context, out io.Writer, rep report) error {
+	js := map[string]any{}
+	fmt.Fprintln(out)
+	for _, size := range []int{1, b.o.k} {
+		if err := b.t.flush(ctx); err != nil {
+			return err
+		}
+		m0, err := b.t.usedMemory(ctx)
+		if err != nil {
+			return err
+		}
+		tag := fmt.Sprintf("mem%d", size)
+		runs, err := b.finish(ctx, tag, b.o.memNodes, size)
+		if err != nil {
+			return err
+		}
+		m1, err := b.t.usedMemory(ctx)
+		if err != nil {
+			return err
+		}
+		nodes := runs * size
+		per := float64(m1-m0) / float64(nodes)
+		keys := fence.Keys{}
+		id := runID(tag, 0)
+		parts := []struct{ name, key string }{{"run hash", keys.Run(id, id)}, {"events", keys.Events(id, id)},
+			{"locator", keys.Locator(id)}, {"node hash", keys.Node(id, id, "n0")}}
+		var detail []string
+		for _, p := range parts {
+			u, err := b.t.raw.MemoryUsage(ctx, p.key).Result()
+			if err != nil && err != redis.Nil {
+				return err
+			}
+			detail = append(detail, fmt.Sprintf("%s %d B", p.name, u))
+		}
+		fmt.Fprintf(out, "memory: runs of %d node(s), %d nodes finished and retained: %.0f B per node (used_memory); one run: %s\n",
+			size, nodes, per, strings.Join(detail, ", "))
+		js[fmt.Sprintf("bytes_per_node_k%d", size)] = round1(per)
+	}
+	rep["memory"] = js
+	return nil
+}
+
+// sweep measures a sweeper pass (Sweep, RetainFinished, QueuedThreads,
+// TrimRuns: what runner's sweeper calls each interval) with no finished
+// run present, and with -sweep-nodes finished nodes present (copies of a
+// finished run of k nodes, made with DUMP and RESTORE, listed in the run
+// index as submitted runs are).
+func (b *bench) sweep(ctx context.Context, out io.Writer, rep report) error {
+	type cost struct{ wall, cpu, calls float64 }
+	const passes = 200
+	st := fence.New(b.t.rdb, nil)
+	measure := func() (cost, error) {
+		if err := st.Load(ctx); err != nil {
+			return cost{}, err
+		}
+		opts := fence.SweepOptions{Grace: time.Second, Threshold: 15 * time.Second, Limit: 200, Retry: 5 * time.Second}
+		var walls []float64
+		s0, err := b.t.serverStats(ctx)
+		if err != nil {
+			return cost{}, err
+		}
+		for range passes {
+			t0 := time.Now()
+			if _, err := st.Sweep(ctx, opts); err != nil {
+				return cost{}, err
+			}
+			if _, err := st.RetainFinished(ctx, runner.DefaultRetention, 200); err != nil {
+				return cost{}, err
+			}
+			if _, err := st.QueuedThreads(ctx, 15*time.Second, 5*time.Second, 200); err != nil {
+				return cost{}, err
+			}
+			if _, err := st.TrimRuns(ctx, time.Now().Add(-2*runner.DefaultRetention)); err != nil {
+				return cost{}, err
+			}
+			walls = append(walls, float64(time.Since(t0)))
+		}
+		s1, err := b.t.serverStats(ctx)
+		if err != nil {
+			return cost{}, err
+		}
+		d := s1.since(s0)
+		return cost{wall: medianF(walls), cpu: us(d.cpu) / passes, calls: float64(d.calls-1) / passes}, nil
+	}
+	if err := b.t.flush(ctx); err != nil {
+		return err
+	}
+	empty, err := measure()
+	if err != nil {
+		return err
+	}
+	present := 0
+	if b.o.sweepNodes > 0 {
+		if present, err = b.fillFinished(ctx, b.o.sweepNodes); err != nil {
+			return err
+		}
+	}
+	full, err := measure()
+	if err != nil {
+		return err
+	}
+	if err := b.t.flush(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nsweep pass (median of %d): no finished nodes: %.0f µs wall, %.1f µs Redis CPU, %.1f Redis commands; "+
+		"%d finished nodes present: %.0f µs wall, %.1f µs Redis CPU, %.1f Redis commands (Redis CPU ×%.2f)\n",
+		passes, empty.wall/1e3, empty.cpu, empty.calls, present, full.wall/1e3, full.cpu, full.calls, full.cpu/empty.cpu)
+	rep["sweep"] = map[string]any{"finished_nodes": present, "empty_wall_us": round1(empty.wall / 1e3),
+		"empty_redis_cpu_us": round1(empty.cpu), "full_wall_us": round1(full.wall / 1e3),
+		"full_redis_cpu_us": round1(full.cpu), "redis_cpu_ratio": round2(full.cpu / empty.cpu)}
+	return nil
+}
+
+// fillFinished makes n finished nodes: one finished run of k nodes, then
+// copies of its keys under new run ids. It returns the nodes present.
+func (b *bench) fillFinished(ctx context.Context, n int) (int, error) {
+	const tag = "sw"
+	if _, err := b.finish(ctx, tag, b.o.k, b.o.k); err != nil {
+		return 0, err
+	}
+	keys := fence.Keys{}
+	src := runID(tag, 0)
+	type part struct {
+		key  func(id string) string
+		dump string
+		pttl int64
+	}
+	parts := []*part{{key: func(id string) string { return keys.Run(id, id) }},
+		{key: func(id string) string { return keys.Events(id, id) }},
+		{key: func(id string) string { return keys.Locator(id) }}}
+	for j := range b.o.k {
+		node := fmt.Sprintf("n%d", j)
+		parts = append(parts, &part{key: func(id string) string { return keys.Node(id, id, node) }})
+	}
+	for _, p := range parts {
+		var err error
+		if p.dump, err = b.t.raw.Dump(ctx, p.key(src)).Result(); err != nil {
+			return 0, fmt.Errorf("dump %s: %w", p.key(src), err)
+		}
+		if p.pttl, err = b.t.raw.Do(ctx, "PTTL", p.key(src)).Int64(); err != nil {
+			return 0, err
+		}
+		p.pttl = max(p.pttl, 0)
+	}
+	runs := max(n/b.o.k, 1) // the source and runs-1 copies
+	const batch = 500
+	now := float64(time.Now().UnixMilli())
+	for lo := 1; lo < runs; lo += batch {
+		pipe := b.t.raw.Pipeline()
+		for i := lo; i < min(lo+batch, runs); i++ {
+			id := runID(tag, i)
+			for _, p := range parts {
+				pipe.RestoreReplace(ctx, p.key(id), time.Duration(p.pttl)*time.Millisecond, p.dump)
+			}
+			pipe.ZAdd(ctx, keys.Runs(fence.ShardOf(id)), redis.Z{Score: now, Member: id})
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return 0, fmt.Errorf("copy finished runs: %w", err)
+		}
+	}
+	return runs * b.o.k, nil
+}

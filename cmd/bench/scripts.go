@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hibiken/asynq"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// scriptCost is one operation called alone, one call at a time.
+type scriptCost struct {
+	name       string
+	cpuUS      float64 // Redis CPU per call (used_cpu_*), everything included
+	scriptUS   float64 // time Redis spent in the script (commandstats evalsha), its inner commands included
+	cmds, rtts float64 // Redis commands executed (inner ones included) and client round trips per call
+}
+
+// scripts measures each hot operation alone: calls of one operation, one at
+// a time, on an otherwise idle database, with Redis's counters read before
+// and after. The median of -runs rounds.
+func (b *bench) scripts(ctx context.Context, out io.Writer, rep report) error {
+	const calls = 1000
+	var rounds [][]scriptCost
+	for round := range b.o.runs {
+		r, err := b.scriptsRound(ctx, round, calls)
+		if err != nil {
+			return err
+		}
+		rounds = append(rounds, r)
+	}
+	fmt.Fprintln(out)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "operation\tcalls\tRedis CPU µs/call\tin script µs/call\tRedis cmds/call\tround trips/call\t")
+	js := map[string]any{}
+	for i, first := range rounds[0] {
+		var cpu, scr, cmds, rtts []float64
+		for _, r := range rounds {
+			cpu, scr, cmds, rtts = append(cpu, r[i].cpuUS), append(scr, r[i].scriptUS), append(cmds, r[i].cmds), append(rtts, r[i].rtts)
+		}
+		c := scriptCost{name: first.name, cpuUS: medianF(cpu), scriptUS: medianF(scr), cmds: medianF(cmds), rtts: medianF(rtts)}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.2f\t%.2f\t\n", c.name, calls, c.cpuUS, c.scriptUS, c.cmds, c.rtts)
+		js[c.name] = map[string]any{"redis_cpu_us": round1(c.cpuUS), "script_us": round1(c.scriptUS),
+			"redis_cmds": round2(c.cmds), "round_trips": round2(c.rtts)}
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(out, `
+operation  each called alone, one call at a time: submit (a one-node run, its pipeline
+           and script), claim, heartbeat, commit, sweep (a pass over empty indexes), and
+           Asynq's enqueue for comparison. Redis CPU is used_cpu_user+sys per call,
+           parsing and networking included; "in script" is commandstats' evalsha time.`)
+	rep["scripts"] = js
+	return nil
+}
+
+func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCost, error) {
+	if err := b.t.flush(ctx); err != nil {
+		return nil, err
+	}
+	st := fence.New(b.t.rdb, nil)
+	if err := st.Load(ctx); err != nil {
+		return nil, err
+	}
+	ref := func(i int) fence.NodeRef {
+		id := fmt.Sprintf("s%d-%05d", round, i)
+		return fence.NodeRef{Thread: id, Run: id, Node: "n"}
+	}
+	leases := make([]*fence.Claimed, calls)
+	aq := asynq.NewClientFromRedisClient(b.t.rdb)
+	defer aq.Close()
+	ops := []struct {
+		name string
+		call func(i int) error
+	}{
+		{"submit", func(i int) error {
+			r := ref(i)
+			_, err := st.Submit(ctx, fence.SubmitArgs{Run: r.Run, Nodes: []fence.NodeSpec{
+				{ID: "n", Kind: "noop", Queue: queue, Input: "{}", MaxAttempts: 3}}})
+			return err
+		}},
+		{"claim", func(i int) error {
+			c, err := st.ClaimKinds(ctx, ref(i), "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
+			leases[i] = c
+			return err
+		}},
+		{"heartbeat", func(i int) error {
+			_, err := st.Heartbeat(ctx, leases[i].Lease, 30*time.Second, 0)
+			return err
+		}},
+		{"commit", func(i int) error {
+			_, err := st.Commit(ctx, leases[i].Lease, []byte("{}"), leases[i].Dependents)
+			return err
+		}},
+		{"sweep", func(int) error {
+			_, err := st.Sweep(ctx, fence.SweepOptions{Grace: time.Second, Threshold: 15 * time.Second, Limit: 200, Retry: 5 * time.Second})
+			return err
+		}},
+		{"asynq enqueue", func(i int) error {
+			_, err := aq.EnqueueContext(ctx, asynq.NewTask(noopType, []byte(`{"chain":"x","step":0}`)), asynq.Queue("bench-alone"))
+			return err
+		}},
+	}
+	var res []scriptCost
+	for _, op := range ops {
+		s0, err := b.t.serverStats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		c0 := b.t.count.snapshot()
+		for i := range calls {
+			if err := op.call(i); err != nil {
+				return nil, fmt.Errorf("%s %d: %w", op.name, i, err)
+			}
+		}
+		c1 := b.t.count.snapshot()
+		s1, err := b.t.serverStats(ctx)
+		if err != nil {
+			return nil, err
+		}
+		d, n := s1.since(s0), float64(calls)
+		res = append(res, scriptCost{name: op.name, cpuUS: us(d.cpu) / n, scriptUS: float64(d.cmds["evalsha"].usec) / n,
+			cmds: float64(d.calls-1) / n, rtts: float64(c1.since(c0).rtts) / n}) // -1: the INFO itself
+	}
+	return res, nil
+}
