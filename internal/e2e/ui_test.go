@@ -86,6 +86,16 @@ func runViewScenario(t *testing.T, token, shot string) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the pay node never reached the server")
 	}
+	// reserve, a sibling of pay, commits at once; ra is paused only then,
+	// so that pay is the one node taken over.
+	waitUntil(t, 30*time.Second, "reserve to commit", func() bool {
+		for _, e := range c.events(run) {
+			if e.Type == "committed" && e.Node == "reserve" {
+				return true
+			}
+		}
+		return false
+	})
 	ra.signal(t, syscall.SIGSTOP) // paused mid-request
 	rb := c.startRunner("rb", env)
 
