@@ -343,6 +343,25 @@ func failedCalls(ops []fence.Op) map[string]int {
 	return out
 }
 
+// nodeStory is a node's events, as the enqueue binary prints them, in
+// one line: "run/node [claimed@1 heartbeat_lost@1 takeover@2 …]".
+func (c *redisCluster) nodeStory(run, node string) string {
+	var story []string
+	for _, e := range c.events(run) {
+		if e.Node == node {
+			s := fmt.Sprintf("%s@%d", e.Type, e.Epoch)
+			if e.Worker != "" {
+				s += "(" + e.Worker + ")"
+			}
+			if r := e.Details["reason"]; r != "" {
+				s += fmt.Sprintf("[%s]", r)
+			}
+			story = append(story, s)
+		}
+	}
+	return fmt.Sprintf("%s/%s %v", run, node, story)
+}
+
 // logLines returns the lines of a process's output that contain any of subs.
 func logLines(out string, subs ...string) []string {
 	var lines []string
