@@ -227,6 +227,26 @@ func (c *redisCluster) slotOwners(ctx context.Context) func(slot int) string {
 	}
 }
 
+// replicaOf returns the address of a replica of the master at addr.
+func (c *redisCluster) replicaOf(ctx context.Context, addr string) string {
+	c.t.Helper()
+	nodes, err := c.rc.Nodes(ctx)
+	require.NoError(c.t, err)
+	var id string
+	for _, n := range nodes {
+		if n.Addr == addr {
+			id = n.ID
+		}
+	}
+	for _, n := range nodes {
+		if n.Alive && n.Role == "replica" && n.MasterID == id {
+			return n.Addr
+		}
+	}
+	c.t.Fatalf("master %s has no live replica", addr)
+	return ""
+}
+
 // readHistory reads the runners' HISTORY_FILEs: one fence.Op a line.
 func readHistory(t *testing.T, paths ...string) []fence.Op {
 	t.Helper()
