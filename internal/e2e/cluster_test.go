@@ -277,14 +277,30 @@ func masterKilledMidRun(t *testing.T, claimReplicas int, lagging bool) {
 // one shard, that shard's slot is migrated to another master a few keys
 // at a time, the runners' scripts meeting the half-moved slot (ASK,
 // TRYAGAIN) between batches. Every run completes, and the shard's keys
-// end up on the new master and nowhere else.
+// end up on the new master and nowhere else. With CLAIM_REPLICAS=1 claims
+// and commits go to the slot's master directly (a pipeline with WAIT,
+// which follows no redirect), so they meet ASK and MOVED themselves; the
+// runs complete all the same.
 func TestClusterSlotMigrationMidRun(t *testing.T) {
 	t.Parallel()
-	c := newRedisCluster(t, redistest.ClusterOptions{Masters: 3})
+	for _, replicas := range []int{0, 1} {
+		t.Run(fmt.Sprintf("claim_replicas_%d", replicas), func(t *testing.T) {
+			t.Parallel()
+			slotMigrationMidRun(t, replicas)
+		})
+	}
+}
+
+func slotMigrationMidRun(t *testing.T, claimReplicas int) {
+	c := newRedisCluster(t, redistest.ClusterOptions{Masters: 3, Replicas: claimReplicas})
 	dir := t.TempDir()
 	hist := []string{filepath.Join(dir, "ra.jsonl"), filepath.Join(dir, "rb.jsonl")}
-	ra := c.startRunner("ra", clusterEnv(hist[0]))
-	rb := c.startRunner("rb", clusterEnv(hist[1]))
+	var extra []string
+	if claimReplicas > 0 {
+		extra = []string{"CLAIM_REPLICAS", fmt.Sprint(claimReplicas)}
+	}
+	ra := c.startRunner("ra", clusterEnv(hist[0], extra...))
+	rb := c.startRunner("rb", clusterEnv(hist[1], extra...))
 
 	const shard = 5
 	slot := shardSlot(shard)
@@ -396,14 +412,14 @@ func TestClusterSlotMigrationMidRun(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("slot %d (shard %d, %d threads, chains of 10 × 250ms) moved %s → %s: %d keys in %d batches of 4 in %v "+
+	t.Logf("CLAIM_REPLICAS=%d: slot %d (shard %d, %d threads, chains of 10 × 250ms) moved %s → %s: %d keys in %d batches of 4 in %v "+
 		"(%d batches saw no call within 500ms); %d of %d hot runs had finished by then",
-		slot, shard, len(hot), from, to, moved.Load(), batches.Load()-1, migrated.Round(time.Millisecond),
+		claimReplicas, slot, shard, len(hot), from, to, moved.Load(), batches.Load()-1, migrated.Round(time.Millisecond),
 		quiet.Load(), hotDone, len(hot))
-	t.Logf("while the slot was half moved %d of %d calls on its threads failed; failed calls by reply: %v",
-		failedDuring, during, failedCalls(ops))
-	t.Logf("nodes run again (a lease lapsed while its renewals met TRYAGAIN): %d %v; CLI status mid-migration: %s",
-		len(reruns), reruns, *midStatus.Load())
+	t.Logf("CLAIM_REPLICAS=%d: while the slot was half moved %d of %d calls on its threads failed; failed calls by reply: %v",
+		claimReplicas, failedDuring, during, failedCalls(ops))
+	t.Logf("CLAIM_REPLICAS=%d: nodes run again (a lease lapsed while its renewals met TRYAGAIN): %d %v; CLI status mid-migration: %s",
+		claimReplicas, len(reruns), reruns, *midStatus.Load())
 	for _, p := range []*runnerProc{ra, rb} {
 		lines := logLines(p.log.String(), "TRYAGAIN", "ASK ", "MOVED", "CROSSSLOT", "level=ERROR")
 		for i, l := range lines {
