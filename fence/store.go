@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,24 +182,36 @@ func (s *Store) runReplicated(ctx context.Context, name string, keys []string, a
 
 // runEach runs script name n times in one pipeline, with the keys and
 // arguments of call i from args(i): one round trip per Redis node the
-// keys live on. Each command carries its own error. After a Redis restart
-// (NOSCRIPT) it loads the scripts and sends the pipeline once more.
+// keys live on. Each command carries its own error. A node with an empty
+// script cache (restarted, or a replica just promoted: Redis does not
+// replicate scripts) answers NOSCRIPT without running anything; those
+// calls go once more as EVAL, which caches the script on the node that
+// runs it. Not SCRIPT LOAD: on a cluster that must reach every node, and
+// fails while one is down, which is exactly when a promoted replica is
+// met (seen in internal/e2e's failover test as lost heartbeats).
 func (s *Store) runEach(ctx context.Context, name string, n int, args func(i int) ([]string, []any)) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, n)
-	for try := 0; try < 2; try++ {
-		pipe := s.rdb.Pipeline()
-		for i := range cmds {
-			keys, argv := args(i)
-			cmds[i] = s.scripts[name].EvalSha(ctx, pipe, keys, argv...)
-		}
-		_, _ = pipe.Exec(ctx)
-		if try > 0 || n == 0 || !slices.ContainsFunc(cmds, func(c *redis.Cmd) bool { return isNoScript(c.Err()) }) {
-			break
-		}
-		if err := s.Load(ctx); err != nil {
-			break
+	pipe := s.rdb.Pipeline()
+	for i := range cmds {
+		keys, argv := args(i)
+		cmds[i] = s.scripts[name].EvalSha(ctx, pipe, keys, argv...)
+	}
+	_, _ = pipe.Exec(ctx)
+	var again []int
+	for i, c := range cmds {
+		if isNoScript(c.Err()) {
+			again = append(again, i)
 		}
 	}
+	if len(again) == 0 {
+		return cmds
+	}
+	pipe = s.rdb.Pipeline()
+	for _, i := range again {
+		keys, argv := args(i)
+		cmds[i] = s.scripts[name].Eval(ctx, pipe, keys, argv...)
+	}
+	_, _ = pipe.Exec(ctx)
 	return cmds
 }
 

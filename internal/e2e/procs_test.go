@@ -30,14 +30,20 @@ func TestMain(m *testing.M) {
 		"github.com/batonrun/baton/cmd/runner", "github.com/batonrun/baton/cmd/enqueue")
 }
 
-// cluster is one redis-server and the runner processes of a test.
+// cluster is the Redis of a test and the runner and enqueue processes it
+// starts: one redis-server (redis set), or a Redis Cluster (see
+// newRedisCluster), reached through env.
 type cluster struct {
 	t     *testing.T
 	redis *redistest.Server
+	// env selects the Redis deployment for every process started:
+	// REDIS_URL, or REDIS_CLUSTER_ADDRS and REDIS_PASSWORD.
+	env []string
 }
 
 func newCluster(t *testing.T) *cluster {
-	return &cluster{t: t, redis: redistest.Start(t)}
+	r := redistest.Start(t)
+	return &cluster{t: t, redis: r, env: []string{"REDIS_URL=" + r.URL()}}
 }
 
 // runnerProc is a runner binary running as a child process.
@@ -80,7 +86,7 @@ func (c *cluster) startRunner(id string, env map[string]string) *runnerProc {
 	c.t.Helper()
 	p := &runnerProc{id: id, admin: fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(c.t)), log: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(binDir, "runner"))
-	p.cmd.Env = append(os.Environ(), "REDIS_URL="+c.redis.URL(), "RUNNER_ID="+id, "ADMIN_ADDR="+p.admin)
+	p.cmd.Env = append(append(os.Environ(), c.env...), "RUNNER_ID="+id, "ADMIN_ADDR="+p.admin)
 	for k, v := range fastEnv {
 		p.cmd.Env = append(p.cmd.Env, k+"="+v)
 	}
@@ -140,7 +146,7 @@ func (c *cluster) enqueue(stdin string, args ...string) (string, string, int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "enqueue"), args...)
-	cmd.Env = append(os.Environ(), "REDIS_URL="+c.redis.URL())
+	cmd.Env = append(os.Environ(), c.env...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb

@@ -367,3 +367,21 @@ func KeySlot(t testing.TB, addr, key string) int {
 	}
 	return int(n)
 }
+
+// Restart starts a node the test killed again, on its port and with its
+// nodes.conf. Without persistence it comes back empty; a master whose
+// slots a replica took over rejoins as that replica's replica (what an
+// operator's restart does). It returns once the cluster is healthy with
+// the node in it, in sync if it is a replica.
+func (c *Cluster) Restart(ctx context.Context, addr string) error {
+	c.mu.Lock()
+	s, ok := c.servers[addr]
+	if !ok || !c.dead[addr] {
+		c.mu.Unlock()
+		return fmt.Errorf("redistest: %s is not a killed node of this cluster", addr)
+	}
+	s.start()
+	delete(c.dead, addr)
+	c.mu.Unlock()
+	return c.WaitHealthy(ctx)
+}
