@@ -89,14 +89,14 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		return 0, fmt.Errorf("retain: %w", err)
 	}
 	if noScript() {
-		// Redis restarted (or a replica was promoted) without the script
-		// cache: load and compact again.
-		if err := s.Load(ctx); err != nil {
-			return 0, fmt.Errorf("retain: %w", err)
-		}
+		// A node without the script cache (restarted, or a replica just
+		// promoted): send those calls as EVAL, which caches the script
+		// there (see runEach).
 		pipe = s.rdb.Pipeline()
-		for _, key := range compactKeys {
-			s.scripts["compact"].EvalSha(ctx, pipe, []string{key}, compactTTL)
+		for i, c := range compacts {
+			if isNoScript(c.Err()) {
+				s.scripts["compact"].Eval(ctx, pipe, []string{compactKeys[i]}, compactTTL)
+			}
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return 0, fmt.Errorf("retain: %w", err)
