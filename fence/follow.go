@@ -65,8 +65,7 @@ func (s *Store) RunStatus(ctx context.Context, run string) (string, error) {
 	return st, nil
 }
 
-// eventsOf decodes stream entries into Events (the same decoding as
-// Events).
+// eventsOf decodes a run's stream entries into Events.
 func eventsOf(msgs []redis.XMessage) []Event {
 	out := make([]Event, 0, len(msgs))
 	for _, m := range msgs {

@@ -171,29 +171,7 @@ func (s *Store) Events(ctx context.Context, run, after string, count int64) ([]E
 	if err != nil {
 		return nil, fmt.Errorf("events %s: %w", run, err)
 	}
-	out := make([]Event, 0, len(msgs))
-	for _, m := range msgs {
-		e := Event{ID: m.ID, Details: map[string]string{}}
-		for k, v := range m.Values {
-			sv := asString(v)
-			switch k {
-			case "type":
-				e.Type = sv
-			case "node":
-				e.Node = sv
-			case "epoch":
-				e.Epoch = asInt(sv)
-			case "worker":
-				e.Worker = sv
-			case "at":
-				e.At = msTime(sv)
-			default:
-				e.Details[k] = sv
-			}
-		}
-		out = append(out, e)
-	}
-	return out, nil
+	return eventsOf(msgs), nil
 }
 
 // ListRuns returns run ids, newest first, offset and limit applied.

@@ -28,7 +28,11 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		w.log.Error("poison_task", "task_id", id, "type", t.Type(), "err", err)
 		return fmt.Errorf("task %s: %w: %w", id, err, asynq.SkipRetry) // archived, visible in the UI
 	}
-	w.active.Add(1)
+	if !w.enter() {
+		// Delivered while this worker drains: Asynq delivers it again,
+		// to a worker that is not stopping. Nothing was claimed.
+		return fmt.Errorf("task for %s: %w", ref, ErrShutdown)
+	}
 	defer w.active.Done()
 
 	// One claim id for this claim and its retries: a retry after a lost

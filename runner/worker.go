@@ -156,18 +156,24 @@ func (c *WorkerConfig) validate() error {
 // the heartbeater, the cancel watcher, the sweeper and the Asynq server
 // servers stop.
 type Worker struct {
-	cfg    WorkerConfig
-	store  *fence.Store
-	queue  enqueuer
-	kinds  map[string]Kind
-	log    *slog.Logger
-	m      *Metrics
-	srv    dispatchers
-	hb     *heartbeater
-	cw     *cancelWatcher // pushes a run's cancel to hb at once
-	sweep  *sweeper
-	active sync.WaitGroup
-	cont   fence.Continue // what a commit may claim next for this worker
+	cfg   WorkerConfig
+	store *fence.Store
+	queue enqueuer
+	kinds map[string]Kind
+	log   *slog.Logger
+	m     *Metrics
+	srv   dispatchers
+	hb    *heartbeater
+	cw    *cancelWatcher // pushes a run's cancel to hb at once
+	sweep *sweeper
+	cont  fence.Continue // what a commit may claim next for this worker
+
+	// active counts running handlers. A delivery that Asynq hands over
+	// after Shutdown began (a dispatch loop stopping) is turned away,
+	// never counted: Add must not race with Shutdown's Wait.
+	activeMu sync.Mutex
+	draining bool
+	active   sync.WaitGroup
 
 	mu       sync.Mutex
 	started  bool
@@ -287,6 +293,9 @@ func (w *Worker) Shutdown() {
 	w.log.Info("worker_stopping", "running", w.hb.count())
 	w.srv.stop() // stop fetching
 	w.hb.cancelAll(ErrShutdown)
+	w.activeMu.Lock()
+	w.draining = true
+	w.activeMu.Unlock()
 	done := make(chan struct{})
 	go func() { w.active.Wait(); close(done) }()
 	select {
@@ -304,6 +313,17 @@ func (w *Worker) Shutdown() {
 	w.srv.shutdown()
 	_ = w.queue.client.Close()
 	w.log.Info("worker_stopped")
+}
+
+// enter counts a handler in, unless the worker is draining.
+func (w *Worker) enter() bool {
+	w.activeMu.Lock()
+	defer w.activeMu.Unlock()
+	if w.draining {
+		return false
+	}
+	w.active.Add(1)
+	return true
 }
 
 // Kill stops the worker as a crash would: heartbeats stop, handlers are

@@ -62,7 +62,7 @@ func TestRefusesDatabaseWithKeys(t *testing.T) {
 	t.Cleanup(func() { _ = other.Close() })
 	require.NoError(t, other.Set(ctx, "precious", "1", 0).Err())
 
-	code, _, stderr := runBench(t, srv.URL(), "-n", "10", "-runs", "1", "-warmup", "0")
+	code, _, stderr := runBench(t, srv.URL(), "-n", "10", "-runs", "1", "-warmup", "0", "-sections", "throughput")
 	require.Equal(t, 1, code)
 	require.Contains(t, stderr, "-flush")
 	require.Equal(t, "1", other.Get(ctx, "precious").Val())
@@ -70,7 +70,8 @@ func TestRefusesDatabaseWithKeys(t *testing.T) {
 	// The URL's own database is never touched: only -db.
 	db0 := srv.Client(t)
 	require.NoError(t, db0.Set(ctx, "also-precious", "1", 0).Err())
-	code, _, stderr = runBench(t, srv.URL(), "-n", "10", "-runs", "1", "-warmup", "0", "-db", "3", "-mode", "single")
+	code, _, stderr = runBench(t, srv.URL(), "-n", "10", "-runs", "1", "-warmup", "0", "-db", "3", "-mode", "single",
+		"-sections", "throughput")
 	require.Equal(t, 0, code, stderr)
 	require.Equal(t, "1", db0.Get(ctx, "also-precious").Val())
 	require.Equal(t, "1", other.Get(ctx, "precious").Val())
