@@ -57,7 +57,10 @@ func startOwnCluster(ctx context.Context, masters int) (c *ownCluster, err error
 		cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 			"--save", "", "--appendonly", "no", "--dir", dir,
 			"--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-			"--cluster-port", strconv.Itoa(bus))
+			"--cluster-port", strconv.Itoa(bus),
+			// A lone master does not know its address otherwise: CLUSTER SLOTS
+			// would name it by port alone.
+			"--cluster-announce-ip", "127.0.0.1")
 		if err := cmd.Start(); err != nil {
 			return c, fmt.Errorf("own cluster: %w (is redis-server installed?)", err)
 		}
@@ -188,7 +191,7 @@ func openCluster(ctx context.Context, o options, out io.Writer) (*target, error)
 	for _, a := range slices.Sorted(maps.Keys(masters)) {
 		desc = append(desc, a+" slots "+strings.Join(masters[a], ","))
 	}
-	fmt.Fprintf(out, "redis:  cluster of %d masters (%s), pool %d per node, RESP%d\n",
+	fmt.Fprintf(out, "redis:  cluster, masters: %d (%s), pool %d per node, RESP%d\n",
 		len(masters), strings.Join(desc, "; "), opt.PoolSize, opt.Protocol)
 	var where []string
 	on := map[string]bool{}

@@ -227,8 +227,8 @@ func (o options) validate() error {
 		o.hbNodes < 1 || o.memNodes < 1 || o.sweepNodes < 0 || o.latencyPoll < 0 {
 		errs = append(errs, errors.New("-rate, -latency-for, -takeovers, -hb-nodes and -mem-nodes want positive values, -takeover-ttl at least 300ms, -sweep-nodes and -latency-poll 0 or more"))
 	}
-	if o.cluster < 0 || o.cluster > 16 {
-		errs = append(errs, fmt.Errorf("-cluster %d: want 0 (none) to 16 masters", o.cluster))
+	if o.cluster < 0 || o.cluster == 2 || o.cluster > 16 {
+		errs = append(errs, fmt.Errorf("-cluster %d: want 0 (none), 1, or 3 to 16 masters (redis-cli --cluster create wants 3 at least)", o.cluster))
 	}
 	if o.cluster > 0 && o.ownRedis {
 		errs = append(errs, errors.New("-cluster and -own-redis: choose one"))
