@@ -64,7 +64,9 @@ func (s *Store) Advertise(ctx context.Context, w WorkerInfo, ttl time.Duration) 
 // Withdraw removes w's advertisement (a runner that stops).
 func (s *Store) Withdraw(ctx context.Context, id string) error {
 	pipe := s.rdb.Pipeline()
-	pipe.Del(ctx, s.keys.Worker(id), s.lastAdKey(id))
+	// One key per DEL: on a cluster the two are in different slots.
+	pipe.Del(ctx, s.keys.Worker(id))
+	pipe.Del(ctx, s.lastAdKey(id))
 	pipe.ZRem(ctx, s.keys.Workers(), id)
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("withdraw %s: %w", id, err)

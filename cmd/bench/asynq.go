@@ -44,7 +44,7 @@ func (s *asynqScenario) start(_ context.Context) error {
 	s.cli = asynq.NewClientFromRedisClient(s.t.rdb)
 	s.srv = asynq.NewServerFromRedisClient(s.t.rdb, asynq.Config{
 		Concurrency:       s.o.concurrency,
-		Queues:            map[string]int{queue: 1},
+		Queues:            weights(s.t.queues),
 		TaskCheckInterval: s.o.poll,
 		// As runner.Worker sets it, so both servers do the same background work.
 		DelayedTaskCheckInterval: max(s.o.poll, 100*time.Millisecond),
@@ -67,7 +67,8 @@ func (s *asynqScenario) handle(ctx context.Context, t *asynq.Task) error {
 			return fmt.Errorf("payload: %w: %w", err, asynq.SkipRetry)
 		}
 		if p.Step+1 < s.o.k {
-			if err := s.enqueue(ctx, p.Chain, p.Step+1); err != nil {
+			q, _ := asynq.GetQueueName(ctx) // the chain stays on its queue
+			if err := s.enqueue(ctx, q, p.Chain, p.Step+1); err != nil {
 				return err
 			}
 		}
@@ -76,9 +77,9 @@ func (s *asynqScenario) handle(ctx context.Context, t *asynq.Task) error {
 	return nil
 }
 
-func (s *asynqScenario) enqueue(ctx context.Context, chain string, step int) error {
+func (s *asynqScenario) enqueue(ctx context.Context, q, chain string, step int) error {
 	b, _ := json.Marshal(noopPayload{Chain: chain, Step: step}) // cannot fail
-	if _, err := s.cli.EnqueueContext(ctx, asynq.NewTask(noopType, b), asynq.Queue(queue)); err != nil {
+	if _, err := s.cli.EnqueueContext(ctx, asynq.NewTask(noopType, b), asynq.Queue(q)); err != nil {
 		return fmt.Errorf("enqueue %s/%d: %w", chain, step, err)
 	}
 	return nil
@@ -93,7 +94,7 @@ func (s *asynqScenario) fill(ctx context.Context, tag string, n int) (int, error
 		nodes = heads * s.o.k
 	}
 	err := parallel(ctx, heads, s.o.submitters, func(ctx context.Context, i int) error {
-		return s.enqueue(ctx, fmt.Sprintf("%s-%06d", tag, i), 0)
+		return s.enqueue(ctx, s.t.queues[i%len(s.t.queues)], fmt.Sprintf("%s-%06d", tag, i), 0)
 	})
 	return nodes, err
 }
@@ -105,4 +106,13 @@ func (s *asynqScenario) verify(_ context.Context, tag string, nodes int) error {
 		return fmt.Errorf("asynq %s %s: %d handlers ran, want %d", s.mode(), tag, got, nodes)
 	}
 	return nil
+}
+
+// weights gives every queue the same priority.
+func weights(queues []string) map[string]int {
+	m := make(map[string]int, len(queues))
+	for _, q := range queues {
+		m[q] = 1
+	}
+	return m
 }

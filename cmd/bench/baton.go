@@ -61,6 +61,7 @@ func (s *batonScenario) start(ctx context.Context) error {
 		ID:             "bench-worker",
 		Concurrency:    s.o.concurrency,
 		Dispatchers:    s.dispatchers,
+		Queues:         weights(s.t.queues),
 		PollInterval:   s.o.poll,
 		ReadyThreshold: s.o.readyAfter,
 		Logger:         s.log,
@@ -95,6 +96,9 @@ func (s *batonScenario) spec(tag string, i int) *runner.RunSpec {
 	spec := &runner.RunSpec{ID: runID(tag, i), Nodes: make([]runner.NodeSpec, s.size())}
 	for j := range spec.Nodes {
 		spec.Nodes[j] = runner.NodeSpec{ID: fmt.Sprintf("n%d", j), Kind: "noop"}
+		if q := s.t.queues[i%len(s.t.queues)]; q != queue {
+			spec.Nodes[j].Queue = q
+		}
 		if s.shape == "chain" && j > 0 {
 			spec.Nodes[j].Deps = []string{fmt.Sprintf("n%d", j-1)}
 		}

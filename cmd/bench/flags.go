@@ -35,17 +35,20 @@ type options struct {
 	rtt         time.Duration // added to every round trip, both systems: a network in between
 	cancels     int           // running nodes cancelled per kind for the cancel latency; 0: none
 
-	sections    []string      // what to measure, in this order
-	ownRedis    bool          // start a redis-server of the bench's own on a free port
-	dispatchers []int         // baton throughput rows, one per value; 0: the worker's default
-	rate        int           // nodes/s of the latency section
-	latencyFor  time.Duration // length of each latency measurement
-	latencyPoll time.Duration // TaskCheckInterval in the latency section; 0: the worker's default
-	takeovers   int           // SIGKILL-like takeovers measured
-	takeoverTTL time.Duration // lease TTL of the takeover section
-	hbNodes     int           // long-running nodes on one worker in the heartbeat section
-	memNodes    int           // finished nodes of the memory section
-	sweepNodes  int           // finished nodes present in the sweep section
+	sections     []string      // what to measure, in this order
+	ownRedis     bool          // start a redis-server of the bench's own on a free port
+	cluster      int           // start a Redis Cluster of this many masters of the bench's own; 0: none
+	clusterAddrs []string      // REDIS_CLUSTER_ADDRS, or the own cluster's nodes
+	queues       int           // Asynq queues both systems spread their work over
+	dispatchers  []int         // baton throughput rows, one per value; 0: the worker's default
+	rate         int           // nodes/s of the latency section
+	latencyFor   time.Duration // length of each latency measurement
+	latencyPoll  time.Duration // TaskCheckInterval in the latency section; 0: the worker's default
+	takeovers    int           // SIGKILL-like takeovers measured
+	takeoverTTL  time.Duration // lease TTL of the takeover section
+	hbNodes      int           // long-running nodes on one worker in the heartbeat section
+	memNodes     int           // finished nodes of the memory section
+	sweepNodes   int           // finished nodes present in the sweep section
 }
 
 // allSections are the bench's sections, in the order they run.
@@ -88,6 +91,13 @@ measurement and at the end, and refuses a database holding keys unless
 -flush is given. -own-redis starts a redis-server of its own on a free
 port instead (commandstats, CPU and memory are then the bench's alone).
 
+Cluster: -cluster N starts N masters of its own on loopback (one master:
+every slot on it), or REDIS_CLUSTER_ADDRS names a cluster; both systems
+get a cluster client, the bench FLUSHDBs every master, and Redis CPU and
+commandstats are summed over the masters. memory and sweep are skipped
+there (they read one server's used_memory). Asynq keeps a queue in one
+slot: with -queues 1 bare Asynq's queue lives on one master.
+
 Flags:
 `
 
@@ -118,6 +128,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.rtt, "rtt", 0, "delay added to every Redis round trip of both systems, as a network between workers and Redis would")
 	sections := fs.String("sections", strings.Join(allSections, ","), "comma-separated sections to run: "+strings.Join(allSections, ", ")+" (or all)")
 	fs.BoolVar(&o.ownRedis, "own-redis", false, "start a redis-server of the bench's own on a free port (no persistence) instead of REDIS_URL's")
+	fs.IntVar(&o.cluster, "cluster", 0, "start a Redis Cluster of this many masters of the bench's own on loopback (no persistence, no replicas) instead of REDIS_URL's server; 0: none")
+	fs.IntVar(&o.queues, "queues", 1, "Asynq queues both systems spread tasks (runs) over, round robin (1: \"default\"; more: names whose slots spread over a cluster's masters)")
 	disp := fs.String("dispatchers", "0", "comma-separated WorkerConfig.Dispatchers values: one baton throughput row each (0: the worker's default)")
 	fs.IntVar(&o.rate, "rate", 2000, "nodes/s submitted in the latency section")
 	fs.DurationVar(&o.latencyFor, "latency-for", 5*time.Second, "length of each latency measurement")
@@ -136,6 +148,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.redisURL = cmp.Or(getenv("REDIS_URL"), "redis://127.0.0.1:6379/0")
+	if a := getenv("REDIS_CLUSTER_ADDRS"); a != "" && !o.ownRedis && o.cluster == 0 {
+		o.clusterAddrs = strings.Split(a, ",")
+	}
 	var errs []error
 	if *sections == "all" {
 		*sections = strings.Join(allSections, ",")
@@ -211,6 +226,15 @@ func (o options) validate() error {
 	if o.rate < 1 || o.latencyFor <= 0 || o.takeovers < 1 || o.takeoverTTL < 300*time.Millisecond ||
 		o.hbNodes < 1 || o.memNodes < 1 || o.sweepNodes < 0 || o.latencyPoll < 0 {
 		errs = append(errs, errors.New("-rate, -latency-for, -takeovers, -hb-nodes and -mem-nodes want positive values, -takeover-ttl at least 300ms, -sweep-nodes and -latency-poll 0 or more"))
+	}
+	if o.cluster < 0 || o.cluster == 2 || o.cluster > 16 {
+		errs = append(errs, fmt.Errorf("-cluster %d: want 0 (none), 1, or 3 to 16 masters (redis-cli --cluster create wants 3 at least)", o.cluster))
+	}
+	if o.cluster > 0 && o.ownRedis {
+		errs = append(errs, errors.New("-cluster and -own-redis: choose one"))
+	}
+	if o.queues < 1 || o.queues > 16 {
+		errs = append(errs, fmt.Errorf("-queues %d: want 1 to 16", o.queues))
 	}
 	if o.cancels < 0 || (o.mode == "cancel" && o.cancels == 0) {
 		errs = append(errs, fmt.Errorf("-cancels %d: want 0 or more (at least 1 with -mode cancel)", o.cancels))

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/internal/redistest"
 )
 
@@ -36,6 +38,9 @@ func TestBadFlags(t *testing.T) {
 		{"-poll", "0s"},
 		{"-cancels", "-1"},
 		{"-mode", "cancel", "-cancels", "0"},
+		{"-cluster", "2"},
+		{"-cluster", "3", "-own-redis"},
+		{"-queues", "0"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -136,4 +141,35 @@ func TestSections(t *testing.T) {
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })
 	require.Zero(t, db.DBSize(context.Background()).Val())
+}
+
+// With -queues Q, each queue's hash slot lies in its own Q-th of the slot
+// range, so on Q masters made by redis-cli each master holds one queue.
+func TestQueueNamesSpreadOverMasters(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []string{"default"}, queueNames(1))
+	for _, n := range []int{2, 3, 5, 16} {
+		for i, q := range queueNames(n) {
+			slot := int(fence.Slot("asynq:{" + q + "}:pending"))
+			require.Equal(t, i, slot*n/16384, "queue %s of %d: slot %d", q, n, slot)
+		}
+	}
+}
+
+// -cluster 3 runs every shape on a cluster the bench starts and stops, and
+// says that bare Asynq's one queue lives on one master.
+func TestClusterRun(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-cli"); err != nil {
+		t.Skip("redis-cli not installed")
+	}
+	code, stdout, stderr := runBench(t, "redis://127.0.0.1:1/0", "-cluster", "3", "-n", "200", "-k", "5", "-runs", "1",
+		"-warmup", "20", "-mode", "all", "-poll", "10ms", "-sections", "throughput,memory")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "redis:  cluster, masters: 3 (127.0.0.1:")
+	require.Regexp(t, `queues: default \(slot \d+, 127\.0\.0\.1:\d+\).* on 1 of 3 masters`, stdout)
+	for _, row := range []string{`asynq +flat +200 `, `baton +single +200 `, `baton +wide k=5 +200 `, `baton +chain k=5 +200 `} {
+		require.Regexp(t, row, stdout)
+	}
+	require.Contains(t, stdout, "memory: skipped on a cluster")
 }

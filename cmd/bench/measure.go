@@ -100,8 +100,10 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 
 	insp := asynq.NewInspectorFromRedisClient(b.t.raw)
 	defer insp.Close()
-	if err := insp.PauseQueue(queue); err != nil {
-		return res, fmt.Errorf("pause queue: %w", err)
+	for _, q := range b.t.queues {
+		if err := insp.PauseQueue(q); err != nil {
+			return res, fmt.Errorf("pause queue %s: %w", q, err)
+		}
 	}
 	p.reset()
 	tag := fmt.Sprintf("m%d", round)
@@ -122,9 +124,11 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 	if err != nil {
 		return res, err
 	}
-	if err := insp.UnpauseQueue(queue); err != nil {
-		stopProfile()
-		return res, fmt.Errorf("unpause queue: %w", err)
+	for _, q := range b.t.queues {
+		if err := insp.UnpauseQueue(q); err != nil {
+			stopProfile()
+			return res, fmt.Errorf("unpause queue %s: %w", q, err)
+		}
 	}
 	end, err := b.drained(ctx, p, res.nodes)
 	stopProfile()

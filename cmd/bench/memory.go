@@ -57,7 +57,7 @@ func (b *bench) finish(ctx context.Context, tag string, n, size int) (runs int, 
 	}
 	defer w.Shutdown()
 	runs = (n + size - 1) / size
-	sc := &batonScenario{o: b.o, shape: "wide"}
+	sc := &batonScenario{o: b.o, t: b.t, shape: "wide"}
 	sc.o.k = size
 	err = parallel(ctx, runs, b.o.submitters, func(ctx context.Context, i int) error {
 		_, err := cli.Submit(ctx, sc.spec(tag, i))

@@ -7,9 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // ownRedis is a redis-server the bench started for itself (-own-redis): no
@@ -21,12 +18,10 @@ type ownRedis struct {
 }
 
 func startOwnRedis(ctx context.Context) (*ownRedis, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
 	dir, err := os.MkdirTemp("", "baton-bench-redis-")
 	if err != nil {
 		return nil, err
@@ -38,18 +33,21 @@ func startOwnRedis(ctx context.Context) (*ownRedis, error) {
 		return nil, fmt.Errorf("own redis: %w (is redis-server installed?)", err)
 	}
 	r := &ownRedis{cmd: cmd, dir: dir, url: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
-	opt, _ := redis.ParseURL(r.url)
-	c := redis.NewClient(opt)
-	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		if err := c.Ping(ctx).Err(); err == nil {
-			return r, nil
-		} else if time.Now().After(deadline) {
-			r.stop()
-			return nil, fmt.Errorf("own redis on port %d: %w", port, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := waitPing(ctx, fmt.Sprintf("127.0.0.1:%d", port)); err != nil {
+		r.stop()
+		return nil, fmt.Errorf("own %w", err)
 	}
+	return r, nil
+}
+
+// freePort is a loopback port nobody listened on a moment ago.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // stop ends the server the bench started (by its own pid) and removes its

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -17,17 +18,28 @@ import (
 // errRefused is a refusal to touch the user's data: exit 1, nothing done.
 var errRefused = errors.New("refused")
 
-// target is the one Redis database the bench owns.
+// target is the one Redis database, or the one Redis Cluster, the bench
+// owns.
 type target struct {
-	rdb   *redis.Client // what both systems use; every command is counted
-	raw   *redis.Client // the bench's own reads, pauses and flushes; not counted
+	rdb   redis.UniversalClient // what both systems use; every command is counted
+	raw   redis.UniversalClient // the bench's own reads, pauses and flushes; not counted
 	count *rtCounter
 	db    int
+	// cluster is raw as a cluster client in cluster mode; nil on one server.
+	cluster *redis.ClusterClient
+	masters int      // 1 on one server
+	queues  []string // the Asynq queues both systems use
+	// flushAllowed is -flush: empty a target that holds keys.
+	flushAllowed bool
 }
 
-// openTarget connects to REDIS_URL's server, database o.db, and checks that
-// the bench may empty it: it must hold no keys unless -flush was given.
+// openTarget connects to REDIS_URL's server, database o.db, or to the
+// cluster o.clusterAddrs names, and checks that the bench may empty it: it
+// must hold no keys unless -flush was given.
 func openTarget(ctx context.Context, o options, out io.Writer) (*target, error) {
+	if len(o.clusterAddrs) > 0 {
+		return openCluster(ctx, o, out)
+	}
 	safe := "the REDIS_URL"
 	if u, err := url.Parse(o.redisURL); err == nil {
 		safe = u.Redacted()
@@ -44,7 +56,8 @@ func openTarget(ctx context.Context, o options, out io.Writer) (*target, error) 
 	rawOpt := *opt
 	rawOpt.PoolSize = 4
 	rawOpt.ReadTimeout = time.Minute // FLUSHDB of a million finished nodes
-	t := &target{rdb: redis.NewClient(opt), raw: redis.NewClient(&rawOpt), count: newRTCounter(), db: o.db}
+	t := &target{rdb: redis.NewClient(opt), raw: redis.NewClient(&rawOpt), count: newRTCounter(), db: o.db,
+		queues: queueNames(o.queues), flushAllowed: o.flush, masters: 1}
 	t.rdb.AddHook(t.count)
 	if o.rtt > 0 {
 		t.rdb.AddHook(latency(o.rtt))
@@ -57,20 +70,33 @@ func openTarget(ctx context.Context, o options, out io.Writer) (*target, error) 
 	}
 	fmt.Fprintf(out, "redis:  %s, database %d (-db; the URL's database %d is not used), pool %d, RESP%d\n",
 		opt.Addr, o.db, urlDB, opt.PoolSize, opt.Protocol)
+	return t, t.checkEmpty(out, size, fmt.Sprintf("database %d of %s", o.db, opt.Addr), fmt.Sprintf("FLUSHDB database %d", o.db))
+}
+
+// checkEmpty refuses a target holding size keys unless -flush was given.
+func (t *target) checkEmpty(out io.Writer, size int64, what, flush string) error {
 	switch {
-	case size > 0 && !o.flush:
+	case size > 0 && !t.flushAllowed:
 		t.close()
-		return nil, fmt.Errorf("%w: database %d of %s holds %d keys and the bench empties its database; "+
-			"pass -flush to let it FLUSHDB database %d, or choose an empty one with -db", errRefused, o.db, opt.Addr, size, o.db)
+		return fmt.Errorf("%w: %s holds %d keys and the bench empties it; "+
+			"pass -flush to let it %s, or choose an empty one", errRefused, what, size, flush)
 	case size > 0:
-		fmt.Fprintf(out, "plan:   database %d holds %d keys; -flush given: FLUSHDB it now, before each measurement and at the end\n", o.db, size)
+		fmt.Fprintf(out, "plan:   %s holds %d keys; -flush given: %s now, before each measurement and at the end\n", what, size, flush)
 	default:
-		fmt.Fprintf(out, "plan:   database %d is empty; FLUSHDB it before each measurement and at the end\n", o.db)
+		fmt.Fprintf(out, "plan:   %s is empty; %s before each measurement and at the end\n", what, flush)
 	}
-	return t, nil
+	return nil
 }
 
 func (t *target) flush(ctx context.Context) error {
+	if t.cluster != nil {
+		if err := t.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.FlushDB(ctx).Err()
+		}); err != nil {
+			return fmt.Errorf("flushdb on every master: %w", err)
+		}
+		return nil
+	}
 	if err := t.raw.FlushDB(ctx).Err(); err != nil {
 		return fmt.Errorf("flushdb %d: %w", t.db, err)
 	}
@@ -82,23 +108,28 @@ func (t *target) close() {
 	_ = t.raw.Close()
 }
 
-// queue is the Asynq queue both systems use.
+// queue is the Asynq queue both systems use when -queues is 1, and the
+// queue of the scripts section.
 const queue = "default"
 
-// Asynq's keys for queue (internal/base in asynq v0.26), read to tell when
-// a drain has ended and to pause delivery while tasks are enqueued.
-var (
-	pendingKey   = "asynq:{" + queue + "}:pending"
-	activeKey    = "asynq:{" + queue + "}:active"
-	scheduledKey = "asynq:{" + queue + "}:scheduled"
-	retryKey     = "asynq:{" + queue + "}:retry"
-)
+// Asynq's keys for a queue (internal/base in asynq v0.26), read to tell
+// when a drain has ended. Every key of a queue carries the queue's name as
+// its hash tag: in a cluster a queue lives in one slot, on one master.
+func asynqKeys(q string) (pending, active, scheduled, retry string) {
+	p := "asynq:{" + q + "}:"
+	return p + "pending", p + "active", p + "scheduled", p + "retry"
+}
 
-// queueEmpty reports whether no task is pending, running or waiting.
+// queueEmpty reports whether no task is pending, running or waiting in any
+// of the bench's queues.
 func (t *target) queueEmpty(ctx context.Context) (bool, error) {
 	pipe := t.raw.Pipeline()
-	lens := []*redis.IntCmd{pipe.LLen(ctx, pendingKey), pipe.LLen(ctx, activeKey),
-		pipe.ZCard(ctx, scheduledKey), pipe.ZCard(ctx, retryKey)}
+	var lens []*redis.IntCmd
+	for _, q := range t.queues {
+		pending, active, scheduled, retry := asynqKeys(q)
+		lens = append(lens, pipe.LLen(ctx, pending), pipe.LLen(ctx, active),
+			pipe.ZCard(ctx, scheduled), pipe.ZCard(ctx, retry))
+	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return false, fmt.Errorf("queue length: %w", err)
 	}
@@ -125,12 +156,34 @@ type cmdStat struct {
 	usec  int64 // time spent executing it; a script's includes its calls
 }
 
+// serverStats reads Redis's counters; in a cluster, the sum over every
+// master (their CPU added up, as if one server had done all the work).
 func (t *target) serverStats(ctx context.Context) (serverStats, error) {
-	info, err := t.raw.Info(ctx, "cpu", "commandstats").Result()
-	if err != nil {
-		return serverStats{}, fmt.Errorf("info: %w", err)
-	}
 	s := serverStats{cmds: map[string]cmdStat{}}
+	if t.cluster == nil {
+		info, err := t.raw.Info(ctx, "cpu", "commandstats").Result()
+		if err != nil {
+			return serverStats{}, fmt.Errorf("info: %w", err)
+		}
+		s.add(info)
+		return s, nil
+	}
+	var mu sync.Mutex
+	err := t.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "cpu", "commandstats").Result()
+		if err != nil {
+			return fmt.Errorf("info on %s: %w", c.Options().Addr, err)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		s.add(info)
+		return nil
+	})
+	return s, err
+}
+
+// add adds one server's INFO cpu and commandstats to s.
+func (s *serverStats) add(info string) {
 	sc := bufio.NewScanner(strings.NewReader(info))
 	for sc.Scan() {
 		k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":")
@@ -154,10 +207,11 @@ func (t *target) serverStats(ctx context.Context) (serverStats, error) {
 				}
 			}
 			s.calls += c.calls
-			s.cmds[strings.TrimPrefix(k, "cmdstat_")] = c
+			name := strings.TrimPrefix(k, "cmdstat_")
+			sum := s.cmds[name]
+			s.cmds[name] = cmdStat{calls: sum.calls + c.calls, usec: sum.usec + c.usec}
 		}
 	}
-	return s, nil
 }
 
 // since is what Redis did between earlier and s.

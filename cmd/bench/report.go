@@ -75,6 +75,8 @@ RT/node    client round trips per node (a pipeline is one), counted by a go-redi
            the drain includes both servers' background work (heartbeats, sweeps, forwarder)
 redis      commands Redis executed (commandstats, scripts' inner calls included) and its CPU,
            per node, during the drain; server-wide: exact only on a Redis nobody else uses
+           (on a cluster: summed over every master; a pipeline counts one round trip though
+           the cluster client sends one to each master it touches)
 bench µs   this process's CPU per node during the drain (workers, clients, hook)
 Each row is the round with the median drain/s; min–max spans every round.`)
 }

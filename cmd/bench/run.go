@@ -21,8 +21,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case err != nil:
 		return 2
 	}
-	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d rtt=%s cancels=%d\n",
-		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters, o.rtt, o.cancels)
+	fmt.Fprintf(stdout, "bench:  n=%d concurrency=%d poll=%s mode=%s k=%d runs=%d warmup=%d submitters=%d rtt=%s cancels=%d queues=%d\n",
+		o.n, o.concurrency, o.poll, o.mode, o.k, o.runs, o.warmup, o.submitters, o.rtt, o.cancels, o.queues)
 	fmt.Fprintf(stdout, "host:   %d CPUs, GOMAXPROCS %d, load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
 	fmt.Fprintf(stdout, "sections: %s (each figure is the median of -runs rounds unless said otherwise; this box's speed drifts, compare ratios)\n",
 		strings.Join(o.sections, ","))
@@ -35,12 +35,22 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		defer own.stop()
 		o.redisURL = own.url
 	}
+	if o.cluster > 0 {
+		own, err := startOwnCluster(ctx, o.cluster)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		defer own.stop()
+		o.clusterAddrs = own.addrs
+	}
 	t, err := openTarget(ctx, o, stdout)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
 	}
 	defer t.close()
+	rep := report{"redis": map[string]any{"masters": t.masters, "cluster": t.cluster != nil, "queues": t.queues}}
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
@@ -51,7 +61,6 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 	b := &bench{o: o, t: t, profile: map[string]bool{},
 		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))}
-	rep := report{}
 	defer rep.print(stdout)
 	var scenarios []scenario
 	var rows []*row
@@ -117,10 +126,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 			err = b.takeover(ctx, stdout, rep)
 		case "heartbeat":
 			err = b.heartbeat(ctx, stdout, rep)
-		case "memory":
-			err = b.memory(ctx, stdout, rep)
-		case "sweep":
-			err = b.sweep(ctx, stdout, rep)
+		case "memory", "sweep":
+			if t.cluster != nil {
+				// Both read one server's used_memory and copy keys by DUMP.
+				fmt.Fprintf(stdout, "\n%s: skipped on a cluster (it measures one server's used_memory)\n", sec)
+				rep[sec] = "skipped on a cluster"
+				continue
+			}
+			if sec == "memory" {
+				err = b.memory(ctx, stdout, rep)
+			} else {
+				err = b.sweep(ctx, stdout, rep)
+			}
 		}
 		if err != nil {
 			fmt.Fprintf(stderr, "bench: %s: %v\n", sec, err)

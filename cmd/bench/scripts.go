@@ -123,7 +123,7 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 		}
 		d, n := s1.since(s0), float64(calls)
 		res = append(res, scriptCost{name: op.name, cpuUS: us(d.cpu) / n, scriptUS: float64(d.cmds["evalsha"].usec) / n,
-			cmds: float64(d.calls-1) / n, rtts: float64(c1.since(c0).rtts) / n}) // -1: the INFO itself
+			cmds: float64(d.calls-int64(b.t.masters)) / n, rtts: float64(c1.since(c0).rtts) / n}) // the INFO on each master
 	}
 	return res, nil
 }

@@ -7,9 +7,11 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/admin"
@@ -91,6 +93,13 @@ func TestEveryRedisMode(t *testing.T) {
 				} `json:"queues"`
 			}
 			get("/monitor/api/queues", &queues)
+
+			// A runner's advertisement and its withdrawal work in every
+			// mode (their keys are in different slots of a cluster).
+			store := client.Store()
+			require.NoError(t, store.Advertise(t.Context(), fence.WorkerInfo{ID: "w-" + name, Kinds: []string{"noop"},
+				Queues: []string{"critical"}}, time.Minute))
+			require.NoError(t, store.Withdraw(t.Context(), "w-"+name))
 			require.Len(t, queues.Queues, 1)
 			require.Equal(t, "critical", queues.Queues[0].Queue)
 			require.Equal(t, 4, queues.Queues[0].Pending)
