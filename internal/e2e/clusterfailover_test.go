@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/fence"
@@ -91,18 +93,25 @@ func masterKilledMidRun(t *testing.T, claimReplicas int, lagging bool) {
 		return running >= 3
 	})
 
-	var replica string
+	// Every submitted run is on the victim's replica before anything
+	// else happens: on a loaded machine the replica can trail by more
+	// than the runs' first second, and runs it never got would be lost
+	// with the master (a submit is not waited for; see the README).
+	replica := c.replicaOf(ctx, victim)
+	waitUntil(t, 10*time.Second, "the victim's replica to hold what the master has", func() bool {
+		m := replOffset(ctx, c.rc.NodeClient(victim), "master_repl_offset")
+		return m > 0 && replOffset(ctx, c.rc.NodeClient(replica), "slave_repl_offset") >= m
+	})
 	if lagging {
 		// The victim's replica stops and falls behind: what the master
 		// acknowledges from now on, it will not have when promoted.
 		// A stopped process still receives into its socket buffer, so
 		// the master also drops the link: the stopped replica cannot
 		// reconnect, and what the master writes next reaches no one.
-		replica = c.replicaOf(ctx, victim)
 		paused := time.Now()
 		c.rc.Pause(replica)
 		require.NoError(t, c.rc.NodeClient(victim).ClientKillByFilter(ctx, "TYPE", "replica").Err())
-		waitUntil(t, 10*time.Second, "commits on the victim while its replica lags", func() bool {
+		waitUntil(t, 30*time.Second, "commits on the victim while its replica lags", func() bool {
 			n := 0
 			for _, op := range readHistory(t, hist...) {
 				if op.Op == "commit" && op.Call > paused.UnixNano() && slices.Contains(onVictim, op.Thread) {
@@ -191,4 +200,20 @@ func masterKilledMidRun(t *testing.T, claimReplicas int, lagging bool) {
 		require.Empty(t, doubles, "a node's result was accepted twice")
 		require.Empty(t, reissued, "an epoch was granted to two claims")
 	}
+}
+
+// replOffset reads one offset field of a node's INFO replication; 0 when
+// it cannot.
+func replOffset(ctx context.Context, c *redis.Client, field string) int64 {
+	info, err := c.Info(ctx, "replication").Result()
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
