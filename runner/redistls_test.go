@@ -182,3 +182,73 @@ func retryCluster(deadline time.Time, op func() error) error {
 		time.Sleep(20 * time.Millisecond) // polling the cluster's convergence
 	}
 }
+
+// TestRedisSentinelTLS: REDIS_SENTINEL_ADDRS with REDIS_TLS and
+// REDIS_TLS_CA_FILE reach a primary through sentinels that, like the
+// data nodes, speak only TLS; the data nodes require a password.
+func TestRedisSentinelTLS(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("redis-server"); err != nil {
+		if os.Getenv("BATON_REQUIRE_REDIS") != "" {
+			t.Fatalf("redis-server not found")
+		}
+		t.Skip("redis-server not installed")
+	}
+	dir := t.TempDir()
+	ca, caKey := newCert(t, dir, "ca", nil, nil)
+	newCert(t, dir, "server", ca, caKey)
+	tls := []string{"tls-cert-file " + filepath.Join(dir, "server.pem"), "tls-key-file " + filepath.Join(dir, "server.key"),
+		"tls-ca-cert-file " + filepath.Join(dir, "ca.pem"), "tls-auth-clients no", "tls-replication yes", "port 0",
+		"bind 127.0.0.1"}
+	start := func(name string, lines []string, sentinel bool) string {
+		port := redistest.FreePort(t)
+		node := filepath.Join(dir, name)
+		require.NoError(t, os.MkdirAll(node, 0o755))
+		conf := append(append([]string{"tls-port " + strconv.Itoa(port), "dir " + node,
+			"logfile " + filepath.Join(node, "redis.log")}, tls...), lines...)
+		file := filepath.Join(node, "redis.conf")
+		require.NoError(t, os.WriteFile(file, []byte(strings.Join(conf, "\n")+"\n"), 0o600))
+		args := []string{file}
+		if sentinel {
+			args = append(args, "--sentinel")
+		}
+		cmd := exec.Command("redis-server", args...)
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return "127.0.0.1:" + strconv.Itoa(port)
+	}
+	data := []string{"save \"\"", "appendonly no", "requirepass tls-secret-pw", "masterauth tls-secret-pw"}
+	primary := start("primary", data, false)
+	host, port, _ := net.SplitHostPort(primary)
+	start("replica", append(data, "replicaof "+host+" "+port), false)
+	var sentinels []string
+	for i := range 3 {
+		sentinels = append(sentinels, start("sentinel"+strconv.Itoa(i), []string{
+			"sentinel monitor tlsmaster " + host + " " + port + " 2", "sentinel auth-pass tlsmaster tls-secret-pw",
+			"sentinel down-after-milliseconds tlsmaster 1000"}, true))
+	}
+
+	rdb, err := runner.RedisConfig{SentinelAddrs: sentinels, SentinelMaster: "tlsmaster", Password: "tls-secret-pw",
+		TLS: true, TLSCAFile: filepath.Join(dir, "ca.pem")}.Open()
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = rdb.Close() })
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := rdb.Ping(t.Context()).Err()
+		if err == nil {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no primary through the TLS sentinels: %v", err)
+		time.Sleep(20 * time.Millisecond) // polling the processes' start-up
+	}
+	store := fence.New(rdb, nil)
+	ctx := t.Context()
+	_, err = store.Submit(ctx, fence.SubmitArgs{Run: "tls-s", Digest: "d", Nodes: []fence.NodeSpec{{ID: "a", Input: "null",
+		Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}})
+	require.NoError(t, err)
+	c, err := store.Claim(ctx, fence.NodeRef{Thread: "tls-s", Run: "tls-s", Node: "a"}, "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	res, err := store.Commit(ctx, c.Lease, []byte(`1`), nil)
+	require.NoError(t, err)
+	require.Equal(t, "SUCCEEDED", res.RunStatus)
+}
