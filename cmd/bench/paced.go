@@ -229,21 +229,14 @@ func (b *bench) pacedBaton(ctx context.Context, round int, poll time.Duration) (
 		return pacedResult{}, err
 	}
 	defer w.Shutdown()
-	count := int(float64(b.o.rate) * b.o.latencyFor.Seconds())
 	id := func(i int) string { return fmt.Sprintf("L%d-%06d", round, i) }
-	cpu0 := procCPU()
-	sched, took, err := pace(ctx, b.o.rate, count, func(ctx context.Context, i int) error {
+	r, err := b.paced(ctx, st, id, func(ctx context.Context, i int) error {
 		_, err := cli.Submit(ctx, &runner.RunSpec{ID: id(i), Nodes: []runner.NodeSpec{{ID: "n", Kind: "noop"}}})
 		return err
 	})
 	if err != nil {
 		return pacedResult{}, err
 	}
-	lat, err := collect(ctx, b.o.timeout, st, sched, id)
-	if err != nil {
-		return pacedResult{}, err
-	}
-	r := pacedResult{start: lat, call: took, cpu: procCPU() - cpu0}
 	time.Sleep(200 * time.Millisecond) // the last commits' replies
 	r.commit = h.claimToCommit()
 	r.idle = idleCPU()
@@ -267,13 +260,27 @@ func (b *bench) pacedAsynq(ctx context.Context, round int, poll time.Duration) (
 		return pacedResult{}, err
 	}
 	defer srv.Shutdown()
-	count := int(float64(b.o.rate) * b.o.latencyFor.Seconds())
 	id := func(i int) string { return fmt.Sprintf("A%d-%06d", round, i) }
-	cpu0 := procCPU()
-	sched, took, err := pace(ctx, b.o.rate, count, func(ctx context.Context, i int) error {
+	r, err := b.paced(ctx, st, id, func(ctx context.Context, i int) error {
 		_, err := cli.EnqueueContext(ctx, asynq.NewTask(noopType, []byte(id(i))), asynq.Queue(queue))
 		return err
 	})
+	if err != nil {
+		return pacedResult{}, err
+	}
+	r.idle = idleCPU()
+	return r, nil
+}
+
+// paced submits -rate × -latency-for items at the fixed rate with submit,
+// waits until st has seen each one (named by id) start, and returns the
+// submit-to-start latencies, the submit calls' own times and this
+// process's CPU meanwhile: what both systems' rows measure alike.
+func (b *bench) paced(ctx context.Context, st *starts, id func(int) string,
+	submit func(ctx context.Context, i int) error) (pacedResult, error) {
+	count := int(float64(b.o.rate) * b.o.latencyFor.Seconds())
+	cpu0 := procCPU()
+	sched, took, err := pace(ctx, b.o.rate, count, submit)
 	if err != nil {
 		return pacedResult{}, err
 	}
@@ -281,9 +288,7 @@ func (b *bench) pacedAsynq(ctx context.Context, round int, poll time.Duration) (
 	if err != nil {
 		return pacedResult{}, err
 	}
-	r := pacedResult{start: lat, call: took, cpu: procCPU() - cpu0}
-	r.idle = idleCPU()
-	return r, nil
+	return pacedResult{start: lat, call: took, cpu: procCPU() - cpu0}, nil
 }
 
 // historyTimes reads the worker's fence history (WorkerConfig.History):
