@@ -98,9 +98,12 @@ func (k Keys) CheckpointNS(thread, ns string) [4]string {
 		k.tagged(thread, "cpi", ns), k.tagged(thread, "cpw", ns)}
 }
 
-// Locator maps a run id to its thread. It is the one per-run key outside the
-// thread's slot, written once at submit.
-func (k Keys) Locator(run string) string { return k.prefix() + ":loc:" + run }
+// Locator maps a run id to its thread, written once at submit. It lives in
+// the run id's shard: for a run without a thread (its own thread) that is
+// the thread's shard, so the submit script writes it; a run of another
+// thread has it outside the thread's slot. "/" cannot occur in an ID, so
+// no thread's key can take its name.
+func (k Keys) Locator(run string) string { return k.index(ShardOf(run), "loc/"+run) }
 
 // The indexes below are per shard: shard is ShardOf(thread) of the
 // threads they index.

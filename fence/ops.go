@@ -99,27 +99,32 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 }
 
 func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc string, nodes []byte) (SubmitResult, error) {
-	// The locator is outside the thread's slot: claim the run id first, so a
-	// run id can never live under two threads. The listing index is written
-	// first too; List skips an entry whose run was never stored.
-	pipe := s.rdb.Pipeline()
-	pipe.SetNX(ctx, s.keys.Locator(a.Run), thread, 0)
-	get := pipe.Get(ctx, s.keys.Locator(a.Run))
-	active := pipe.Get(ctx, s.keys.Active(thread))
-	pipe.ZAddNX(ctx, s.keys.Runs(ShardOf(thread)), redis.Z{Score: float64(time.Now().UnixMilli()), Member: a.Run})
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	// A run without a thread has its locator in its own slot: the script
+	// claims it, and the submit is one round trip. A run of a thread has it
+	// outside the thread's slot: claim the run id first, so a run id can
+	// never live under two threads, and read the thread's active run.
+	own := thread == a.Run
+	locKey, activeRun := s.keys.Locator(a.Run), ""
+	if !own {
+		pipe := s.rdb.Pipeline()
+		pipe.SetNX(ctx, locKey, thread, 0)
+		get := pipe.Get(ctx, locKey)
+		active := pipe.Get(ctx, s.keys.Active(thread))
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+		}
+		if owner := get.Val(); owner != thread {
+			return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
+		}
+		activeRun, locKey = active.Val(), s.keys.Active(thread) // the script leaves KEYS[9] alone
 	}
-	if owner := get.Val(); owner != thread {
-		return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
-	}
-	activeRun := active.Val()
 	activeKey := s.keys.Run(thread, a.Run)
 	if activeRun != "" {
 		activeKey = s.keys.Run(thread, activeRun)
 	}
-	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(ShardOf(thread)),
-		s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(ShardOf(thread))}
+	shard := ShardOf(thread)
+	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(shard),
+		s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(shard), s.keys.Runs(shard), locKey}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
@@ -128,11 +133,14 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 		startAt = a.StartAt.UnixMilli()
 	}
 	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask, inc, startAt, ms(a.StartIn))
+		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own))
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	code, rest, err := reply(v)
+	if errors.Is(err, ErrRunConflict) && len(rest) > 0 {
+		return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, asString(rest[0]), err)
+	}
 	if errors.Is(err, ErrThreadBusy) {
 		return SubmitResult{}, fmt.Errorf("submit %s: thread %s is running %s: %w", a.Run, thread, asString(rest[0]), err)
 	}

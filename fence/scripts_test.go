@@ -87,7 +87,7 @@ var bindings = map[string]struct {
 	varKeys, varArgs bool
 	keysPerArg       int // keys listed per variadic ARGV; zero: 1
 }{
-	"submit":    {7, 11, true, false, 0},
+	"submit":    {9, 12, true, false, 0},
 	"claim":     {5, 8, false, false, 0},
 	"heartbeat": {4, 8, false, false, 0},
 	"commit":    {6, 11, true, true, 0},

@@ -275,3 +275,11 @@ func ms(d time.Duration) int64 { return d.Milliseconds() }
 func isNoScript(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
+
+// boolArg is a script's flag argument: "1" for true, "" for false.
+func boolArg(b bool) string {
+	if b {
+		return "1"
+	}
+	return ""
+}

@@ -41,6 +41,19 @@ func TestSubmitIdempotent(t *testing.T) {
 		require.ErrorIs(t, err, fence.ErrRunConflict)
 
 		require.Equal(t, before, tb.getRun(t, "idem"))
+
+		// The other way round: a run of a thread holds the id, and the
+		// submit script of a run without a thread refuses it.
+		held := spec("held", node("a"))
+		held.Thread = "t-held"
+		tb.submit(t, held)
+		_, err = tb.store.Submit(tb.ctx, spec("held", node("a")))
+		require.ErrorIs(t, err, fence.ErrRunConflict)
+		require.ErrorContains(t, err, `exists under "t-held"`)
+		thread, err := tb.store.Locate(tb.ctx, "held")
+		require.NoError(t, err)
+		require.Equal(t, "t-held", thread)
+
 		tb.commit(t, c, `1`) // the first submit's node is intact
 		require.Equal(t, "READY", tb.nodeInfo(t, "idem", "b").State)
 	})

@@ -16,7 +16,10 @@ KEYS[4]   the thread's active-run key
 KEYS[5]   hash of the run ARGV[7] names (any key of the thread when none)
 KEYS[6]   the thread's queue (list of waiting run ids)
 KEYS[7]   queued-threads index (zset: thread -> ms when a run was queued)
-KEYS[8..] node hashes, one per node, in the order of ARGV[5]'s array
+KEYS[8]   run listing index (zset: run id -> ms when created)
+KEYS[9]   the run's locator (string: run id -> thread) when ARGV[12] is "1";
+          else any key of the thread (the caller wrote the locator)
+KEYS[10..] node hashes, one per node, in the order of ARGV[5]'s array
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -38,6 +41,8 @@ ARGV[10] start_at: ms since the epoch before which no root node is due;
         "0": none (spec start_at)
 ARGV[11] start_in: ms after now, Redis's TIME, before which no root node
         is due; "0": none (spec start_in). The later of the two wins.
+ARGV[12] "1": the run is its own thread, so its locator (KEYS[9]) is in
+        this slot and this script claims it for the run
 
 Returns
   {1, status, incarnation, behind, start_ms, ready_id...}
@@ -52,6 +57,7 @@ Returns
                             start_ms the stored start (0: a run stored
                             before starts existed)
   -20                       the run exists with a different digest
+  {-20, thread}             the run id is taken by a run of another thread
   {-21, active_run_id}      reject: the thread's active run has not finished
   -23                       the thread's active run changed since the caller
                             read it: read again and retry
@@ -65,13 +71,20 @@ local activeKey, activeRunKey, expectedActive, multitask = KEYS[4], KEYS[5], ARG
 local queueKey, queuedKey = KEYS[6], KEYS[7]
 local inc = ARGV[9]
 local startAt, startIn = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
-local firstNode = 7 -- KEYS[firstNode + i] is node i's hash
+local runsKey, locKey, ownLocator = KEYS[8], KEYS[9], ARGV[12] == '1'
+local firstNode = 9 -- KEYS[firstNode + i] is node i's hash
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
 -- a userdata; lists are stored as JSON arrays whatever the input.
 local function list(v)
   if type(v) ~= 'table' or #v == 0 then return '[]' end
   return cjson.encode(v)
+end
+
+-- A run id names one run of one thread: the locator says which.
+if ownLocator then
+  local owner = rcall('GET', locKey)
+  if owner and owner ~= thread then return {-20, owner} end
 end
 
 local existing = rcall('HGET', runKey, 'digest')
@@ -141,8 +154,9 @@ end
 
 rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
   'status', status, 'behind', behind, 'multitask', multitask, 'nodes', cjson.encode(ids), 'total', #nodes,
-  'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now)
-rcall('HSET', runKey, 'start_at', start)
+  'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now, 'start_at', start)
+if ownLocator then rcall('SET', locKey, thread) end
+rcall('ZADD', runsKey, 'NX', now, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
   'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes, 'ready_at', start)
 
