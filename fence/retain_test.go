@@ -20,6 +20,9 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 		tb.submit(t, spec("kept", node("a"), node("b", "a")))
 		tb.submit(t, spec("running", node("a")))
 		tb.submit(t, spec("cancelled", node("a")))
+		threaded := spec("threaded", node("a"))
+		threaded.Thread = "t-retain" // its locator is in another slot
+		tb.submit(t, threaded)
 		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
 		require.Zero(t, n, "nothing has ended")
@@ -30,14 +33,17 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 		tb.commit(t, c, `2`)
 		_, err = tb.store.Cancel(tb.ctx, "cancelled", "test", "t")
 		require.NoError(t, err)
+		_, err = tb.store.Cancel(tb.ctx, "threaded", "test", "t")
+		require.NoError(t, err)
 
 		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		require.Equal(t, 3, n)
 		rdb := tb.be.Client
 		keys := tb.store.Keys()
 		for _, k := range []string{keys.Run("kept", "kept"), keys.Events("kept", "kept"), keys.Locator("kept"),
-			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b"), keys.Run("cancelled", "cancelled")} {
+			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b"), keys.Run("cancelled", "cancelled"),
+			keys.Run("t-retain", "threaded"), keys.Node("t-retain", "threaded", "a"), keys.Locator("threaded")} {
 			ttl, err := rdb.TTL(tb.ctx, k).Result()
 			require.NoError(t, err)
 			require.Greater(t, ttl, 59*time.Minute, k)
@@ -53,7 +59,7 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 
 		trimmed, err := tb.store.TrimRuns(tb.ctx, time.Now().Add(time.Minute))
 		require.NoError(t, err)
-		require.Equal(t, int64(3), trimmed)
+		require.Equal(t, int64(4), trimmed)
 		ids, err := tb.store.ListRuns(tb.ctx, 0, 10)
 		require.NoError(t, err)
 		require.Empty(t, ids)

@@ -69,7 +69,7 @@ type Store struct {
 
 // scriptNames are the operations, one file each under scripts/lua.
 var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard",
-	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "compact"}
+	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "retain"}
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, opt *Options) *Store {

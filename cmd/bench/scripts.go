@@ -10,6 +10,7 @@ import (
 	"github.com/hibiken/asynq"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
 )
 
 // scriptCost is one operation called alone, one call at a time.
@@ -50,7 +51,8 @@ func (b *bench) scripts(ctx context.Context, out io.Writer, rep report) error {
 	_ = tw.Flush()
 	fmt.Fprintln(out, `
 operation  each called alone, one call at a time: submit (a one-node run, its pipeline
-           and script), claim, heartbeat, commit, sweep (a pass over empty indexes), and
+           and script), claim, heartbeat, commit, retain (the finished runs' retention, one
+           call for all, per run), sweep (a pass over empty indexes), and
            Asynq's enqueue for comparison. Redis CPU is used_cpu_user+sys per call,
            parsing and networking included; "in script" is commandstats' evalsha time.`)
 	rep["scripts"] = js
@@ -93,6 +95,16 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 		}},
 		{"commit", func(i int) error {
 			_, err := st.Commit(ctx, leases[i].Lease, []byte("{}"), leases[i].Dependents)
+			return err
+		}},
+		{"retain", func(i int) error { // every run finished above, in one call: the figures are per run
+			if i > 0 {
+				return nil
+			}
+			n, err := st.RetainFinished(ctx, runner.DefaultRetention, int64(calls))
+			if err == nil && n != calls {
+				err = fmt.Errorf("retained %d runs, want %d", n, calls)
+			}
 			return err
 		}},
 		{"sweep", func(int) error {

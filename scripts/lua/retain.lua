@@ -1,0 +1,53 @@
+--[[ retain: give one finished run's keys their time to live, store its
+event stream at its real size, and take the run off its shard's finished
+index. Called by the retention sweep, never on a node's path.
+
+One script per run, not a command per key: a runner ending 2,000 runs a
+second retains them all, and each command it saves is one the claims and
+commits around it do not wait behind.
+
+A run that is no longer in the finished index was retained already, or
+re-opened by retry.lua since the caller read the index: nothing changes.
+
+Redis 7 preallocates 4 KiB for each new stream node and gives it back only
+when the node fills up, so the stream of a short run takes about 4.7 KiB,
+more than all its other keys together. A stream restored from its own DUMP
+is stored at its size, and DUMP and RESTORE in one script lose no event.
+Where DUMP or RESTORE is refused (a Redis-compatible server without them),
+the stream just gets its time to live.
+
+KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended)
+KEYS[2]   run hash
+KEYS[3]   run event stream
+KEYS[4..] the run's node hashes, and its locator when it is in this slot
+
+ARGV[1] time to live, ms; 0: delete now; -1: keep forever
+ARGV[2] the run's member of the finished index ("thread:run:")
+
+Returns
+  1  retained
+  0  not in the finished index: nothing changed
+]]
+local rcall = redis.call
+local finKey, runKey, evKey = KEYS[1], KEYS[2], KEYS[3]
+local ttl, member = tonumber(ARGV[1]), ARGV[2]
+
+if not rcall('ZSCORE', finKey, member) then return 0 end
+if ttl == 0 then
+  rcall('DEL', runKey, evKey)
+  for i = 4, #KEYS do rcall('DEL', KEYS[i]) end
+else
+  if ttl > 0 then
+    rcall('PEXPIRE', runKey, ttl)
+    for i = 4, #KEYS do rcall('PEXPIRE', KEYS[i], ttl) end
+  end
+  local dump = redis.pcall('DUMP', evKey)
+  local compacted = false
+  if type(dump) == 'string' then
+    local ok = redis.pcall('RESTORE', evKey, math.max(ttl, 0), dump, 'REPLACE')
+    compacted = type(ok) ~= 'table' or not ok.err
+  end
+  if not compacted and ttl > 0 then rcall('PEXPIRE', evKey, ttl) end
+end
+rcall('ZREM', finKey, member)
+return 1
