@@ -218,11 +218,12 @@ const retainBusyEvery = 50 * time.Millisecond
 
 // retainLoop applies the retention to runs that ended, in batches: every
 // sweep interval while none end, every retainBusyEvery while some do (up
-// to 5,120 runs a second per runner; runners share the work). A runner ending 2,000 runs a second used to retain them in one pipeline
-// per sweep tick, which held Redis and the runner's two cores for 60-110
-// ms each second and put that into the p99 of every node started
-// meanwhile (make bench -sections latency); spread over the second, the
-// claims and commits go in between.
+// to 5,120 runs a second per runner; runners share the work). A runner
+// ending 2,000 runs a second used to retain them in one pipeline per
+// sweep tick, which held Redis and the runner's two cores for 60-110 ms
+// each second and put that into the p99 of every node started meanwhile
+// (make bench -sections latency); spread over the second, the claims and
+// commits go in between.
 func (s *sweeper) retainLoop(ctx context.Context) {
 	t := time.NewTimer(s.interval)
 	defer t.Stop()
