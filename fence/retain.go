@@ -19,7 +19,7 @@ import (
 // batch (per Redis node), never one on a node's path: the index, the
 // runs' node lists, and one retain.lua per run. A run stays readable for
 // ttl; a late write from a stale owner then finds no node and changes
-// nothing. It returns how many runs it handled.
+// nothing. It returns how many runs it retained.
 func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
 	pipe := s.rdb.Pipeline()
 	due := make([]*redis.StringSliceCmd, Shards)
@@ -73,26 +73,31 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		}
 		return keys, []any{ttlMs, r.member}
 	})
-	for _, c := range cmds {
-		if err := c.Err(); err != nil {
+	// The locator of a thread's run lives in the run id's slot: it gets its
+	// time to live once the script has retained the run (code 1), never
+	// for a run a retry re-opened meanwhile (code 0).
+	pipe = s.rdb.Pipeline()
+	retained, locators := 0, 0
+	for i, c := range cmds {
+		code, err := c.Int64()
+		if err != nil {
 			return 0, fmt.Errorf("retain: %w", err)
 		}
-	}
-	// The locator of a thread's run lives in the run id's slot.
-	pipe = s.rdb.Pipeline()
-	n := 0
-	for _, r := range runs {
-		if r.Thread != r.Run && ttl >= 0 {
+		if code != 1 {
+			continue
+		}
+		retained++
+		if r := runs[i]; r.Thread != r.Run && ttl >= 0 {
 			pipe.PExpire(ctx, s.keys.Locator(r.Run), time.Duration(ttlMs)*time.Millisecond)
-			n++
+			locators++
 		}
 	}
-	if n > 0 {
+	if locators > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
 			return 0, fmt.Errorf("retain: %w", err)
 		}
 	}
-	return len(runs), nil
+	return retained, nil
 }
 
 func anySlice(ss []string) []any {
