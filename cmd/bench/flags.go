@@ -130,7 +130,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.ownRedis, "own-redis", false, "start a redis-server of the bench's own on a free port (no persistence) instead of REDIS_URL's")
 	fs.IntVar(&o.cluster, "cluster", 0, "start a Redis Cluster of this many masters of the bench's own on loopback (no persistence, no replicas) instead of REDIS_URL's server; 0: none")
 	fs.IntVar(&o.queues, "queues", 1, "Asynq queues both systems spread tasks (runs) over, round robin (1: \"default\"; more: names whose slots spread over a cluster's masters)")
-	disp := fs.String("dispatchers", "0", "comma-separated WorkerConfig.Dispatchers values: one baton throughput row each (0: the worker's default)")
+	disp := fs.String("dispatchers", "0", "comma-separated WorkerConfig.Dispatchers values: one baton throughput row each, the first also in the latency section (0: the worker's default)")
 	fs.IntVar(&o.rate, "rate", 2000, "nodes/s submitted in the latency section")
 	fs.DurationVar(&o.latencyFor, "latency-for", 5*time.Second, "length of each latency measurement")
 	fs.DurationVar(&o.latencyPoll, "latency-poll", 0, "TaskCheckInterval in the latency section, both systems (0: the worker's default)")

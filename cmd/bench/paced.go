@@ -217,7 +217,7 @@ func (b *bench) pacedBaton(ctx context.Context, round int, poll time.Duration) (
 	}
 	defer cli.Close()
 	w, err := runner.NewWorker(runner.WorkerConfig{Redis: b.t.rdb, ID: "bench-worker", Concurrency: b.o.concurrency,
-		PollInterval: poll, Logger: b.log, History: h})
+		Dispatchers: b.o.dispatchers[0], PollInterval: poll, Logger: b.log, History: h})
 	if err != nil {
 		return pacedResult{}, err
 	}
