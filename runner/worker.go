@@ -424,7 +424,7 @@ func kindRetryDelay(waited time.Duration) time.Duration {
 // DefaultDispatchers is how many Asynq servers a worker runs unless
 // WorkerConfig.Dispatchers says otherwise (measured: see the README's
 // Performance).
-const DefaultDispatchers = 2
+const DefaultDispatchers = 3
 
 // maxDispatchers bounds WorkerConfig.Dispatchers: each server adds its own
 // background loops and Redis connections.
