@@ -273,7 +273,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.sweep.start(base)
 	w.started = true
 	w.log.Info("worker_started", "concurrency", w.cfg.Concurrency, "dispatchers", len(w.srv), "lease_ttl", w.cfg.LeaseTTL,
-		"heartbeat_interval", w.cfg.HeartbeatInterval)
+		"heartbeat_interval", w.cfg.HeartbeatInterval, "poll_interval", w.cfg.PollInterval)
 	return nil
 }
 

@@ -42,6 +42,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		"RUNNER_ID":          "a b",
 		"CONCURRENCY":        "0",
 		"DISPATCHERS":        "17",
+		"POLL_INTERVAL":      "500us",
 		"QUEUES":             "critical=0,b{ad=1",
 		"LEASE_TTL":          "3s",
 		"HEARTBEAT_INTERVAL": "2s",
@@ -56,15 +57,15 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	}, false)
 	require.Error(t, err)
 	msg := err.Error()
-	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "DISPATCHERS", "QUEUES", "LEASE_TTL",
-		"GRACE", "SWEEP_INTERVAL", "SHUTDOWN_TIMEOUT", "ADMIN_ADDR", "LOG_LEVEL", "LOG_FORMAT",
+	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "DISPATCHERS", "POLL_INTERVAL", "QUEUES",
+		"LEASE_TTL", "GRACE", "SWEEP_INTERVAL", "SHUTDOWN_TIMEOUT", "ADMIN_ADDR", "LOG_LEVEL", "LOG_FORMAT",
 		"MAX_INPUT_BYTES", "BATON_PREFIX"} {
 		assert.Contains(t, msg, key)
 	}
 	assert.Contains(t, msg, "critical", "each bad queue is named")
 	assert.Contains(t, msg, "b{ad")
 	assert.Contains(t, msg, "API_TOKEN")
-	assert.Len(t, strings.Split(msg, "\n"), 14, "one line per problem:\n%s", msg)
+	assert.Len(t, strings.Split(msg, "\n"), 15, "one line per problem:\n%s", msg)
 }
 
 // A value that does not parse is reported once, with its variable and
@@ -112,6 +113,26 @@ func TestLeaseVsHeartbeat(t *testing.T) {
 	_, err := loadConfig(map[string]string{"LEASE_TTL": "3s", "HEARTBEAT_INTERVAL": "2s"}, false)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "LEASE_TTL 3s must be at least 3 × HEARTBEAT_INTERVAL 2s")
+}
+
+func TestPollInterval(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]time.Duration{"": 0, "0": 0, "1ms": time.Millisecond, "25ms": 25 * time.Millisecond, "10s": 10 * time.Second} {
+		env := map[string]string{}
+		if value != "" {
+			env["POLL_INTERVAL"] = value
+		}
+		cfg, err := loadConfig(env, false)
+		if assert.NoError(t, err, "POLL_INTERVAL=%q", value) {
+			assert.Equal(t, want, cfg.PollInterval, "POLL_INTERVAL=%q", value)
+		}
+	}
+	for _, value := range []string{"500us", "11s", "-10ms", "10"} {
+		_, err := loadConfig(map[string]string{"POLL_INTERVAL": value}, false)
+		if assert.Error(t, err, "POLL_INTERVAL=%q", value) {
+			assert.Contains(t, err.Error(), "POLL_INTERVAL", "the variable is named")
+		}
+	}
 }
 
 func TestAdminAddr(t *testing.T) {
@@ -231,7 +252,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 29)
+	require.Len(t, keys, 30)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

@@ -223,7 +223,10 @@ func TestBinaryEmbedded(t *testing.T) {
 	t.Parallel()
 	const token = "embedded-test-token-0123"
 	p := start(t, map[string]string{"ADMIN_ADDR": "127.0.0.1:0", "API_TOKEN": token,
-		"REDIS_URL": "redis://127.0.0.1:1/0"}, "--embedded")
+		"REDIS_URL": "redis://127.0.0.1:1/0", "DISPATCHERS": "2", "POLL_INTERVAL": "25ms"}, "--embedded")
+	started := p.waitLog(t, "worker_started")
+	assert.EqualValues(t, 2, started["dispatchers"], "DISPATCHERS reaches the worker")
+	assert.EqualValues(t, 25*time.Millisecond, started["poll_interval"], "POLL_INTERVAL reaches the worker")
 	rec := p.waitLog(t, "admin_listening")
 	base := "http://" + rec["addr"].(string)
 	assert.Equal(t, base+"/monitor/", rec["monitor"], "the UI's URL is logged")

@@ -64,6 +64,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ID:                cfg.RunnerID,
 		Concurrency:       cfg.Concurrency,
 		Dispatchers:       cfg.Dispatchers,
+		PollInterval:      cfg.PollInterval,
 		Queues:            queues,
 		LeaseTTL:          cfg.LeaseTTL,
 		HeartbeatInterval: cfg.heartbeat(),

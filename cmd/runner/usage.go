@@ -21,6 +21,7 @@ const envHelp = `Environment (default in brackets):
   RUNNER_ID           [host-pid-random] worker id in leases, events and logs ([A-Za-z0-9._-])
   CONCURRENCY         [10] nodes run at once
   DISPATCHERS         [3] Asynq dequeue loops (servers) in this process, CONCURRENCY divided among them
+  POLL_INTERVAL       [10ms] how long an idle dequeue loop waits before polling Redis again (1ms to 10s)
   QUEUES              [default=1] queues and weights, e.g. critical=6,default=3,low=1
   LEASE_TTL           [30s] how long a claim or renewal is trusted
   HEARTBEAT_INTERVAL  [LEASE_TTL/3] lease renewal period; LEASE_TTL >= 3 x HEARTBEAT_INTERVAL
