@@ -120,7 +120,8 @@ func (k Keys) Leases(shard int) string { return k.index(shard, "leases") }
 func (k Keys) Ready(shard int) string { return k.index(shard, "ready") }
 
 // Finished indexes runs that ended ("thread:run:" -> ms), until the
-// sweeper has applied their retention.
+// sweeper has applied their retention; then, for a run of a thread, the
+// bare run id until its locator (another slot) has its time to live.
 func (k Keys) Finished(shard int) string { return k.index(shard, "finished") }
 
 // Queued indexes threads that have runs waiting (thread -> ms when last

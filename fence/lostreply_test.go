@@ -47,30 +47,54 @@ func (d *replyDropper) loseNext(script string, n int) {
 func (d *replyDropper) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (d *replyDropper) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, cmd := range cmds {
+			if d.lose(cmd) {
+				err = errReplyLost
+			}
+		}
+		return err
+	}
 }
 
 func (d *replyDropper) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		args := cmd.Args()
-		if len(args) < 2 || !strings.EqualFold(cmd.Name(), "evalsha") {
-			return err
+		if d.lose(cmd) {
+			return errReplyLost
 		}
-		sha, _ := args[1].(string)
-		name := d.names[sha]
-		d.mu.Lock()
-		lose := d.drop[name] > 0
-		if lose {
-			d.drop[name]--
-		}
-		d.mu.Unlock()
-		if !lose {
-			return err
-		}
-		cmd.SetErr(errReplyLost)
-		return errReplyLost
+		return err
 	}
+}
+
+// lose replaces cmd's reply with errReplyLost if cmd ran a script whose
+// next reply is to be lost: an EVALSHA, or the EVAL that follows an
+// EVALSHA answered NOSCRIPT (which ran nothing).
+func (d *replyDropper) lose(cmd redis.Cmder) bool {
+	args := cmd.Args()
+	if len(args) < 2 || cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
+		return false
+	}
+	var sha string
+	switch strings.ToLower(cmd.Name()) {
+	case "evalsha":
+		sha, _ = args[1].(string)
+	case "eval":
+		src, _ := args[1].(string)
+		sha = redis.NewScript(src).Hash()
+	default:
+		return false
+	}
+	name := d.names[sha]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.drop[name] == 0 {
+		return false
+	}
+	d.drop[name]--
+	cmd.SetErr(errReplyLost)
+	return true
 }
 
 // lossCase is one operation whose reply may be lost. setup brings a fresh

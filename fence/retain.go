@@ -17,9 +17,14 @@ import (
 // would otherwise keep Redis's 4 KiB preallocation. The scripts that end a
 // run add it to its shard's index, so this costs three round trips per
 // batch (per Redis node), never one on a node's path: the index, the
-// runs' node lists, and one retain.lua per run. A run stays readable for
+// runs' node lists, and one retain.lua per run; two more when runs of
+// threads were retained, for their locators. A run stays readable for
 // ttl; a late write from a stale owner then finds no node and changes
 // nothing. It returns how many runs it retained.
+//
+// Safe to call again after any error: a run whose script ran but whose
+// reply was lost is out of the finished index, and its locator, if in
+// another slot, is there as the bare run id for the next call to expire.
 func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
 	pipe := s.rdb.Pipeline()
 	due := make([]*redis.StringSliceCmd, Shards)
@@ -29,6 +34,7 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 	if _, err := pipe.Exec(ctx); err != nil {
 		return 0, fmt.Errorf("retain: %w", err)
 	}
+	var pending []locatorDue // bare run ids: retained runs' locators, left by a call that did not finish
 	type finished struct {
 		NodeRef
 		shard  int
@@ -41,6 +47,9 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		for _, m := range c.Val() {
 			thread, run, _, ok := ParseRef(m)
 			if !ok {
+				if ValidateID("run", m) == nil {
+					pending = append(pending, locatorDue{shard, m})
+				}
 				continue
 			}
 			runs = append(runs, finished{NodeRef{Thread: thread, Run: run}, shard, m})
@@ -48,17 +57,10 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		}
 	}
 	if len(runs) == 0 {
-		return 0, nil
+		return 0, s.expireLocators(ctx, pending, ttl)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("retain: %w", err)
-	}
-	ttlMs := int64(-1) // keep forever
-	if ttl >= 0 {
-		ttlMs = ms(ttl)
-		if ttl > 0 {
-			ttlMs = max(1, ttlMs)
-		}
 	}
 	cmds := s.runEach(ctx, "retain", len(runs), func(i int) ([]string, []any) {
 		r := runs[i]
@@ -68,16 +70,19 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		for _, id := range ids {
 			keys = append(keys, s.keys.Node(r.Thread, r.Run, id))
 		}
-		if r.Thread == r.Run {
+		elsewhere := ""
+		switch {
+		case r.Thread == r.Run:
 			keys = append(keys, s.keys.Locator(r.Run)) // in this slot
+		case ttl >= 0:
+			elsewhere = r.Run
 		}
-		return keys, []any{ttlMs, r.member}
+		return keys, []any{retentionMs(ttl), r.member, elsewhere}
 	})
 	// The locator of a thread's run lives in the run id's slot: it gets its
 	// time to live once the script has retained the run (code 1), never
 	// for a run a retry re-opened meanwhile (code 0).
-	pipe = s.rdb.Pipeline()
-	retained, locators := 0, 0
+	retained := 0
 	for i, c := range cmds {
 		code, err := c.Int64()
 		if err != nil {
@@ -88,16 +93,54 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		}
 		retained++
 		if r := runs[i]; r.Thread != r.Run && ttl >= 0 {
-			pipe.PExpire(ctx, s.keys.Locator(r.Run), time.Duration(ttlMs)*time.Millisecond)
-			locators++
+			pending = append(pending, locatorDue{r.shard, r.Run})
 		}
 	}
-	if locators > 0 {
+	return retained, s.expireLocators(ctx, pending, ttl)
+}
+
+// locatorDue is a bare run id in a shard's finished index.
+type locatorDue struct {
+	shard int
+	run   string
+}
+
+// expireLocators gives each locator its time to live, then takes its run
+// id off the finished index: in that order, so that an error between the
+// two leaves the id for the next call.
+func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.Duration) error {
+	if len(due) == 0 {
+		return nil
+	}
+	if ttl >= 0 {
+		pipe := s.rdb.Pipeline()
+		for _, d := range due {
+			pipe.PExpire(ctx, s.keys.Locator(d.run), time.Duration(retentionMs(ttl))*time.Millisecond)
+		}
 		if _, err := pipe.Exec(ctx); err != nil {
-			return 0, fmt.Errorf("retain: %w", err)
+			return fmt.Errorf("retain: locators: %w", err)
 		}
+	} // else runs are kept forever now: their locators too
+	pipe := s.rdb.Pipeline()
+	for _, d := range due {
+		pipe.ZRem(ctx, s.keys.Finished(d.shard), d.run)
 	}
-	return retained, nil
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("retain: locators: %w", err)
+	}
+	return nil
+}
+
+// retentionMs is ttl as retain.lua's ARGV[1]: milliseconds, at least 1
+// for a positive ttl; 0 deletes now; -1 keeps forever.
+func retentionMs(ttl time.Duration) int64 {
+	switch {
+	case ttl < 0:
+		return -1
+	case ttl == 0:
+		return 0
+	}
+	return max(1, ms(ttl))
 }
 
 func anySlice(ss []string) []any {

@@ -66,6 +66,66 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 	})
 }
 
+// A retention whose reply was lost after retain.lua ran (the runner saw an
+// error, or died before its next step) leaves no key without a time to
+// live: the next call gives the locator of a thread's run, which lives in
+// another slot, its time to live. A run retried in between keeps its
+// locator for good.
+func TestRetentionAfterALostReply(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		dropper := newReplyDropper(t)
+		lossy := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr, MaxRetries: -1})
+		lossy.AddHook(dropper)
+		t.Cleanup(func() { _ = lossy.Close() })
+		lossyStore := fence.New(lossy, nil)
+		rdb := tb.be.Client
+		keys := tb.store.Keys()
+		ttl := func(key string) time.Duration {
+			t.Helper()
+			d, err := rdb.TTL(tb.ctx, key).Result()
+			require.NoError(t, err)
+			return d
+		}
+		retainLosingReply := func(run string) {
+			t.Helper()
+			threaded := spec(run, node("a"))
+			threaded.Thread = "t-" + run
+			tb.submit(t, threaded)
+			_, err := tb.store.Cancel(tb.ctx, run, "test", "t")
+			require.NoError(t, err)
+			dropper.loseNext("retain", 1)
+			_, err = lossyStore.RetainFinished(tb.ctx, time.Hour, 100)
+			require.ErrorIs(t, err, errReplyLost)
+			require.Greater(t, ttl(keys.Run("t-"+run, run)), 59*time.Minute, "the script ran")
+			require.Equal(t, time.Duration(-1), ttl(keys.Locator(run)), "the step after the script did not")
+		}
+
+		retainLosingReply("lost-retain")
+		n, err := lossyStore.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Zero(t, n, "the run was retained already")
+		require.Greater(t, ttl(keys.Locator("lost-retain")), 59*time.Minute, "the locator expires with its run")
+		require.LessOrEqual(t, ttl(keys.Locator("lost-retain")), time.Hour)
+		require.Equal(t, "CANCELLED", tb.getRun(t, "lost-retain").Status, "still readable by id until then")
+
+		retainLosingReply("retried")
+		_, err = tb.store.Retry(tb.ctx, "retried", "retry-1", "test")
+		require.NoError(t, err)
+		_, err = lossyStore.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(-1), ttl(keys.Locator("retried")), "a running run stays findable")
+		require.Equal(t, time.Duration(-1), ttl(keys.Run("t-retried", "retried")))
+		require.Equal(t, "RUNNING", tb.getRun(t, "retried").Status)
+
+		for shard := range fence.Shards {
+			left, err := rdb.Exists(tb.ctx, keys.Finished(shard)).Result()
+			require.NoError(t, err)
+			require.Zero(t, left, "nothing left to do")
+		}
+	})
+}
+
 // TestOldLayout: the global indexes of the layout before shards are
 // reported, so that a runner can warn about runs it will not see.
 func TestOldLayout(t *testing.T) {

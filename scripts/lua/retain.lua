@@ -16,13 +16,22 @@ is stored at its size, and DUMP and RESTORE in one script lose no event.
 Where DUMP or RESTORE is refused (a Redis-compatible server without them),
 the stream just gets its time to live.
 
-KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended)
+A run of a thread has its locator in another slot, out of this script's
+reach: the script puts the bare run id in the finished index in the run's
+place, and the caller gives the locator its time to live, then takes the
+id off. An id that a lost reply or a crash left behind is read with the
+rest of the index by the next pass, so no locator outlives its run.
+
+KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended;
+          a bare "run": its locator still wants its time to live)
 KEYS[2]   run hash
 KEYS[3]   run event stream
 KEYS[4..] the run's node hashes, and its locator when it is in this slot
 
 ARGV[1] time to live, ms; 0: delete now; -1: keep forever
 ARGV[2] the run's member of the finished index ("thread:run:")
+ARGV[3] the run id when its locator is in another slot and needs the time
+        to live; empty otherwise
 
 Returns
   1  retained
@@ -30,9 +39,10 @@ Returns
 ]]
 local rcall = redis.call
 local finKey, runKey, evKey = KEYS[1], KEYS[2], KEYS[3]
-local ttl, member = tonumber(ARGV[1]), ARGV[2]
+local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 
-if not rcall('ZSCORE', finKey, member) then return 0 end
+local ended = rcall('ZSCORE', finKey, member)
+if not ended then return 0 end
 if ttl == 0 then
   rcall('DEL', runKey, evKey)
   for i = 4, #KEYS do rcall('DEL', KEYS[i]) end
@@ -49,5 +59,6 @@ else
   end
   if not compacted and ttl > 0 then rcall('PEXPIRE', evKey, ttl) end
 end
+if elsewhere ~= '' then rcall('ZADD', finKey, ended, elsewhere) end
 rcall('ZREM', finKey, member)
 return 1

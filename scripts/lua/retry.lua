@@ -23,7 +23,8 @@ left alone (code 3).
 KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
-KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended)
+KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended;
+          a bare "run" when its locator awaits its time to live)
 KEYS[5]   the thread's active-run key (any key of the thread when the run
           is its own thread)
 KEYS[6..] every node hash of the run, in the order of ARGV[7..]
@@ -126,7 +127,7 @@ rcall('HINCRBY', runKey, 'retries', 1)
 rcall('HDEL', runKey, 'finished_at')
 rcall('PERSIST', runKey)
 rcall('PERSIST', evKey)
-rcall('ZREM', finKey, refPrefix)
+rcall('ZREM', finKey, refPrefix, runID) -- runID: a retained run's locator not yet expired
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_retried',
   'node', '', 'epoch', 0, 'worker', who, 'at', now, 'prev_status', status, 'nodes', rerun)
 return out
