@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/batonrun/baton/runner"
 )
 
 // options are the bench's flags and environment.
@@ -111,7 +113,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	fs.IntVar(&o.n, "n", 20000, "nodes (tasks) per measurement")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers at once, for both systems")
-	fs.DurationVar(&o.poll, "poll", 50*time.Millisecond, "idle queue poll interval (TaskCheckInterval), for both systems")
+	fs.DurationVar(&o.poll, "poll", runner.DefaultPollInterval, "idle queue poll interval (TaskCheckInterval), for both systems; default: the worker's")
 	fs.StringVar(&o.mode, "mode", "single", "baton shape: single, wide, chain or all; cancel: the cancel latency alone")
 	fs.IntVar(&o.cancels, "cancels", 50, "running nodes cancelled per kind to measure cancel latency (0: skip)")
 	fs.IntVar(&o.k, "k", 10, "nodes per run in wide and chain modes (1 to 1000)")
