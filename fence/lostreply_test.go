@@ -37,6 +37,17 @@ func newReplyDropper(t *testing.T) *replyDropper {
 	return d
 }
 
+// lossyStore is a store on its own connection to tb's Redis whose script
+// replies dropper loses on demand; go-redis does not retry them.
+func (tb *testBundle) lossyStore(t *testing.T) (*replyDropper, *fence.Store) {
+	t.Helper()
+	dropper := newReplyDropper(t)
+	lossy := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr, MaxRetries: -1})
+	lossy.AddHook(dropper)
+	t.Cleanup(func() { _ = lossy.Close() })
+	return dropper, fence.New(lossy, nil)
+}
+
 // loseNext makes the next n calls of script lose their replies.
 func (d *replyDropper) loseNext(script string, n int) {
 	d.mu.Lock()
@@ -183,11 +194,7 @@ func TestLostReplyEndsWhereNoLossWould(t *testing.T) {
 			}},
 	}
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		dropper := newReplyDropper(t)
-		lossy := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr, MaxRetries: -1})
-		lossy.AddHook(dropper)
-		t.Cleanup(func() { _ = lossy.Close() })
-		lossyStore := fence.New(lossy, nil)
+		dropper, lossyStore := tb.lossyStore(t)
 
 		for i, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {

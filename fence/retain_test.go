@@ -74,11 +74,7 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 func TestRetentionAfterALostReply(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		dropper := newReplyDropper(t)
-		lossy := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr, MaxRetries: -1})
-		lossy.AddHook(dropper)
-		t.Cleanup(func() { _ = lossy.Close() })
-		lossyStore := fence.New(lossy, nil)
+		dropper, lossyStore := tb.lossyStore(t)
 		rdb := tb.be.Client
 		keys := tb.store.Keys()
 		ttl := func(key string) time.Duration {
