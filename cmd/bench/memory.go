@@ -137,10 +137,10 @@ func (b *bench) memory(ctx context.Context, out io.Writer, rep report) error {
 
 // sweep measures a sweeper pass (Sweep, RetainFinished, QueuedThreads:
 // what runner's sweeper calls each interval; its TrimRuns runs once a
-// minute, so it is left out) with no finished
-// run present, and with -sweep-nodes finished nodes present (copies of a
-// finished run of k nodes, made with DUMP and RESTORE, listed in the run
-// index as submitted runs are).
+// minute, so it is left out) with no finished run present, and with
+// -sweep-nodes finished nodes present (copies of a finished run of k
+// nodes, made with DUMP and RESTORE, listed in the run index as submitted
+// runs are).
 func (b *bench) sweep(ctx context.Context, out io.Writer, rep report) error {
 	type cost struct{ wall, cpu, calls float64 }
 	const passes = 1000
