@@ -107,26 +107,41 @@ type locatorDue struct {
 
 // expireLocators gives each locator its time to live, then takes its run
 // id off the finished index: in that order, so that an error between the
-// two leaves the id for the next call.
+// two leaves the id for the next call. An id whose locator could not be
+// reached (its master down) stays; the others go.
 func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.Duration) error {
 	if len(due) == 0 {
 		return nil
 	}
-	if ttl >= 0 {
+	done := due
+	var failed error
+	if ttl >= 0 { // else runs are kept forever now: their locators too
 		pipe := s.rdb.Pipeline()
-		for _, d := range due {
-			pipe.PExpire(ctx, s.keys.Locator(d.run), time.Duration(retentionMs(ttl))*time.Millisecond)
+		cmds := make([]*redis.BoolCmd, len(due))
+		for i, d := range due {
+			cmds[i] = pipe.PExpire(ctx, s.keys.Locator(d.run), time.Duration(retentionMs(ttl))*time.Millisecond)
+		}
+		_, _ = pipe.Exec(ctx)
+		done = nil
+		for i, c := range cmds {
+			if err := c.Err(); err != nil {
+				failed = err
+				continue
+			}
+			done = append(done, due[i])
+		}
+	}
+	if len(done) > 0 {
+		pipe := s.rdb.Pipeline()
+		for _, d := range done {
+			pipe.ZRem(ctx, s.keys.Finished(d.shard), d.run)
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("retain: locators: %w", err)
 		}
-	} // else runs are kept forever now: their locators too
-	pipe := s.rdb.Pipeline()
-	for _, d := range due {
-		pipe.ZRem(ctx, s.keys.Finished(d.shard), d.run)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("retain: locators: %w", err)
+	if failed != nil {
+		return fmt.Errorf("retain: locators: %w", failed)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
 package fence_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -119,6 +121,79 @@ func TestRetentionAfterALostReply(t *testing.T) {
 			require.NoError(t, err)
 			require.Zero(t, left, "nothing left to do")
 		}
+	})
+}
+
+// unreachable is a go-redis hook that keeps every pipelined command on
+// key from reaching Redis and fails it, as when the key's master is down.
+type unreachable struct{ key string }
+
+var errUnreachable = errors.New("test: master unreachable")
+
+func (u unreachable) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (u unreachable) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (u unreachable) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var sent []redis.Cmder
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && args[1] == u.key {
+				c.SetErr(errUnreachable)
+				continue
+			}
+			sent = append(sent, c)
+		}
+		if len(sent) == len(cmds) {
+			return next(ctx, cmds)
+		}
+		if len(sent) > 0 {
+			_ = next(ctx, sent)
+		}
+		return errUnreachable // as a cluster pipeline answers when one master fails
+	}
+}
+
+// A locator that cannot be reached when its run is retained keeps its run
+// id in the finished index, and gets its time to live from a later call;
+// the others are done at once.
+func TestRetentionWithALocatorUnreachable(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		keys := tb.store.Keys()
+		for _, run := range []string{"loc-down", "loc-up"} {
+			threaded := spec(run, node("a"))
+			threaded.Thread = "t-" + run
+			tb.submit(t, threaded)
+			_, err := tb.store.Cancel(tb.ctx, run, "test", "t")
+			require.NoError(t, err)
+		}
+		cut := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
+		cut.AddHook(unreachable{keys.Locator("loc-down")})
+		t.Cleanup(func() { _ = cut.Close() })
+		n, err := fence.New(cut, nil).RetainFinished(tb.ctx, time.Hour, 100)
+		require.ErrorIs(t, err, errUnreachable)
+		require.Equal(t, 2, n, "both runs retained")
+
+		rdb := tb.be.Client
+		ttl := func(key string) time.Duration {
+			t.Helper()
+			d, err := rdb.TTL(tb.ctx, key).Result()
+			require.NoError(t, err)
+			return d
+		}
+		require.Greater(t, ttl(keys.Locator("loc-up")), 59*time.Minute)
+		require.Equal(t, time.Duration(-1), ttl(keys.Locator("loc-down")))
+		var left []string
+		for shard := range fence.Shards {
+			ids, err := rdb.ZRange(tb.ctx, keys.Finished(shard), 0, -1).Result()
+			require.NoError(t, err)
+			left = append(left, ids...)
+		}
+		require.Equal(t, []string{"loc-down"}, left, "only the unreachable locator is left for later")
+
+		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Greater(t, ttl(keys.Locator("loc-down")), 59*time.Minute, "done once reachable")
 	})
 }
 
