@@ -126,7 +126,9 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		if r := str(7); r != "" {
 			n.Result = json.RawMessage(r)
 		}
-		_ = json.Unmarshal([]byte(str(9)), &n.Deps)
+		if d := str(9); d != "" && d != "[]" { // a retained run keeps no empty list
+			_ = json.Unmarshal([]byte(d), &n.Deps)
+		}
 		if n.State == "RUNNING" {
 			n.LeaseUntil = msTimePtr(str(12))
 		}

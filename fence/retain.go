@@ -77,7 +77,7 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		case ttl >= 0:
 			elsewhere = r.Run
 		}
-		return keys, []any{retentionMs(ttl), r.member, elsewhere}
+		return keys, []any{retentionMs(ttl), r.member, elsewhere, len(ids)}
 	})
 	// The locator of a thread's run lives in the run id's slot: it gets its
 	// time to live once the script has retained the run (code 1), never

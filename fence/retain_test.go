@@ -256,3 +256,78 @@ func TestRetentionCompactsTheEventStream(t *testing.T) {
 		require.Equal(t, int64(len(before)+1), again)
 	})
 }
+
+// A SUCCEEDED run is retained slimmer: its hashes lose the fields of a live
+// node and those at their default, and read exactly as before. A replayed
+// commit and a resubmission are still recognised. A FAILED run, which can
+// be retried, keeps every field, and its retry runs.
+func TestRetentionSlimsSucceededRuns(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		rdb, keys := tb.be.Client, tb.store.Keys()
+		tb.submit(t, spec("slim", node("a"), node("b", "a")))
+		a := tb.claim(t, "slim", "a", "w", longTTL)
+		tb.commit(t, a, `"ra"`)
+		b := tb.claim(t, "slim", "b", "w", longTTL)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, b, `"rb"`).RunStatus)
+
+		tb.submit(t, spec("broke", node("a"), node("b", "a")))
+		fa := tb.claim(t, "broke", "a", "w", longTTL)
+		tb.commit(t, fa, `"ra"`)
+		fb := tb.claim(t, "broke", "b", "w", longTTL)
+		end, err := tb.store.Fail(tb.ctx, fb.Lease, fence.Failure{Err: "boom", Final: true}, fb.Descendants)
+		require.NoError(t, err)
+		require.Equal(t, "FAILED", end.RunStatus)
+
+		fields := func(key string) map[string]string {
+			h, err := rdb.HGetAll(tb.ctx, key).Result()
+			require.NoError(t, err)
+			return h
+		}
+		before := tb.getRun(t, "slim")
+		brokeNodes := map[string]map[string]string{}
+		for _, id := range []string{"a", "b"} {
+			brokeNodes[id] = fields(keys.Node("broke", "broke", id))
+		}
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+
+		require.Equal(t, before, tb.getRun(t, "slim"), "a retained run reads as before")
+		na, nb := fields(keys.Node("slim", "slim", "a")), fields(keys.Node("slim", "slim", "b"))
+		for _, f := range []string{"id", "run", "thread", "remaining", "lease_until", "end_op",
+			"releases", "timeout_ms", "retry", "prev_owner"} {
+			require.NotContains(t, na, f)
+			require.NotContains(t, nb, f)
+		}
+		require.NotContains(t, na, "deps", "no dependencies: the default")
+		require.Equal(t, `["a"]`, nb["deps"], "dependencies are kept")
+		require.Equal(t, `["b"]`, na["dependents"])
+		for _, f := range []string{"state", "epoch", "claim", "attempt", "max_attempts", "owner",
+			"result", "input", "inc", "ready_at", "started_at", "finished_at"} {
+			require.Contains(t, nb, f)
+		}
+		run := fields(keys.Run("slim", "slim"))
+		for _, f := range []string{"id", "thread", "behind", "multitask", "failed", "cancel"} {
+			require.NotContains(t, run, f)
+		}
+
+		again, err := tb.store.Commit(tb.ctx, b.Lease, []byte(`"other"`), b.Dependents)
+		require.NoError(t, err, "a commit replayed after retention")
+		require.True(t, again.Replay)
+		require.Equal(t, "SUCCEEDED", again.RunStatus)
+		res, err := tb.store.Submit(tb.ctx, spec("slim", node("a"), node("b", "a")))
+		require.NoError(t, err)
+		require.False(t, res.Created, "the same run submitted again is the stored one")
+		require.Equal(t, "SUCCEEDED", res.Status)
+		require.Equal(t, before, tb.getRun(t, "slim"))
+
+		for _, id := range []string{"a", "b"} {
+			require.Equal(t, brokeNodes[id], fields(keys.Node("broke", "broke", id)), "a run that can be retried keeps every field")
+		}
+		_, err = tb.store.Retry(tb.ctx, "broke", "r1", "test")
+		require.NoError(t, err)
+		rb := tb.claim(t, "broke", "b", "w", longTTL)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, rb, `"rb"`).RunStatus)
+	})
+}

@@ -102,7 +102,7 @@ var bindings = map[string]struct {
 	"checkpoint_delete": {5, 9, true, true, 4},
 	"promote":           {7, 6, true, true, 0},
 	"retry":             {5, 6, true, true, 0},
-	"retain":            {3, 3, true, false, 0},
+	"retain":            {3, 4, true, false, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {

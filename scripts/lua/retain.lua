@@ -22,16 +22,26 @@ place, and the caller gives the locator its time to live, then takes the
 id off. An id that a lost reply or a crash left behind is read with the
 rest of the index by the next pass, so no locator outlives its run.
 
+A SUCCEEDED run never changes again while its keys live: retry.lua
+refuses it, and submit.lua answers its id with the stored run. Its hashes
+keep only what a reader shows or a replayed write compares (state, epoch,
+claim): the fields of a live node (lease, remaining dependencies) and
+those at their default (no dependencies, no releases, no timeout) go,
+about 300 B of a no-op node's 800. Readers take an absent field as its
+default. Runs that can be retried keep every field.
+
 KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended;
           a bare "run": its locator still wants its time to live)
 KEYS[2]   run hash
 KEYS[3]   run event stream
-KEYS[4..] the run's node hashes, and its locator when it is in this slot
+KEYS[4..] the run's node hashes (ARGV[4] of them), then its locator when
+          it is in this slot
 
 ARGV[1] time to live, ms; 0: delete now; -1: keep forever
 ARGV[2] the run's member of the finished index ("thread:run:")
 ARGV[3] the run id when its locator is in another slot and needs the time
         to live; empty otherwise
+ARGV[4] how many node hashes follow KEYS[3]
 
 Returns
   1  retained
@@ -40,6 +50,14 @@ Returns
 local rcall = redis.call
 local finKey, runKey, evKey = KEYS[1], KEYS[2], KEYS[3]
 local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
+local nodes = tonumber(ARGV[4]) or 0
+
+-- What a SUCCEEDED run's hashes no longer need: always (live fields, and
+-- ids the key names), and each name of nodeNames holding its default.
+local runAlways = {'id', 'thread', 'failed', 'cancel'} -- a SUCCEEDED run has neither
+local nodeAlways = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op'}
+local nodeNames = {'deps', 'dependents', 'descendants', 'timeout_ms', 'releases', 'retry', 'prev_owner'}
+local nodeDefaults = {'[]', '[]', '[]', '0', '0', '', ''}
 
 local ended = rcall('ZSCORE', finKey, member)
 if not ended then return 0 end
@@ -47,6 +65,21 @@ if ttl == 0 then
   rcall('DEL', runKey, evKey)
   for i = 4, #KEYS do rcall('DEL', KEYS[i]) end
 else
+  local r = rcall('HMGET', runKey, 'status', 'behind', 'multitask')
+  if r[1] == 'SUCCEEDED' then
+    local drop = {unpack(runAlways)}
+    if r[2] == '' then drop[#drop + 1] = 'behind' end
+    if r[3] == '' then drop[#drop + 1] = 'multitask' end
+    rcall('HDEL', runKey, unpack(drop))
+    for i = 4, 3 + nodes do
+      local v = rcall('HMGET', KEYS[i], unpack(nodeNames))
+      drop = {unpack(nodeAlways)}
+      for j, name in ipairs(nodeNames) do
+        if v[j] == nodeDefaults[j] then drop[#drop + 1] = name end
+      end
+      rcall('HDEL', KEYS[i], unpack(drop))
+    end
+  end
   if ttl > 0 then
     rcall('PEXPIRE', runKey, ttl)
     for i = 4, #KEYS do rcall('PEXPIRE', KEYS[i], ttl) end
