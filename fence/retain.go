@@ -105,15 +105,21 @@ type locatorDue struct {
 	run   string
 }
 
+// locatorRetryAfter is how far back in its finished index a run id goes
+// when its locator could not be reached.
+const locatorRetryAfter = time.Minute
+
 // expireLocators gives each locator its time to live, then takes its run
 // id off the finished index: in that order, so that an error between the
 // two leaves the id for the next call. An id whose locator could not be
-// reached (its master down) stays; the others go.
+// reached (its master down) stays, moved locatorRetryAfter into the
+// future: the index is read from its oldest end, so ids that keep failing
+// must not hold back the runs that ended after them.
 func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.Duration) error {
 	if len(due) == 0 {
 		return nil
 	}
-	done := due
+	done, later := due, []locatorDue(nil)
 	var failed error
 	if ttl >= 0 { // else runs are kept forever now: their locators too
 		pipe := s.rdb.Pipeline()
@@ -126,15 +132,20 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 		for i, c := range cmds {
 			if err := c.Err(); err != nil {
 				failed = err
+				later = append(later, due[i])
 				continue
 			}
 			done = append(done, due[i])
 		}
 	}
-	if len(done) > 0 {
+	if len(done)+len(later) > 0 {
 		pipe := s.rdb.Pipeline()
 		for _, d := range done {
 			pipe.ZRem(ctx, s.keys.Finished(d.shard), d.run)
+		}
+		retryAt := float64(time.Now().Add(locatorRetryAfter).UnixMilli())
+		for _, d := range later { // XX: not back in if a retry took it out meanwhile
+			pipe.ZAddXX(ctx, s.keys.Finished(d.shard), redis.Z{Score: retryAt, Member: d.run})
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("retain: locators: %w", err)

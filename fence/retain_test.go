@@ -154,7 +154,7 @@ func (u unreachable) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 
 // A locator that cannot be reached when its run is retained keeps its run
 // id in the finished index, and gets its time to live from a later call;
-// the others are done at once.
+// the others are done at once, and so are runs that ended after it.
 func TestRetentionWithALocatorUnreachable(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
@@ -189,6 +189,19 @@ func TestRetentionWithALocatorUnreachable(t *testing.T) {
 			left = append(left, ids...)
 		}
 		require.Equal(t, []string{"loc-down"}, left, "only the unreachable locator is left for later")
+
+		// The id waits at the far end of its index: a run of the same
+		// shard that ended after it is retained first, even one id at a
+		// time and with the locator still out of reach.
+		behind := spec("loc-behind", node("a"))
+		behind.Thread = "t-loc-down"
+		tb.submit(t, behind)
+		_, err = tb.store.Cancel(tb.ctx, "loc-behind", "test", "t")
+		require.NoError(t, err)
+		n, err = fence.New(cut, nil).RetainFinished(tb.ctx, time.Hour, 1)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "the run behind the unreachable locator is retained")
+		require.Greater(t, ttl(keys.Locator("loc-behind")), 59*time.Minute)
 
 		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
