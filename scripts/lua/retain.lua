@@ -52,9 +52,10 @@ local finKey, runKey, evKey = KEYS[1], KEYS[2], KEYS[3]
 local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local nodes = tonumber(ARGV[4]) or 0
 
--- What a SUCCEEDED run's hashes no longer need: always (live fields, and
--- ids the key names), and each name of nodeNames holding its default.
-local runAlways = {'id', 'thread', 'failed', 'cancel'} -- a SUCCEEDED run has neither
+-- What a SUCCEEDED run's hashes no longer need: the *Always fields (a
+-- live node's, and the ids the key names carry), and each of nodeNames
+-- that holds its default (nodeDefaults, in the same order).
+local runAlways = {'id', 'thread', 'failed', 'cancel'} -- both 0 in a SUCCEEDED run
 local nodeAlways = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op'}
 local nodeNames = {'deps', 'dependents', 'descendants', 'timeout_ms', 'releases', 'retry', 'prev_owner'}
 local nodeDefaults = {'[]', '[]', '[]', '0', '0', '', ''}
