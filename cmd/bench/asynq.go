@@ -39,6 +39,9 @@ func (s *asynqScenario) mode() string {
 
 func (s *asynqScenario) progress() *progress { return &s.p }
 
+// settled is always true: Asynq (retention 0) deletes a task as it ends.
+func (s *asynqScenario) settled(context.Context) (bool, error) { return true, nil }
+
 func (s *asynqScenario) start(_ context.Context) error {
 	s.p.reset()
 	s.cli = asynq.NewClientFromRedisClient(s.t.rdb)

@@ -26,6 +26,10 @@ type scenario interface {
 	// fill enqueues tasks (submits runs) named by tag: at least n nodes.
 	// It returns how many nodes will run.
 	fill(ctx context.Context, tag string, n int) (int, error)
+	// settled reports whether the work the system does after a node's
+	// end is done too (baton: every finished run retained; Asynq deletes a
+	// finished task in the same script that marks it done).
+	settled(ctx context.Context) (bool, error)
 	// verify checks that the work tagged tag ran, each node exactly once.
 	verify(ctx context.Context, tag string, nodes int) error
 	stop()
@@ -55,7 +59,7 @@ type result struct {
 	system, mode string
 	nodes        int
 	submit       time.Duration // enqueueing (submitting) every node, queue paused
-	drain        time.Duration // first delivery to the last task's end
+	drain        time.Duration // first delivery to the last task's end, and every run retained
 	submitRT     counts        // client-side, submit phase
 	drainRT      counts        // client-side, drain phase
 	server       serverStats   // Redis's own, drain phase
@@ -90,7 +94,7 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 		if err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
-		if _, err := b.drained(ctx, p, n); err != nil {
+		if _, err := b.drained(ctx, p, n, sc.settled); err != nil {
 			return res, fmt.Errorf("warm-up: %w", err)
 		}
 		if err := sc.verify(ctx, tag, n); err != nil {
@@ -130,7 +134,7 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 			return res, fmt.Errorf("unpause queue %s: %w", q, err)
 		}
 	}
-	end, err := b.drained(ctx, p, res.nodes)
+	end, err := b.drained(ctx, p, res.nodes, sc.settled)
 	stopProfile()
 	if err != nil {
 		return res, fmt.Errorf("drain: %w", err)
@@ -150,9 +154,10 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 	return res, nil
 }
 
-// drained waits until nodes handlers have finished and the queue holds
-// nothing, and returns when that was seen.
-func (b *bench) drained(ctx context.Context, p *progress, nodes int) (time.Time, error) {
+// drained waits until nodes handlers have finished, the queue holds
+// nothing and settled (when not nil) says so, and returns when that was
+// seen.
+func (b *bench) drained(ctx context.Context, p *progress, nodes int, settled func(context.Context) (bool, error)) (time.Time, error) {
 	ctx, cancel := context.WithTimeout(ctx, b.o.timeout)
 	defer cancel()
 	tick := time.NewTicker(time.Millisecond) // polls a local counter; Redis only at the end
@@ -164,7 +169,15 @@ func (b *bench) drained(ctx context.Context, p *progress, nodes int) (time.Time,
 				return time.Time{}, err
 			}
 			if empty {
-				return time.Now(), nil
+				done := true
+				if settled != nil {
+					if done, err = settled(ctx); err != nil {
+						return time.Time{}, err
+					}
+				}
+				if done {
+					return time.Now(), nil
+				}
 			}
 		}
 		select {

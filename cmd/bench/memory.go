@@ -66,7 +66,7 @@ func (b *bench) finish(ctx context.Context, tag string, n, size int) (runs int, 
 	if err != nil {
 		return 0, err
 	}
-	if _, err := b.drained(ctx, p, runs*size); err != nil {
+	if _, err := b.drained(ctx, p, runs*size, nil); err != nil {
 		return 0, err
 	}
 	keys := cli.Store().Keys()
