@@ -59,10 +59,16 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	}
 	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
-		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ","}
+		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", int64(0)}
 	for _, d := range dependents {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
+	}
+	// A one-node run without a thread is retained by the commit that ends
+	// it (commit.lua); its locator is then in this slot.
+	if s.runRetentionMS > 0 && l.Thread == l.Run && len(dependents) == 0 {
+		args[11] = s.runRetentionMS
+		keys = append(keys, s.keys.Locator(l.Run))
 	}
 	v, err := s.runReplicated(ctx, "commit", keys, args...)
 	if err != nil {
@@ -72,9 +78,15 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}
+	if len(r) < 2 {
+		return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
+	}
 	out = Committed{RunStatus: asString(r[0]), Replay: code == 2}
 	rest := r[1:]
 	if asInt(rest[0]) == 1 {
+		if len(rest) < 14 {
+			return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
+		}
 		n := rest[1:14]
 		rest = rest[14:]
 		next, err := claimed(NodeRef{Thread: l.Thread, Run: l.Run, Node: asString(n[0])}, l.Owner, claimID,

@@ -344,3 +344,76 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 		require.Equal(t, "SUCCEEDED", tb.commit(t, rb, `"rb"`).RunStatus)
 	})
 }
+
+// A store given a RunRetention retains a one-node run without a thread in
+// the commit that ends it, as RetainFinished would: every key gets its time
+// to live, the stream is stored at its size with every event, the hashes
+// are slimmed and read as before, and the run never enters the finished
+// index. A replayed commit is still recognised. Runs of several nodes and
+// runs of a thread are left to RetainFinished.
+func TestCommitRetainsAOneNodeRun(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		tb.store = fence.New(tb.be.Client, &fence.Options{RunRetention: time.Hour})
+		rdb, keys := tb.be.Client, tb.store.Keys()
+		tb.submit(t, spec("one", node("a")))
+		tb.submit(t, spec("two", node("a"), node("b")))
+		threaded := spec("threaded", node("a"))
+		threaded.Thread = "t-commit-retain"
+		tb.submit(t, threaded)
+
+		c := tb.claim(t, "one", "a", "w", longTTL)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, c, `"r"`).RunStatus)
+		for _, k := range []string{keys.Run("one", "one"), keys.Events("one", "one"), keys.Node("one", "one", "a"),
+			keys.Locator("one")} {
+			ttl, err := rdb.TTL(tb.ctx, k).Result()
+			require.NoError(t, err)
+			require.Greater(t, ttl, 59*time.Minute, k)
+			require.LessOrEqual(t, ttl, time.Hour, k)
+		}
+		events, err := rdb.XRange(tb.ctx, keys.Events("one", "one"), "-", "+").Result()
+		require.NoError(t, err)
+		var types []string
+		for _, e := range events {
+			types = append(types, e.Values["type"].(string))
+		}
+		require.Equal(t, []string{"submitted", "claimed", "committed", "run_finished"}, types)
+		if tb.be.Real != nil {
+			size, err := rdb.MemoryUsage(tb.ctx, keys.Events("one", "one")).Result()
+			require.NoError(t, err)
+			require.Less(t, size, int64(1500), "stored at its size, not in a 4 KiB preallocation")
+		}
+		node, err := rdb.HGetAll(tb.ctx, keys.Node("one", "one", "a")).Result()
+		require.NoError(t, err)
+		for _, f := range []string{"lease_until", "remaining", "deps", "timeout_ms"} {
+			require.NotContains(t, node, f, "slimmed")
+		}
+		run := tb.getRun(t, "one")
+		require.Equal(t, "SUCCEEDED", run.Status)
+		require.Equal(t, `"r"`, string(run.Nodes[0].Result))
+
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Zero(t, n, "the commit retained it: nothing is left for the sweep")
+		again, err := tb.store.Commit(tb.ctx, c.Lease, []byte(`"other"`), c.Dependents)
+		require.NoError(t, err, "a commit replayed after its run was retained")
+		require.True(t, again.Replay)
+		require.Equal(t, "SUCCEEDED", again.RunStatus)
+		require.Equal(t, run, tb.getRun(t, "one"))
+
+		for _, id := range []string{"a", "b"} {
+			tb.commit(t, tb.claim(t, "two", id, "w", longTTL), `1`)
+		}
+		tc, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "t-commit-retain", Run: "threaded", Node: "a"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		tb.commit(t, tc, `1`)
+		for _, k := range []string{keys.Run("two", "two"), keys.Run("t-commit-retain", "threaded")} {
+			ttl, err := rdb.TTL(tb.ctx, k).Result()
+			require.NoError(t, err)
+			require.Equal(t, time.Duration(-1), ttl, "%s: left to the retention sweep", k)
+		}
+		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 2, n)
+	})
+}

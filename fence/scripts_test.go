@@ -90,7 +90,7 @@ var bindings = map[string]struct {
 	"submit":    {9, 12, true, false, 0},
 	"claim":     {5, 8, false, false, 0},
 	"heartbeat": {4, 8, false, false, 0},
-	"commit":    {6, 11, true, true, 0},
+	"commit":    {6, 12, true, true, 0},
 	"fail":      {6, 10, true, true, 0},
 	"release":   {6, 7, false, false, 0},
 	"cancel":    {4, 5, true, true, 0},

@@ -47,6 +47,11 @@ type Options struct {
 	ClaimReplicas int
 	// ReplicaTimeout bounds each wait for ClaimReplicas. Zero value: 1s.
 	ReplicaTimeout time.Duration
+	// RunRetention, when above zero, is the time to live a commit gives
+	// the keys of a one-node run without a thread as it ends it, retaining
+	// the run in that same step (RetainFinished does the rest). Zero value:
+	// every run is left to RetainFinished.
+	RunRetention time.Duration
 }
 
 // Store binds the ownership scripts to one Redis (or Redis Cluster) client.
@@ -65,6 +70,8 @@ type Store struct {
 	ckptHistory int
 	ckptBytes   int
 	retentionMS int64 // 0: checkpoints never expire
+
+	runRetentionMS int64 // 0: commits leave runs to RetainFinished
 }
 
 // scriptNames are the operations, one file each under scripts/lua.
@@ -84,6 +91,9 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 		observer: opt.Observer, ckptHistory: cmp.Or(opt.CheckpointHistory, DefaultCheckpointHistory),
 		ckptBytes: cmp.Or(opt.MaxCheckpointBytes, DefaultCheckpointBytes),
 		replicas:  opt.ClaimReplicas, replicaTimeout: cmp.Or(opt.ReplicaTimeout, time.Second)}
+	if opt.RunRetention > 0 {
+		s.runRetentionMS = max(opt.RunRetention.Milliseconds(), 1)
+	}
 	if r := cmp.Or(opt.ThreadRetention, DefaultThreadRetention); r > 0 {
 		s.retentionMS = max(r.Milliseconds(), 1)
 	}

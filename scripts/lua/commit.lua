@@ -10,6 +10,14 @@ kind the caller serves is claimed for the caller in this same step (epoch+1,
 lease, claimed event) instead of being enqueued, so a chain of nodes runs
 without a queue round trip per step. The lease index covers it as any claim.
 
+A one-node run without a thread is retained by the commit that ends it
+(lib/retain_run.lua, as retain.lua would: slimmed, given ARGV[12] as its
+time to live, its stream stored at its size) when ARGV[12] is above 0, and
+never enters the finished index: the retention sweep's index, script
+call and node-list read per run are the largest cost of such a run after
+its claim and commit. Runs of several nodes or of a thread, or ended
+another way, go through the finished index.
+
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation still RUNNING under
 the continuation claim id, its lease renewed from now (as claim.lua renews
@@ -21,7 +29,8 @@ KEYS[3]   run event stream
 KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[7..] node hashes of the direct dependents, in the order of ARGV[12..]
+KEYS[7..] node hashes of the direct dependents, in the order of ARGV[13..];
+          then the run's locator when ARGV[12] is above 0
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -34,7 +43,9 @@ ARGV[8]   claim id for a continuation, or "" for none
 ARGV[9]   lease ttl of a continuation, ms
 ARGV[10]  queues the caller serves, ",q1,q2,"
 ARGV[11]  kinds the caller runs, ",k1,k2,"
-ARGV[12..] ids of the direct dependents
+ARGV[12]  time to live, ms, of the run's keys should this commit end a
+          one-node run; 0: leave the run to the retention sweep
+ARGV[13..] ids of the direct dependents
 
 Returns
   {1, run_status, 0, ready_id, ready_queue, ...}
@@ -57,12 +68,15 @@ local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEY
 local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
 local contClaim, contTTL, queues, kinds = ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11]
+local retainTTL = tonumber(ARGV[12])
+local lastDep = 6 + #ARGV - 12 -- KEYS[7..lastDep] are the dependents
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --@include fence_check
+--@include retain_run
 local stale = staleCode(f[2], f[3], 'commit')
 if stale then return stale end
 
@@ -76,15 +90,15 @@ end
 if f[1] == 'SUCCEEDED' then
   local out = {2, rcall('HGET', runKey, 'status')}
   local cont, ready = {0}, {}
-  for i = 7, #KEYS do
+  for i = 7, lastDep do
     local d = rcall('HMGET', KEYS[i], unpack(contFields))
     if cont[1] == 0 and contClaim ~= '' and d[1] == 'RUNNING' and d[13] == contClaim then
       local renewed = now + contTTL
       rcall('HSET', KEYS[i], 'lease_until', renewed, 'heartbeat_at', now)
-      rcall('ZADD', leaseKey, renewed, refPrefix .. ARGV[i + 5])
-      cont = contReply(ARGV[i + 5], d, tonumber(d[4]), tonumber(d[5]), renewed)
+      rcall('ZADD', leaseKey, renewed, refPrefix .. ARGV[i + 6])
+      cont = contReply(ARGV[i + 6], d, tonumber(d[4]), tonumber(d[5]), renewed)
     elseif d[1] == 'READY' then
-      ready[#ready + 1] = ARGV[i + 5]
+      ready[#ready + 1] = ARGV[i + 6]
       ready[#ready + 1] = d[2]
     end
   end
@@ -104,8 +118,8 @@ local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal')
 local cont = {0}
 local ready = {}
 if r[1] ~= '1' then
-  for i = 7, #KEYS do
-    local depID = ARGV[i + 5]
+  for i = 7, lastDep do
+    local depID = ARGV[i + 6]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
     if remaining == 0 then
       local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 12))
@@ -137,9 +151,13 @@ if terminal >= tonumber(r[2]) then
   status = 'SUCCEEDED'
   if r[1] == '1' then status = 'CANCELLED' elseif tonumber(r[3]) > 0 then status = 'FAILED' end
   rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now, 'updated_at', now)
-  rcall('ZADD', finKey, now, refPrefix)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
+  if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' and #KEYS > lastDep then
+    retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL)
+  else
+    rcall('ZADD', finKey, now, refPrefix)
+  end
 else
   rcall('HSET', runKey, 'terminal', terminal, 'updated_at', now)
 end
