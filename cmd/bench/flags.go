@@ -66,7 +66,8 @@ const usageText = `usage: bench [flags]
 Drains N no-op tasks through bare Asynq and N no-op nodes through a baton
 worker on the same Redis, and prints throughput, baton/asynq and Redis round
 trips per task. Tasks are enqueued (runs submitted) while the queue is
-paused; the drain clock runs from the first delivery to the last task's end.
+paused; the drain clock runs from the first delivery to the last task's end
+and, for baton, every finished run retained.
 
 Modes (baton): single = N runs of one node; wide = N/k runs of k independent
 nodes; chain = N/k runs of k nodes in a chain (each commit enqueues the next).

@@ -7,7 +7,9 @@
 //
 // Every task is enqueued (or every run submitted) while the queue is paused,
 // then the queue is unpaused and the clock runs from the first delivery to
-// the last task's end: the drain figure is processing throughput alone.
+// the last task's end and, for baton, every finished run retained (Asynq
+// deletes a finished task as it marks it done): the drain figure is
+// processing throughput alone.
 // Submission is measured on its own. Each measurement starts with a
 // warm-up on the same server.
 //

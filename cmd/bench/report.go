@@ -70,6 +70,7 @@ func printTable(w io.Writer, rows []*row) {
 	fmt.Fprintln(w, `
 submit/s   nodes enqueued (runs submitted) per second while the queue was paused
 drain/s    nodes (tasks) per second from the first delivery to the last task's end
+           (baton: and every finished run retained)
 ×asynq     baton's drain/s over asynq's (flat for single and wide, chain for chain)
 RT/node    client round trips per node (a pipeline is one), counted by a go-redis hook;
            the drain includes both servers' background work (heartbeats, sweeps, forwarder)
