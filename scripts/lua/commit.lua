@@ -13,10 +13,12 @@ without a queue round trip per step. The lease index covers it as any claim.
 A one-node run without a thread is retained by the commit that ends it
 (lib/retain_run.lua, as retain.lua would: slimmed, given ARGV[12] as its
 time to live, its stream stored at its size) when ARGV[12] is above 0, and
-never enters the finished index: the retention sweep's index, script
-call and node-list read per run are the largest cost of such a run after
-its claim and commit. Runs of several nodes or of a thread, or ended
-another way, go through the finished index.
+never enters the finished index: it costs no index writes and reads, no
+node-list read and no retain.lua call of its own, and is retained at any
+rate (the sweep retains at most about 5,100 runs a second). The slimmed
+node keeps state, epoch and claim, so a replay is still recognised. Runs
+of several nodes or of a thread, or ended another way, go through the
+finished index.
 
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation still RUNNING under
