@@ -78,7 +78,6 @@ if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --@include fence_check
---@include retain_run
 local stale = staleCode(f[2], f[3], 'commit')
 if stale then return stale end
 
@@ -156,6 +155,8 @@ if terminal >= tonumber(r[2]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' and #KEYS > lastDep then
+    -- Included here, not at the top: only this branch builds its tables.
+--@include retain_run
     retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL)
   else
     rcall('ZADD', finKey, now, refPrefix)
