@@ -51,8 +51,9 @@ func (b *bench) scripts(ctx context.Context, out io.Writer, rep report) error {
 	_ = tw.Flush()
 	fmt.Fprintln(out, `
 operation  each called alone, one call at a time: submit (a one-node run, its pipeline
-           and script), claim, heartbeat, commit, retain (the finished runs' retention, one
-           call for all, per run), sweep (a pass over empty indexes), and
+           and script), claim, heartbeat, commit, commit, retaining (the worker's commit,
+           which retains the one-node run it ends), retain (the other finished runs'
+           retention, one call for all, per run), sweep (a pass over empty indexes), and
            Asynq's enqueue for comparison. Redis CPU is used_cpu_user+sys per call,
            parsing and networking included; "in script" is commandstats' evalsha time.`)
 	rep["scripts"] = js
@@ -71,33 +72,54 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 		id := fmt.Sprintf("s%d-%05d", round, i)
 		return fence.NodeRef{Thread: id, Run: id, Node: "n"}
 	}
-	leases := make([]*fence.Claimed, calls)
+	// retaining is the worker's store: its commit retains the one-node
+	// run it ends (fence.Options.RunRetention).
+	retaining := fence.New(b.t.rdb, &fence.Options{RunRetention: runner.DefaultRetention})
+	refB := func(i int) fence.NodeRef {
+		id := fmt.Sprintf("r%d-%05d", round, i)
+		return fence.NodeRef{Thread: id, Run: id, Node: "n"}
+	}
+	leases, leasesB := make([]*fence.Claimed, calls), make([]*fence.Claimed, calls)
 	aq := asynq.NewClientFromRedisClient(b.t.rdb)
 	defer aq.Close()
 	ops := []struct {
 		name string
+		prep func(i int) error // before the measurement, for each call
 		call func(i int) error
 	}{
-		{"submit", func(i int) error {
+		{"submit", nil, func(i int) error {
 			r := ref(i)
 			_, err := st.Submit(ctx, fence.SubmitArgs{Run: r.Run, Nodes: []fence.NodeSpec{
 				{ID: "n", Kind: "noop", Queue: queue, Input: "{}", MaxAttempts: 3}}})
 			return err
 		}},
-		{"claim", func(i int) error {
+		{"claim", nil, func(i int) error {
 			c, err := st.ClaimKinds(ctx, ref(i), "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
 			leases[i] = c
 			return err
 		}},
-		{"heartbeat", func(i int) error {
+		{"heartbeat", nil, func(i int) error {
 			_, err := st.Heartbeat(ctx, leases[i].Lease, 30*time.Second, 0)
 			return err
 		}},
-		{"commit", func(i int) error {
+		{"commit", nil, func(i int) error {
 			_, err := st.Commit(ctx, leases[i].Lease, []byte("{}"), leases[i].Dependents)
 			return err
 		}},
-		{"retain", func(i int) error { // every run finished above, in one call: the figures are per run
+		{"commit, retaining", func(i int) error {
+			r := refB(i)
+			if _, err := st.Submit(ctx, fence.SubmitArgs{Run: r.Run, Nodes: []fence.NodeSpec{
+				{ID: "n", Kind: "noop", Queue: queue, Input: "{}", MaxAttempts: 3}}}); err != nil {
+				return err
+			}
+			c, err := st.ClaimKinds(ctx, r, "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
+			leasesB[i] = c
+			return err
+		}, func(i int) error {
+			_, err := retaining.Commit(ctx, leasesB[i].Lease, []byte("{}"), leasesB[i].Dependents)
+			return err
+		}},
+		{"retain", nil, func(i int) error { // every run finished above, in one call: the figures are per run
 			if i > 0 {
 				return nil
 			}
@@ -107,17 +129,25 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 			}
 			return err
 		}},
-		{"sweep", func(int) error {
+		{"sweep", nil, func(int) error {
 			_, err := st.Sweep(ctx, fence.SweepOptions{Grace: time.Second, Threshold: 15 * time.Second, Limit: 200, Retry: 5 * time.Second})
 			return err
 		}},
-		{"asynq enqueue", func(i int) error {
+		{"asynq enqueue", nil, func(i int) error {
 			_, err := aq.EnqueueContext(ctx, asynq.NewTask(noopType, []byte(`{"chain":"x","step":0}`)), asynq.Queue("bench-alone"))
 			return err
 		}},
 	}
 	var res []scriptCost
 	for _, op := range ops {
+		for i := range calls {
+			if op.prep == nil {
+				break
+			}
+			if err := op.prep(i); err != nil {
+				return nil, fmt.Errorf("%s %d: %w", op.name, i, err)
+			}
+		}
 		s0, err := b.t.serverStats(ctx)
 		if err != nil {
 			return nil, err
