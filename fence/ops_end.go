@@ -57,17 +57,20 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	if cont.ClaimID != "" && cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
 		claimID = cont.ClaimID
 	}
+	// A one-node run without a thread is retained by the commit that ends
+	// it (commit.lua); its locator is then in this slot.
+	retainMS := int64(0)
+	if s.runRetentionMS > 0 && l.Thread == l.Run && len(dependents) == 0 {
+		retainMS = s.runRetentionMS
+	}
 	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
-		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", int64(0)}
+		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", retainMS}
 	for _, d := range dependents {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
-	// A one-node run without a thread is retained by the commit that ends
-	// it (commit.lua); its locator is then in this slot.
-	if s.runRetentionMS > 0 && l.Thread == l.Run && len(dependents) == 0 {
-		args[11] = s.runRetentionMS
+	if retainMS > 0 {
 		keys = append(keys, s.keys.Locator(l.Run))
 	}
 	v, err := s.runReplicated(ctx, "commit", keys, args...)

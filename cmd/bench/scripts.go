@@ -68,16 +68,21 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 	if err := st.Load(ctx); err != nil {
 		return nil, err
 	}
-	ref := func(i int) fence.NodeRef {
-		id := fmt.Sprintf("s%d-%05d", round, i)
+	// Runs "s…" go through every operation with st; runs "r…" are
+	// committed by retaining, the worker's store, whose commit retains the
+	// one-node run it ends (fence.Options.RunRetention).
+	retaining := fence.New(b.t.rdb, &fence.Options{RunRetention: runner.DefaultRetention})
+	ref := func(set string, i int) fence.NodeRef {
+		id := fmt.Sprintf("%s%d-%05d", set, round, i)
 		return fence.NodeRef{Thread: id, Run: id, Node: "n"}
 	}
-	// retaining is the worker's store: its commit retains the one-node
-	// run it ends (fence.Options.RunRetention).
-	retaining := fence.New(b.t.rdb, &fence.Options{RunRetention: runner.DefaultRetention})
-	refB := func(i int) fence.NodeRef {
-		id := fmt.Sprintf("r%d-%05d", round, i)
-		return fence.NodeRef{Thread: id, Run: id, Node: "n"}
+	submit := func(r fence.NodeRef) error {
+		_, err := st.Submit(ctx, fence.SubmitArgs{Run: r.Run, Nodes: []fence.NodeSpec{
+			{ID: "n", Kind: "noop", Queue: queue, Input: "{}", MaxAttempts: 3}}})
+		return err
+	}
+	claim := func(r fence.NodeRef) (*fence.Claimed, error) {
+		return st.ClaimKinds(ctx, r, "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
 	}
 	leases, leasesB := make([]*fence.Claimed, calls), make([]*fence.Claimed, calls)
 	aq := asynq.NewClientFromRedisClient(b.t.rdb)
@@ -87,14 +92,9 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 		prep func(i int) error // before the measurement, for each call
 		call func(i int) error
 	}{
-		{"submit", nil, func(i int) error {
-			r := ref(i)
-			_, err := st.Submit(ctx, fence.SubmitArgs{Run: r.Run, Nodes: []fence.NodeSpec{
-				{ID: "n", Kind: "noop", Queue: queue, Input: "{}", MaxAttempts: 3}}})
-			return err
-		}},
+		{"submit", nil, func(i int) error { return submit(ref("s", i)) }},
 		{"claim", nil, func(i int) error {
-			c, err := st.ClaimKinds(ctx, ref(i), "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
+			c, err := claim(ref("s", i))
 			leases[i] = c
 			return err
 		}},
@@ -107,12 +107,10 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 			return err
 		}},
 		{"commit, retaining", func(i int) error {
-			r := refB(i)
-			if _, err := st.Submit(ctx, fence.SubmitArgs{Run: r.Run, Nodes: []fence.NodeSpec{
-				{ID: "n", Kind: "noop", Queue: queue, Input: "{}", MaxAttempts: 3}}}); err != nil {
+			if err := submit(ref("r", i)); err != nil {
 				return err
 			}
-			c, err := st.ClaimKinds(ctx, r, "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
+			c, err := claim(ref("r", i))
 			leasesB[i] = c
 			return err
 		}, func(i int) error {
@@ -140,12 +138,11 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 	}
 	var res []scriptCost
 	for _, op := range ops {
-		for i := range calls {
-			if op.prep == nil {
-				break
-			}
-			if err := op.prep(i); err != nil {
-				return nil, fmt.Errorf("%s %d: %w", op.name, i, err)
+		if op.prep != nil {
+			for i := range calls {
+				if err := op.prep(i); err != nil {
+					return nil, fmt.Errorf("%s %d: %w", op.name, i, err)
+				}
 			}
 		}
 		s0, err := b.t.serverStats(ctx)
