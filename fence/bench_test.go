@@ -142,3 +142,62 @@ func BenchmarkSweepIdle(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRetainFinished is the retention sweep's own speed: callers
+// (one per runner) calling RetainFinished one after another with no wait
+// between calls, until b.N finished runs are retained. runs/s is the rate;
+// redis-µs/run the scripts' Redis CPU per run; scripts/run the script
+// calls per retained run, above 1 where callers retained the same run (the
+// losers' calls change nothing). Runs of several nodes and runs of threads
+// are retained only this way, so this bounds how many of them a fleet may
+// end a second.
+func BenchmarkRetainFinished(b *testing.B) {
+	for _, callers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("callers=%d", callers), func(b *testing.B) {
+			rdb := redistest.Start(b).Client(b)
+			s := fence.New(rdb, nil) // no RunRetention: every run goes to the finished index
+			ctx := context.Background()
+			if err := s.Load(ctx); err != nil {
+				b.Fatal(err)
+			}
+			for _, ref := range benchSubmit(b, s, b.N) {
+				c, err := s.Claim(ctx, ref, "bench", time.Minute, time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Commit(ctx, c.Lease, []byte("{}"), c.Dependents); err != nil {
+					b.Fatal(err)
+				}
+			}
+			usec, calls := redisScriptStats(b, rdb)
+			b.ResetTimer()
+			var retained atomic.Int64
+			var wg sync.WaitGroup
+			errs := make(chan error, callers)
+			for range callers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for retained.Load() < int64(b.N) {
+						n, err := s.RetainFinished(ctx, time.Hour, 16)
+						if err != nil {
+							errs <- err
+							return
+						}
+						retained.Add(int64(n))
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			usec2, calls2 := redisScriptStats(b, rdb)
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "runs/s")
+			b.ReportMetric((usec2-usec)/float64(b.N), "redis-µs/run")
+			b.ReportMetric((calls2-calls)/float64(b.N), "scripts/run")
+		})
+	}
+}

@@ -17,24 +17,34 @@ import (
 // EVAL), from INFO commandstats: what a node's protocol costs the server,
 // whatever the load on the client's side.
 func redisScriptUsec(b *testing.B, rdb redis.UniversalClient) float64 {
+	usec, _ := redisScriptStats(b, rdb)
+	return usec
+}
+
+// redisScriptStats is the CPU time Redis has spent in scripts and how many
+// script calls it ran, from INFO commandstats.
+func redisScriptStats(b *testing.B, rdb redis.UniversalClient) (usec, calls float64) {
 	b.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
-	var total float64
 	for _, line := range strings.Split(info, "\n") {
 		if !strings.HasPrefix(line, "cmdstat_evalsha:") && !strings.HasPrefix(line, "cmdstat_eval:") {
 			continue
 		}
 		for _, f := range strings.Split(strings.TrimSpace(line[strings.Index(line, ":")+1:]), ",") {
-			if v, ok := strings.CutPrefix(f, "usec="); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				total += n
+			name, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseFloat(v, 64)
+			switch name {
+			case "usec":
+				usec += n
+			case "calls":
+				calls += n
 			}
 		}
 	}
-	return total
+	return usec, calls
 }
 
 // BenchmarkClaimCommitRedisCPU is BenchmarkClaimCommit reporting the

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,28 +13,54 @@ import (
 
 // RetainFinished applies a time to live to the keys (run, nodes, events,
 // locator) of up to limit runs per shard that ended, taking them off the
-// finished index; ttl below zero keeps them forever. Each event stream is
-// stored again at its real size as it gets its TTL: a short run's stream
-// would otherwise keep Redis's 4 KiB preallocation. The scripts that end a
-// run add it to its shard's index (all but a one-node run without a
-// thread, which its commit retains when the store has a RunRetention), so
-// this costs three round trips per batch (per Redis node), never one on a
-// node's path: the index, the runs' node lists, and one retain.lua per
-// run; two more when runs of threads were retained, for their locators. A
-// run stays readable for ttl; a late write from a stale owner then finds
-// no node and changes nothing. It returns how many runs it retained.
+// finished index; ttl below zero keeps them forever. It returns how many
+// runs it retained; RetainBatch says besides whether more are waiting.
+func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
+	r, err := s.RetainBatch(ctx, ttl, limit)
+	return r.Runs, err
+}
+
+// Retained is what one RetainBatch call did.
+type Retained struct {
+	Runs   int  // runs this call retained
+	Behind bool // a shard held more ended runs than the call took: call again at once
+}
+
+// retainSpread is how many batches of a shard's finished index a call
+// reads: it retains one of them, picked at random, so that runners
+// retaining at the same time mostly take different runs.
+const retainSpread = 4
+
+// RetainBatch applies a time to live to the keys (run, nodes, events,
+// locator) of up to limit runs per shard that ended, as RetainFinished.
+// Each event stream is stored again at its real size as it gets its TTL: a
+// short run's stream would otherwise keep Redis's 4 KiB preallocation. The
+// scripts that end a run add it to its shard's index (all but a one-node
+// run without a thread, which its commit retains when the store has a
+// RunRetention), so this costs three round trips per batch (per Redis
+// node), never one on a node's path: the index, the runs' node lists, and
+// one retain.lua per run; two more when runs of threads were retained, for
+// their locators. A run stays readable for ttl; a late write from a stale
+// owner then finds no node and changes nothing.
+//
+// Where a shard holds more than limit ended runs, the call takes one of
+// the first retainSpread batches of limit at random, not always the
+// oldest: callers on several runners then rarely run the same run's
+// script (the loser's changes nothing, but costs Redis as much), and
+// Behind tells them to call again at once.
 //
 // Safe to call again after any error: a run whose script ran but whose
 // reply was lost is out of the finished index, and its locator, if in
 // another slot, is there as the bare run id for the next call to expire.
-func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int64) (int, error) {
+func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64) (Retained, error) {
+	var out Retained
 	pipe := s.rdb.Pipeline()
 	due := make([]*redis.StringSliceCmd, Shards)
 	for i := range due {
-		due[i] = pipe.ZRange(ctx, s.keys.Finished(i), 0, limit-1)
+		due[i] = pipe.ZRange(ctx, s.keys.Finished(i), 0, limit*retainSpread-1)
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
-		return 0, fmt.Errorf("retain: %w", err)
+		return out, fmt.Errorf("retain: %w", err)
 	}
 	var pending []locatorDue // bare run ids: retained runs' locators, left by a call that did not finish
 	type finished struct {
@@ -45,7 +72,14 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 	var lists []*redis.StringCmd
 	pipe = s.rdb.Pipeline()
 	for shard, c := range due {
-		for _, m := range c.Val() {
+		members := c.Val()
+		if int64(len(members)) > limit {
+			out.Behind = true
+			batches := (int64(len(members)) + limit - 1) / limit
+			from := rand.Int64N(batches) * limit
+			members = members[from:min(from+limit, int64(len(members)))]
+		}
+		for _, m := range members {
 			thread, run, _, ok := ParseRef(m)
 			if !ok {
 				if ValidateID("run", m) == nil {
@@ -58,10 +92,10 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 		}
 	}
 	if len(runs) == 0 {
-		return 0, s.expireLocators(ctx, pending, ttl)
+		return out, s.expireLocators(ctx, pending, ttl)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return 0, fmt.Errorf("retain: %w", err)
+		return out, fmt.Errorf("retain: %w", err)
 	}
 	cmds := s.runEach(ctx, "retain", len(runs), func(i int) ([]string, []any) {
 		r := runs[i]
@@ -83,21 +117,20 @@ func (s *Store) RetainFinished(ctx context.Context, ttl time.Duration, limit int
 	// The locator of a thread's run lives in the run id's slot: it gets its
 	// time to live once the script has retained the run (code 1), never
 	// for a run a retry re-opened meanwhile (code 0).
-	retained := 0
 	for i, c := range cmds {
 		code, err := c.Int64()
 		if err != nil {
-			return 0, fmt.Errorf("retain: %w", err)
+			return out, fmt.Errorf("retain: %w", err)
 		}
 		if code != 1 {
 			continue
 		}
-		retained++
+		out.Runs++
 		if r := runs[i]; r.Thread != r.Run && ttl >= 0 {
 			pending = append(pending, locatorDue{r.shard, r.Run})
 		}
 	}
-	return retained, s.expireLocators(ctx, pending, ttl)
+	return out, s.expireLocators(ctx, pending, ttl)
 }
 
 // locatorDue is a bare run id in a shard's finished index.

@@ -24,6 +24,7 @@ type sweeper struct {
 	wg       sync.WaitGroup
 
 	retention time.Duration // negative: runs are kept forever
+	busyEvery time.Duration // retention's wait while runs keep ending (retainBusyEvery)
 	trimmed   time.Time     // when the run listing was last trimmed
 
 	// The runner's advertisement (kinds and queues), refreshed every
@@ -216,16 +217,21 @@ const retainBatch = 16
 // retainBusyEvery is how often retention runs while runs keep ending.
 const retainBusyEvery = 50 * time.Millisecond
 
-// retainLoop applies the retention to runs that ended, in batches: every
-// sweep interval while none end, every retainBusyEvery while some do (up
-// to 5,120 runs a second per runner; runners share the work). A runner
-// ending 2,000 runs a second used to retain them in one pipeline per
-// sweep tick, which held Redis and the runner's two cores for 60-110 ms
-// each second and put that into the p99 of every node started meanwhile
-// (make bench -sections latency); spread over the second, the claims and
-// commits go in between.
+// retainLoop applies the retention to runs that ended, in batches: at
+// once when the runner starts, again at once while a call leaves a backlog
+// (a shard held more ended runs than it took), every retainBusyEvery while
+// runs keep ending, and every sweep interval while none do. A runner
+// ending 2,000 runs a second used to retain them in one pipeline per sweep
+// tick, which held Redis and the runner's two cores for 60-110 ms each
+// second and put that into the p99 of every node started meanwhile (make
+// bench -sections latency); spread over the second, the claims and commits
+// go in between. The batches stay small when it catches up on a backlog,
+// so claims and commits still go in between, but it no longer waits
+// between them: at one batch per retainBusyEvery, a fleet ending more than
+// about 5,000 runs of several nodes or of threads a second piled them up
+// with no time to live. Runners share the work (fence.Store.RetainBatch).
 func (s *sweeper) retainLoop(ctx context.Context) {
-	t := time.NewTimer(s.interval)
+	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
@@ -233,13 +239,18 @@ func (s *sweeper) retainLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		n, err := s.store.RetainFinished(ctx, s.retention, retainBatch)
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("retain_failed", "err", err)
-		}
-		if n > 0 {
-			t.Reset(retainBusyEvery)
-		} else {
+		r, err := s.store.RetainBatch(ctx, s.retention, retainBatch)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				s.log.Warn("retain_failed", "err", err)
+			}
+			t.Reset(s.interval)
+		case r.Behind:
+			t.Reset(0)
+		case r.Runs > 0:
+			t.Reset(s.busyEvery)
+		default:
 			t.Reset(s.interval)
 		}
 	}

@@ -200,7 +200,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		logger: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), metrics: cfg.Metrics})
 	w.cw = newCancelWatcher(cancelWatcherParams{redis: cfg.Redis, channel: w.store.Keys().CancelChannel(), hb: w.hb,
 		logger: cfg.Logger.With("component", "cancel_watcher", "worker", cfg.ID)})
-	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval, retention: cfg.Retention,
+	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval, retention: cfg.Retention, busyEvery: retainBusyEvery,
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
 			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
 		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics,
