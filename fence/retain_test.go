@@ -428,3 +428,45 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 		require.Equal(t, 2, n)
 	})
 }
+
+// The scripts store no field at its default (no dependencies, no timeout,
+// no releases, no retry policy, no previous owner): a run stored before
+// that, with every default written out, is still claimed, committed, read
+// and retained as a new one, so a fleet can be upgraded with runs live.
+func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		rdb, keys := tb.be.Client, tb.store.Keys()
+		tb.submit(t, spec("fresh", node("a")))
+		h, err := rdb.HGetAll(tb.ctx, keys.Node("fresh", "fresh", "a")).Result()
+		require.NoError(t, err)
+		for _, f := range []string{"deps", "dependents", "descendants", "timeout_ms", "releases", "retry", "prev_owner"} {
+			require.NotContains(t, h, f, "a default is not stored")
+		}
+
+		tb.submit(t, spec("old", node("a"), node("b", "a")))
+		old := map[string][]any{
+			"a": {"deps", "[]", "descendants", `["b"]`, "dependents", `["b"]`},
+			"b": {"deps", `["a"]`, "descendants", "[]", "dependents", "[]"},
+		}
+		for id, set := range old {
+			set = append(set, "timeout_ms", 0, "releases", 0, "retry", "", "prev_owner", "")
+			require.NoError(t, rdb.HSet(tb.ctx, keys.Node("old", "old", id), set...).Err())
+		}
+		require.NoError(t, rdb.HSet(tb.ctx, keys.Run("old", "old"), "behind", "", "multitask", "").Err())
+
+		a := tb.claim(t, "old", "a", "w", longTTL)
+		require.Equal(t, []string{"b"}, a.Dependents)
+		require.Zero(t, a.Timeout)
+		tb.commit(t, a, `"ra"`)
+		b := tb.claim(t, "old", "b", "w", longTTL)
+		require.Empty(t, b.Dependents)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, b, `"rb"`).RunStatus)
+		before := tb.getRun(t, "old")
+		require.Equal(t, []string{"a"}, before.Nodes[1].Deps)
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.Equal(t, before, tb.getRun(t, "old"), "retained, it reads as before")
+	})
+}

@@ -60,14 +60,17 @@ local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps')
 local state = f[1]
 if not state then return -1 end
+-- Fields at their default are not stored (submit.lua).
+local releases, descendants, timeoutMS, dependents = tonumber(f[5]) or 0, f[10] or '[]', tonumber(f[14]) or 0, f[15] or '[]'
+
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if state == 'RUNNING' and f[9] == claimID then
   local renewed = now + ttl
   rcall('HSET', nodeKey, 'lease_until', renewed, 'heartbeat_at', now)
   rcall('ZADD', leaseKey, renewed, ref)
-  return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], tonumber(f[14]),
-    tonumber(f[6]), f[15], f[10], f[16] or '', f[17] or '', f[18] or '[]'}
+  return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
+    tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]'}
 end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
 if state == 'BLOCKED' then return -5 end
@@ -80,10 +83,10 @@ elseif state == 'RUNNING' then
   local leaseUntil = tonumber(f[3])
   if leaseUntil + grace >= now then return {-2, leaseUntil} end
   if rcall('HGET', runKey, 'cancel') == '1' then
-    return {-7, tonumber(f[8]), f[9], f[7], f[10]}
+    return {-7, tonumber(f[8]), f[9], f[7], descendants}
   end
-  if tonumber(f[4]) - tonumber(f[5]) >= tonumber(f[6]) then
-    return {-6, tonumber(f[8]), f[9], f[7], f[10]}
+  if tonumber(f[4]) - releases >= tonumber(f[6]) then
+    return {-6, tonumber(f[8]), f[9], f[7], descendants}
   end
 end
 -- Routing: a worker that cannot run the kind leaves the node as it is.
@@ -105,7 +108,12 @@ local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl
 rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epoch, 'attempt', attempt,
   'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now,
-  'prev_owner', prevOwner, 'end_op', '')
+  'end_op', '')
+if prevOwner ~= '' then
+  rcall('HSET', nodeKey, 'prev_owner', prevOwner)
+elseif f[16] then
+  rcall('HDEL', nodeKey, 'prev_owner') -- an earlier attempt's takeover
+end
 rcall('ZADD', leaseKey, leaseUntil, ref)
 rcall('ZREM', readyKey, ref)
 
@@ -118,5 +126,5 @@ else
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'attempt', attempt)
 end
 
-return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], tonumber(f[14]),
-  tonumber(f[6]), f[15], f[10], prevOwner, f[17] or '', f[18] or '[]'}
+return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,
+  tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]'}

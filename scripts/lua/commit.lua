@@ -84,8 +84,8 @@ if stale then return stale end
 local contFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
   'max_attempts', 'dependents', 'descendants', 'inc', 'deps', 'claim', 'lease_until'}
 local function contReply(id, d, epoch, attempt, leaseUntil)
-  return {1, id, epoch, attempt, leaseUntil, d[3], d[2], d[6], tonumber(d[7]), tonumber(d[8]),
-    d[9], d[10], d[11] or '', d[12] or '[]'}
+  return {1, id, epoch, attempt, leaseUntil, d[3], d[2], d[6], tonumber(d[7]) or 0, tonumber(d[8]),
+    d[9] or '[]', d[10] or '[]', d[11] or '', d[12] or '[]'} -- defaults are not stored (submit.lua)
 end
 
 if f[1] == 'SUCCEEDED' then
@@ -130,7 +130,7 @@ if r[1] ~= '1' then
           local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
           rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', e, 'attempt', a, 'owner', worker,
             'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now, 'updated_at', now,
-            'prev_owner', '', 'end_op', '')
+            'end_op', '') -- no prev_owner: a BLOCKED node has none (retry.lua drops it)
           rcall('ZADD', leaseKey, lu, refPrefix .. depID)
           rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
             'node', depID, 'epoch', e, 'worker', worker, 'at', now, 'attempt', a)
@@ -157,7 +157,7 @@ if terminal >= tonumber(r[2]) then
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' and #KEYS > lastDep then
     -- Included here, not at the top: only this branch builds its tables.
 --@include retain_run
-    retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL)
+    retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL, status)
   else
     rcall('ZADD', finKey, now, refPrefix)
   end

@@ -82,7 +82,7 @@ end
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
 
 local cancelled = rcall('HGET', runKey, 'cancel') == '1'
-local attemptsLeft = tonumber(f[4]) - tonumber(f[5]) < tonumber(f[6])
+local attemptsLeft = tonumber(f[4]) - (tonumber(f[5]) or 0) < tonumber(f[6]) -- no releases: not stored
 if not cancelled and mode == 'retry' and attemptsLeft then
   local readyAt = now + delay
   rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg, 'updated_at', now,

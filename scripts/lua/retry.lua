@@ -105,9 +105,9 @@ for i = firstNode + 1, #KEYS do
     if remaining == 0 then state = 'READY' end
     local epoch = tonumber(n[5]) + 1
     rcall('HSET', key, 'state', state, 'remaining', remaining, 'epoch', epoch, 'claim', '', 'owner', '',
-      'releases', n[4], 'error', '', 'progress', 0, 'lease_until', 0, 'ready_at', now, 'prev_owner', '',
+      'releases', n[4], 'error', '', 'progress', 0, 'lease_until', 0, 'ready_at', now,
       'end_op', 'retry', 'updated_at', now)
-    rcall('HDEL', key, 'result', 'finished_at')
+    rcall('HDEL', key, 'result', 'finished_at', 'prev_owner')
     if state == 'READY' then
       rcall('ZADD', readyKey, now, refPrefix .. id)
       out[#out + 1] = id

@@ -81,6 +81,16 @@ local function list(v)
   return cjson.encode(v)
 end
 
+-- Fields at their default are not written (readers take an absent field
+-- as its default): the retention of a SUCCEEDED run then drops a fixed
+-- list of fields without reading any (lib/retain_run.lua).
+local function optional(h, name, v, default)
+  if v ~= default then
+    h[#h + 1] = name
+    h[#h + 1] = v
+  end
+end
+
 -- A run id names one run of one thread: the locator says which.
 if ownLocator then
   local owner = rcall('GET', locKey)
@@ -141,20 +151,25 @@ for i, n in ipairs(nodes) do
     ready[#ready + 1] = n.id
     rcall('ZADD', readyKey, start, refPrefix .. n.id)
   end
-  rcall('HSET', KEYS[firstNode + i],
-    'id', n.id, 'run', runID, 'thread', thread, 'state', state,
-    'kind', n.kind, 'queue', n.queue, 'input', n.input,
-    'deps', list(deps), 'dependents', list(n.dependents),
-    'descendants', list(n.descendants), 'remaining', #deps,
-    'max_attempts', n.max_attempts, 'timeout_ms', n.timeout_ms,
-    'attempt', 0, 'releases', 0, 'epoch', 0, 'claim', '', 'owner', '',
-    'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc, 'retry', n.retry or '',
-    'created_at', now, 'updated_at', now)
+  local h = {'id', n.id, 'run', runID, 'thread', thread, 'state', state,
+    'kind', n.kind, 'queue', n.queue, 'input', n.input, 'remaining', #deps,
+    'max_attempts', n.max_attempts, 'attempt', 0, 'epoch', 0, 'claim', '', 'owner', '',
+    'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc,
+    'created_at', now, 'updated_at', now}
+  optional(h, 'deps', list(deps), '[]')
+  optional(h, 'dependents', list(n.dependents), '[]')
+  optional(h, 'descendants', list(n.descendants), '[]')
+  optional(h, 'timeout_ms', tonumber(n.timeout_ms) or 0, 0)
+  optional(h, 'retry', n.retry or '', '')
+  rcall('HSET', KEYS[firstNode + i], unpack(h))
 end
 
-rcall('HSET', runKey, 'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
-  'status', status, 'behind', behind, 'multitask', multitask, 'nodes', cjson.encode(ids), 'total', #nodes,
-  'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now, 'start_at', start)
+local h = {'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
+  'status', status, 'nodes', cjson.encode(ids), 'total', #nodes,
+  'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now, 'start_at', start}
+optional(h, 'behind', behind, '')
+optional(h, 'multitask', multitask, '')
+rcall('HSET', runKey, unpack(h))
 if ownLocator then rcall('SET', locKey, thread) end
 rcall('ZADD', runsKey, 'NX', now, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',

@@ -6,10 +6,11 @@
 -- A SUCCEEDED run never changes again while its keys live: retry.lua
 -- refuses it, and submit.lua answers its id with the stored run. Its hashes
 -- keep only what a reader shows or a replayed write compares (state, epoch,
--- claim): the fields of a live node (lease, remaining dependencies) and
--- those at their default (no dependencies, no releases, no timeout) go,
--- about 300 B of a no-op node's 800. Readers take an absent field as its
--- default. Runs that can be retried keep every field.
+-- claim): the fields of a live node (lease, remaining dependencies) and the
+-- ids the key names carry go, with one HDEL per hash and nothing read
+-- first, since the scripts never store a field at its default (no
+-- dependencies, no releases, no timeout: submit.lua), which readers assume.
+-- Runs that can be retried keep every field.
 --
 -- Redis 7 preallocates 4 KiB for each new stream node and gives it back
 -- only when the node fills up, so the stream of a short run takes about
@@ -18,33 +19,22 @@
 -- lose no event. Where DUMP or RESTORE is refused (a Redis-compatible
 -- server without them), the stream just gets its time to live.
 
--- What a SUCCEEDED run's hashes no longer need: the *Always fields (a
--- live node's, and the ids the key names carry), and each of nodeNames
--- that holds its default (nodeDefaults, in the same order).
-local runAlways = {'id', 'thread', 'failed', 'cancel'} -- both 0 in a SUCCEEDED run
-local nodeAlways = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op'}
-local nodeNames = {'deps', 'dependents', 'descendants', 'timeout_ms', 'releases', 'retry', 'prev_owner'}
-local nodeDefaults = {'[]', '[]', '[]', '0', '0', '', ''}
+-- What a SUCCEEDED run's hashes no longer need. failed and cancel are
+-- both 0 in a SUCCEEDED run; behind and multitask are stored only when
+-- set, and kept. A run stored before defaults were left out keeps those
+-- that hold one: readers take them as they would their absence.
+local runDrop = {'id', 'thread', 'failed', 'cancel'}
+local nodeDrop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op'}
 
 -- retainRun gives runKey, each of nodeKeys (the run's node hashes) and each
 -- of otherKeys (its locator, when in this slot) the time to live ttl ms,
 -- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's hashes
--- and stores evKey, the run's event stream, again at its size.
-local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl)
-  local r = rcall('HMGET', runKey, 'status', 'behind', 'multitask')
-  if r[1] == 'SUCCEEDED' then
-    local drop = {unpack(runAlways)}
-    if r[2] == '' then drop[#drop + 1] = 'behind' end
-    if r[3] == '' then drop[#drop + 1] = 'multitask' end
-    rcall('HDEL', runKey, unpack(drop))
-    for _, key in ipairs(nodeKeys) do
-      local v = rcall('HMGET', key, unpack(nodeNames))
-      drop = {unpack(nodeAlways)}
-      for j, name in ipairs(nodeNames) do
-        if v[j] == nodeDefaults[j] then drop[#drop + 1] = name end
-      end
-      rcall('HDEL', key, unpack(drop))
-    end
+-- and stores evKey, the run's event stream, again at its size. status is
+-- the run's status when the caller knows it; nil reads it.
+local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status)
+  if (status or rcall('HGET', runKey, 'status')) == 'SUCCEEDED' then
+    rcall('HDEL', runKey, unpack(runDrop))
+    for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(nodeDrop)) end
   end
   if ttl > 0 then
     rcall('PEXPIRE', runKey, ttl)
