@@ -359,8 +359,8 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 // A store given a RunRetention retains a one-node run without a thread in
 // the commit that ends it, as RetainFinished would: every key gets its time
 // to live, the stream is stored at its size with every event, the hashes
-// are slimmed and read as before, and the run never enters the finished
-// index. A replayed commit is still recognised. Runs of several nodes and
+// hold no field at its default and read as before, and the run never
+// enters the finished index. A replayed commit is still recognised. Runs of several nodes and
 // runs of a thread are left to RetainFinished.
 func TestCommitRetainsAOneNodeRun(t *testing.T) {
 	t.Parallel()
@@ -396,12 +396,18 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 		}
 		node, err := rdb.HGetAll(tb.ctx, keys.Node("one", "one", "a")).Result()
 		require.NoError(t, err)
-		for _, f := range []string{"lease_until", "remaining", "deps", "timeout_ms"} {
-			require.NotContains(t, node, f, "slimmed")
+		for _, f := range []string{"id", "run", "thread", "remaining", "deps", "timeout_ms", "releases", "end_op",
+			"lease_until"} {
+			require.NotContains(t, node, f, "never stored, or slimmed")
 		}
-		run := tb.getRun(t, "one")
-		require.Equal(t, "SUCCEEDED", run.Status)
-		require.Equal(t, `"r"`, string(run.Nodes[0].Result))
+		run, err := rdb.HGetAll(tb.ctx, keys.Run("one", "one")).Result()
+		require.NoError(t, err)
+		for _, f := range []string{"id", "thread", "failed", "cancel", "behind", "multitask"} {
+			require.NotContains(t, run, f, "never stored")
+		}
+		info := tb.getRun(t, "one")
+		require.Equal(t, "SUCCEEDED", info.Status)
+		require.Equal(t, `"r"`, string(info.Nodes[0].Result))
 
 		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
@@ -410,7 +416,7 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 		require.NoError(t, err, "a commit replayed after its run was retained")
 		require.True(t, again.Replay)
 		require.Equal(t, "SUCCEEDED", again.RunStatus)
-		require.Equal(t, run, tb.getRun(t, "one"))
+		require.Equal(t, info, tb.getRun(t, "one"))
 
 		for _, id := range []string{"a", "b"} {
 			tb.commit(t, tb.claim(t, "two", id, "w", longTTL), `1`)

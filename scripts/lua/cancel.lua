@@ -34,14 +34,15 @@ local runKey, evKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local reason, who, refPrefix, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local channel = ARGV[5]
 
-local r = rcall('HMGET', runKey, 'status', 'cancel', 'total', 'id', 'inc')
+local r = rcall('HMGET', runKey, 'status', 'cancel', 'total', 'inc')
 if not r[1] then return -1 end
+local runID = string.match(refPrefix, '^[^:]*:([^:]*):$') -- ids hold no ":"
 
 -- push tells the owners of running nodes; only they have anything to stop.
 local function push(n)
-  if n == 0 or channel == '' or not r[4] then return end
-  local msg = r[4]
-  if r[5] and r[5] ~= '' then msg = msg .. '~' .. r[5] end
+  if n == 0 or channel == '' or not runID then return end
+  local msg = runID
+  if r[4] and r[4] ~= '' then msg = msg .. '~' .. r[4] end
   rcall('PUBLISH', channel, msg)
 end
 

@@ -57,7 +57,7 @@ local kinds = ARGV[8] or ''
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
-  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps')
+  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps', 'end_op')
 local state = f[1]
 if not state then return -1 end
 -- Fields at their default are not stored (submit.lua).
@@ -107,13 +107,14 @@ local epoch = tonumber(f[8]) + 1
 local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl
 rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epoch, 'attempt', attempt,
-  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now,
-  'end_op', '')
-if prevOwner ~= '' then
-  rcall('HSET', nodeKey, 'prev_owner', prevOwner)
-elseif f[16] then
-  rcall('HDEL', nodeKey, 'prev_owner') -- an earlier attempt's takeover
-end
+  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now)
+if prevOwner ~= '' then rcall('HSET', nodeKey, 'prev_owner', prevOwner) end
+-- What an earlier attempt left (its takeover, how it ended) goes; a
+-- default is not stored.
+local old = {}
+if prevOwner == '' and (f[16] or '') ~= '' then old[#old + 1] = 'prev_owner' end
+if (f[19] or '') ~= '' then old[#old + 1] = 'end_op' end
+if #old > 0 then rcall('HDEL', nodeKey, unpack(old)) end
 rcall('ZADD', leaseKey, leaseUntil, ref)
 rcall('ZREM', readyKey, ref)
 

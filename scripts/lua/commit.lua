@@ -11,14 +11,13 @@ lease, claimed event) instead of being enqueued, so a chain of nodes runs
 without a queue round trip per step. The lease index covers it as any claim.
 
 A one-node run without a thread is retained by the commit that ends it
-(lib/retain_run.lua, as retain.lua would: slimmed, given ARGV[12] as its
-time to live, its stream stored at its size) when ARGV[12] is above 0, and
-never enters the finished index: it costs no index writes and reads, no
-node-list read and no retain.lua call of its own, and is retained at any
-rate (the sweep retains at most about 5,100 runs a second). The slimmed
-node keeps state, epoch and claim, so a replay is still recognised. Runs
-of several nodes or of a thread, or ended another way, go through the
-finished index.
+(lib/retain_run.lua, as retain.lua would: given ARGV[12] as its time to
+live, its stream stored at its size) when ARGV[12] is above 0, and never
+enters the finished index: it costs no index writes and reads, no
+node-list read and no retain.lua call of its own. Its run hash, which
+holds nothing to drop, is left as it is; its node loses its lease. The
+node keeps state, epoch and claim, so a replay is still recognised. Runs of several nodes or of a thread, or ended another way,
+go through the finished index.
 
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation still RUNNING under
@@ -150,14 +149,14 @@ local terminal = tonumber(r[4]) + 1
 local status = 'RUNNING'
 if terminal >= tonumber(r[2]) then
   status = 'SUCCEEDED'
-  if r[1] == '1' then status = 'CANCELLED' elseif tonumber(r[3]) > 0 then status = 'FAILED' end
+  if r[1] == '1' then status = 'CANCELLED' elseif (tonumber(r[3]) or 0) > 0 then status = 'FAILED' end
   rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now, 'updated_at', now)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' and #KEYS > lastDep then
     -- Included here, not at the top: only this branch builds its tables.
 --@include retain_run
-    retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL, status)
+    retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL, status, false)
   else
     rcall('ZADD', finKey, now, refPrefix)
   end

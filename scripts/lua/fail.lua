@@ -129,7 +129,7 @@ local terminal = rcall('HINCRBY', runKey, 'terminal', ended)
 local status = 'RUNNING'
 if terminal >= tonumber(r[1]) then
   status = 'SUCCEEDED'
-  if r[3] == '1' then status = 'CANCELLED' elseif tonumber(r[2]) > 0 then status = 'FAILED' end
+  if r[3] == '1' then status = 'CANCELLED' elseif (tonumber(r[2]) or 0) > 0 then status = 'FAILED' end
   rcall('HSET', runKey, 'status', status, 'finished_at', now)
   rcall('ZADD', finKey, now, refPrefix)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',

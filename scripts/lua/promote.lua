@@ -70,7 +70,7 @@ local due = math.max(now, tonumber(h[3]) or 0)
 local out = {1}
 for i = 8, #KEYS do
   local n = rcall('HMGET', KEYS[i], 'state', 'remaining', 'queue')
-  if n[1] == 'BLOCKED' and tonumber(n[2]) == 0 then
+  if n[1] == 'BLOCKED' and (tonumber(n[2]) or 0) == 0 then -- 0 is not stored
     local id = ARGV[i - 1]
     rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', due, 'updated_at', now)
     rcall('ZADD', readyKey, due, refPrefix .. id)

@@ -52,7 +52,7 @@ else
   for i = 4, #KEYS do
     if i <= 3 + nodes then nodeKeys[#nodeKeys + 1] = KEYS[i] else otherKeys[#otherKeys + 1] = KEYS[i] end
   end
-  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl)
+  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, nil, true)
 end
 if elsewhere ~= '' then rcall('ZADD', finKey, ended, elsewhere) end
 rcall('ZREM', finKey, member)

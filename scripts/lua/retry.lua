@@ -121,10 +121,9 @@ for i = firstNode + 1, #KEYS do
   rcall('PERSIST', key)
 end
 
-rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'failed', 0, 'cancel', 0,
-  'cancel_reason', '', 'retry_id', retryID, 'updated_at', now)
+rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'retry_id', retryID, 'updated_at', now)
 rcall('HINCRBY', runKey, 'retries', 1)
-rcall('HDEL', runKey, 'finished_at')
+rcall('HDEL', runKey, 'finished_at', 'failed', 'cancel', 'cancel_reason') -- 0, 0, "": not stored
 rcall('PERSIST', runKey)
 rcall('PERSIST', evKey)
 rcall('ZREM', finKey, refPrefix, runID) -- runID: a retained run's locator not yet expired

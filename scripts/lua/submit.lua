@@ -82,8 +82,8 @@ local function list(v)
 end
 
 -- Fields at their default are not written (readers take an absent field
--- as its default): the retention of a SUCCEEDED run then drops a fixed
--- list of fields without reading any (lib/retain_run.lua).
+-- as its default), nor the ids the key names carry: the retention of a
+-- SUCCEEDED run then has little or nothing to drop (lib/retain_run.lua).
 local function optional(h, name, v, default)
   if v ~= default then
     h[#h + 1] = name
@@ -151,11 +151,11 @@ for i, n in ipairs(nodes) do
     ready[#ready + 1] = n.id
     rcall('ZADD', readyKey, start, refPrefix .. n.id)
   end
-  local h = {'id', n.id, 'run', runID, 'thread', thread, 'state', state,
-    'kind', n.kind, 'queue', n.queue, 'input', n.input, 'remaining', #deps,
+  local h = {'state', state, 'kind', n.kind, 'queue', n.queue, 'input', n.input,
     'max_attempts', n.max_attempts, 'attempt', 0, 'epoch', 0, 'claim', '', 'owner', '',
     'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc,
     'created_at', now, 'updated_at', now}
+  optional(h, 'remaining', #deps, 0)
   optional(h, 'deps', list(deps), '[]')
   optional(h, 'dependents', list(n.dependents), '[]')
   optional(h, 'descendants', list(n.descendants), '[]')
@@ -164,9 +164,8 @@ for i, n in ipairs(nodes) do
   rcall('HSET', KEYS[firstNode + i], unpack(h))
 end
 
-local h = {'id', runID, 'thread', thread, 'digest', digest, 'inc', inc,
-  'status', status, 'nodes', cjson.encode(ids), 'total', #nodes,
-  'terminal', 0, 'failed', 0, 'cancel', 0, 'created_at', now, 'updated_at', now, 'start_at', start}
+local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode(ids), 'total', #nodes,
+  'terminal', 0, 'created_at', now, 'updated_at', now, 'start_at', start}
 optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
 rcall('HSET', runKey, unpack(h))

@@ -6,11 +6,15 @@
 -- A SUCCEEDED run never changes again while its keys live: retry.lua
 -- refuses it, and submit.lua answers its id with the stored run. Its hashes
 -- keep only what a reader shows or a replayed write compares (state, epoch,
--- claim): the fields of a live node (lease, remaining dependencies) and the
--- ids the key names carry go, with one HDEL per hash and nothing read
--- first, since the scripts never store a field at its default (no
--- dependencies, no releases, no timeout: submit.lua), which readers assume.
--- Runs that can be retried keep every field.
+-- claim). The scripts store no field at its default (no dependencies, no
+-- releases, no timeout) nor the ids the key names carry (submit.lua), and
+-- readers assume them; what a SUCCEEDED run's hashes can still hold that
+-- it no longer needs is a live node's (lease, remaining dependencies, how
+-- an attempt ended) and, in a run stored before that, the ids and the
+-- run's zero counters: one HDEL per hash, with nothing read first, drops
+-- them. The commit that retains a one-node run leaves its run hash alone
+-- (it holds nothing to drop unless stored before). Runs that can be
+-- retried keep every field.
 --
 -- Redis 7 preallocates 4 KiB for each new stream node and gives it back
 -- only when the node fills up, so the stream of a short run takes about
@@ -19,21 +23,21 @@
 -- lose no event. Where DUMP or RESTORE is refused (a Redis-compatible
 -- server without them), the stream just gets its time to live.
 
--- What a SUCCEEDED run's hashes no longer need. failed and cancel are
--- both 0 in a SUCCEEDED run; behind and multitask are stored only when
--- set, and kept. A run stored before defaults were left out keeps those
--- that hold one: readers take them as they would their absence.
+-- What a SUCCEEDED run's hashes no longer need: the ids and the zero
+-- counters (failed, cancel) of a run stored before they were left out, and
+-- a live node's fields.
 local runDrop = {'id', 'thread', 'failed', 'cancel'}
 local nodeDrop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op'}
 
 -- retainRun gives runKey, each of nodeKeys (the run's node hashes) and each
 -- of otherKeys (its locator, when in this slot) the time to live ttl ms,
--- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's hashes
--- and stores evKey, the run's event stream, again at its size. status is
--- the run's status when the caller knows it; nil reads it.
-local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status)
+-- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's node
+-- hashes, and its run hash when slimRun; and it stores evKey, the run's
+-- event stream, again at its size. status is the run's status when the
+-- caller knows it; nil reads it.
+local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, slimRun)
   if (status or rcall('HGET', runKey, 'status')) == 'SUCCEEDED' then
-    rcall('HDEL', runKey, unpack(runDrop))
+    if slimRun then rcall('HDEL', runKey, unpack(runDrop)) end
     for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(nodeDrop)) end
   end
   if ttl > 0 then
