@@ -57,10 +57,10 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	if cont.ClaimID != "" && cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
 		claimID = cont.ClaimID
 	}
-	// A one-node run without a thread is retained by the commit that ends
-	// it (commit.lua); its locator is then in this slot.
+	// A one-node run is retained by the commit that ends it (commit.lua),
+	// with its locator when that is in this slot (a run without a thread).
 	retainMS := int64(0)
-	if s.runRetentionMS > 0 && l.Thread == l.Run && len(dependents) == 0 {
+	if s.runRetentionMS > 0 && len(dependents) == 0 {
 		retainMS = s.runRetentionMS
 	}
 	keys := s.endKeys(l)
@@ -70,7 +70,7 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
-	if retainMS > 0 {
+	if retainMS > 0 && l.Thread == l.Run {
 		keys = append(keys, s.keys.Locator(l.Run))
 	}
 	v, err := s.runReplicated(ctx, "commit", keys, args...)

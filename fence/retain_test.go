@@ -356,8 +356,8 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 	})
 }
 
-// A store given a RunRetention retains a one-node run without a thread in
-// the commit that ends it, as RetainFinished would: every key gets its time
+// A store given a RunRetention retains a one-node run in the commit that
+// ends it, as RetainFinished would: every key gets its time
 // to live, the stream is stored at its size with every event, the hashes
 // hold no field at its default and read as before, and the run never
 // enters the finished index. A replayed commit is still recognised. Runs of several nodes and
@@ -424,14 +424,29 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 		tc, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "t-commit-retain", Run: "threaded", Node: "a"}, "w", longTTL, grace)
 		require.NoError(t, err)
 		tb.commit(t, tc, `1`)
-		for _, k := range []string{keys.Run("two", "two"), keys.Run("t-commit-retain", "threaded")} {
-			ttl, err := rdb.TTL(tb.ctx, k).Result()
+		ttl := func(k string) time.Duration {
+			t.Helper()
+			d, err := rdb.TTL(tb.ctx, k).Result()
 			require.NoError(t, err)
-			require.Equal(t, time.Duration(-1), ttl, "%s: left to the retention sweep", k)
+			return d
 		}
+		require.Equal(t, time.Duration(-1), ttl(keys.Run("two", "two")), "a run of two nodes is left to the sweep")
+		for _, k := range []string{keys.Run("t-commit-retain", "threaded"), keys.Node("t-commit-retain", "threaded", "a"),
+			keys.Events("t-commit-retain", "threaded")} {
+			require.Greater(t, ttl(k), 59*time.Minute, "%s: a one-node run of a thread is retained by its commit", k)
+		}
+		require.Equal(t, time.Duration(-1), ttl(keys.Locator("threaded")), "its locator is in another slot")
 		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
-		require.Equal(t, 2, n)
+		require.Equal(t, 1, n, "the run of two nodes")
+		require.Greater(t, ttl(keys.Locator("threaded")), 59*time.Minute, "the sweep gave the locator its time to live")
+		var left []string
+		for shard := range fence.Shards {
+			ids, err := rdb.ZRange(tb.ctx, keys.Finished(shard), 0, -1).Result()
+			require.NoError(t, err)
+			left = append(left, ids...)
+		}
+		require.Empty(t, left)
 	})
 }
 

@@ -48,9 +48,9 @@ type Options struct {
 	// ReplicaTimeout bounds each wait for ClaimReplicas. Zero value: 1s.
 	ReplicaTimeout time.Duration
 	// RunRetention, when above zero, is the time to live a commit gives
-	// the keys of a one-node run without a thread as it ends it, retaining
-	// the run in that same step (RetainFinished does the rest). Zero value:
-	// every run is left to RetainFinished.
+	// the keys of a one-node run as it ends it, retaining the run in that
+	// same step (RetainFinished does the rest, and the locator of a run of
+	// a thread). Zero value: every run is left to RetainFinished.
 	RunRetention time.Duration
 }
 

@@ -387,13 +387,20 @@ func TestFinishedRunsExpireAfterTheRetention(t *testing.T) {
 		require.NoError(t, err)
 		require.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s: time to live %s, set by the commit", key, ttl)
 	}
+	threaded := b.submit(`{"id":"ret-t","thread":"th-ret","nodes":[{"id":"a","kind":"work"}]}`)
+	require.Equal(t, "SUCCEEDED", b.waitRun(threaded, 10*time.Second).Status)
+	for _, key := range []string{keys.Run("th-ret", "ret-t"), keys.Node("th-ret", "ret-t", "a"), keys.Events("th-ret", "ret-t")} {
+		ttl, err := b.rdb.TTL(context.Background(), key).Result()
+		require.NoError(t, err)
+		require.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s: time to live %s, set by the commit", key, ttl)
+	}
 	wide := b.submit(`{"id":"ret3","nodes":[{"id":"a","kind":"work"},{"id":"b","kind":"work"}]}`)
 	require.Equal(t, "SUCCEEDED", b.waitRun(wide, 10*time.Second).Status)
 	cancelled := b.submit(`{"id":"ret2","nodes":[{"id":"a","kind":"work","queue":"idle"}]}`)
 	_, err := b.client.Cancel(context.Background(), cancelled, "test")
 	require.NoError(t, err)
 
-	for _, key := range []string{keys.Node("ret3", "ret3", "b"), keys.Run("ret2", "ret2")} {
+	for _, key := range []string{keys.Node("ret3", "ret3", "b"), keys.Run("ret2", "ret2"), keys.Locator("ret-t")} {
 		waitFor(t, 10*time.Second, "the retention of "+key, func() bool {
 			ttl, err := b.rdb.TTL(context.Background(), key).Result()
 			return err == nil && ttl > 59*time.Minute && ttl <= time.Hour

@@ -19,7 +19,7 @@ type batonScenario struct {
 	o     options
 	t     *target
 	log   *slog.Logger
-	shape string // single, wide or chain
+	shape string // single, thread, wide or chain
 	// dispatchers is WorkerConfig.Dispatchers; 0: its default.
 	dispatchers int
 	w           *runner.Worker
@@ -31,7 +31,7 @@ func (s *batonScenario) system() string { return "baton" }
 
 func (s *batonScenario) mode() string {
 	m := s.shape
-	if s.shape != "single" {
+	if s.size() > 1 {
 		m = fmt.Sprintf("%s k=%d", s.shape, s.o.k)
 	}
 	if len(s.o.dispatchers) > 1 || s.dispatchers != 0 {
@@ -44,18 +44,18 @@ func (s *batonScenario) progress() *progress { return &s.p }
 
 // settled reports whether every finished run was retained (a one-node run
 // is retained by its commit; others wait on their shard's finished index
-// for the worker's retention sweep). Once the nodes have ended it retains
-// what is left itself, as the sweep would at its next tick: the window
-// then holds retention's work, not the sweep's idle wait. A call that
-// finds nothing to retain means the indexes are empty: the bench's runs
-// have no thread, so no bare run id waits there for its locator.
+// for the worker's retention sweep, as do the locators of runs of a
+// thread). Once the nodes have ended it retains what is left itself, as
+// the sweep would at its next tick: the window then holds retention's
+// work, not the sweep's idle wait. A call that retains no run and leaves
+// nothing behind has emptied the indexes.
 func (s *batonScenario) settled(ctx context.Context) (bool, error) {
-	n, err := s.cli.Store().RetainFinished(ctx, runner.DefaultRetention, 64)
-	return err == nil && n == 0, err
+	r, err := s.cli.Store().RetainBatch(ctx, runner.DefaultRetention, 64)
+	return err == nil && r.Runs == 0 && !r.Behind, err
 }
 
 func (s *batonScenario) size() int {
-	if s.shape == "single" {
+	if s.shape == "single" || s.shape == "thread" {
 		return 1
 	}
 	return s.o.k
@@ -102,9 +102,18 @@ func (s *batonScenario) noop(_ context.Context, _ *runner.Task) (json.RawMessage
 
 func runID(tag string, i int) string { return fmt.Sprintf("%s-%06d", tag, i) }
 
+// thread is run id's thread: one of its own in the thread shape, none
+// otherwise.
+func (s *batonScenario) thread(id string) string {
+	if s.shape == "thread" {
+		return "t-" + id
+	}
+	return ""
+}
+
 // spec is run i of the measurement tagged tag.
 func (s *batonScenario) spec(tag string, i int) *runner.RunSpec {
-	spec := &runner.RunSpec{ID: runID(tag, i), Nodes: make([]runner.NodeSpec, s.size())}
+	spec := &runner.RunSpec{ID: runID(tag, i), Thread: s.thread(runID(tag, i)), Nodes: make([]runner.NodeSpec, s.size())}
 	for j := range spec.Nodes {
 		spec.Nodes[j] = runner.NodeSpec{ID: fmt.Sprintf("n%d", j), Kind: "noop"}
 		if q := s.t.queues[i%len(s.t.queues)]; q != queue {
@@ -140,7 +149,7 @@ func (s *batonScenario) verify(ctx context.Context, tag string, nodes int) error
 		cmds := make([]*redis.StringCmd, 0, batch)
 		for i := lo; i < min(lo+batch, runs); i++ {
 			id := runID(tag, i)
-			cmds = append(cmds, pipe.HGet(ctx, keys.Run(id, id), "status"))
+			cmds = append(cmds, pipe.HGet(ctx, keys.Run(cmp.Or(s.thread(id), id), id), "status"))
 		}
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("verify %s: %w", tag, err)

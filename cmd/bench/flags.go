@@ -59,7 +59,7 @@ var allSections = []string{"throughput", "scripts", "latency", "cancel", "takeov
 func (o options) has(section string) bool { return slices.Contains(o.sections, section) }
 
 // modes are the baton shapes; "all" runs each.
-var modes = []string{"single", "wide", "chain"}
+var modes = []string{"single", "thread", "wide", "chain"}
 
 const usageText = `usage: bench [flags]
 
@@ -69,8 +69,10 @@ trips per task. Tasks are enqueued (runs submitted) while the queue is
 paused; the drain clock runs from the first delivery to the last task's end
 and, for baton, every finished run retained.
 
-Modes (baton): single = N runs of one node; wide = N/k runs of k independent
-nodes; chain = N/k runs of k nodes in a chain (each commit enqueues the next).
+Modes (baton): single = N runs of one node; thread = N runs of one node, each
+of a thread of its own (a LangGraph turn: its locator lives in another slot);
+wide = N/k runs of k independent nodes; chain = N/k runs of k nodes in a chain
+(each commit enqueues the next).
 Asynq's baseline is N independent tasks, or for chain N/k chains of k tasks
 whose handlers enqueue the next one.
 
@@ -115,7 +117,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.n, "n", 20000, "nodes (tasks) per measurement")
 	fs.IntVar(&o.concurrency, "concurrency", 16, "handlers at once, for both systems")
 	fs.DurationVar(&o.poll, "poll", runner.DefaultPollInterval, "idle queue poll interval (TaskCheckInterval), for both systems; default: the worker's")
-	fs.StringVar(&o.mode, "mode", "single", "baton shape: single, wide, chain or all; cancel: the cancel latency alone")
+	fs.StringVar(&o.mode, "mode", "single", "baton shape: single, thread, wide, chain or all; cancel: the cancel latency alone")
 	fs.IntVar(&o.cancels, "cancels", 50, "running nodes cancelled per kind to measure cancel latency (0: skip)")
 	fs.IntVar(&o.k, "k", 10, "nodes per run in wide and chain modes (1 to 1000)")
 	fs.IntVar(&o.runs, "runs", 3, "measurements of each system and mode; the table shows medians")

@@ -10,11 +10,14 @@ kind the caller serves is claimed for the caller in this same step (epoch+1,
 lease, claimed event) instead of being enqueued, so a chain of nodes runs
 without a queue round trip per step. The lease index covers it as any claim.
 
-A one-node run without a thread is retained by the commit that ends it
-(lib/retain_run.lua, as retain.lua would: given ARGV[12] as its time to
-live, its stream stored at its size) when ARGV[12] is above 0, and never
-enters the finished index: it costs no index writes and reads, no
-node-list read and no retain.lua call of its own. Its run hash, which
+A one-node run is retained by the commit that ends it (lib/retain_run.lua,
+as retain.lua would: given ARGV[12] as its time to live, its stream
+stored at its size) when ARGV[12] is above 0: it costs no node-list read
+and no retain.lua call of its own. A run without a thread never enters
+the finished index; its locator, in this slot, gets its time to live
+here. A run of a thread has its locator in another slot: the run's bare
+id goes to the finished index, as retain.lua leaves it, for the sweep to
+give the locator its time to live. Its run hash, which
 holds nothing to drop, is left as it is; its node loses its lease. The
 node keeps state, epoch and claim, so a replay is still recognised. Runs of several nodes or of a thread, or ended another way,
 go through the finished index.
@@ -31,7 +34,8 @@ KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
 KEYS[7..] node hashes of the direct dependents, in the order of ARGV[13..];
-          then the run's locator when ARGV[12] is above 0
+          then the run's locator when ARGV[12] is above 0 and the run has
+          no thread (its locator is then in this slot)
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -153,10 +157,14 @@ if terminal >= tonumber(r[2]) then
   rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now, 'updated_at', now)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
-  if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' and #KEYS > lastDep then
+  if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' then
     -- Included here, not at the top: only this branch builds its tables.
 --@include retain_run
-    retainRun(runKey, evKey, {nodeKey}, {KEYS[lastDep + 1]}, retainTTL, status, false)
+    local locator = {KEYS[lastDep + 1]} -- empty for a run of a thread
+    retainRun(runKey, evKey, {nodeKey}, locator, retainTTL, status, false)
+    if #locator == 0 then
+      rcall('ZADD', finKey, now, string.match(refPrefix, '^[^:]*:([^:]*):$')) -- ids hold no ":"
+    end
   else
     rcall('ZADD', finKey, now, refPrefix)
   end
