@@ -21,6 +21,7 @@ import (
 // owns it" and "already done"), and an error only when that state could not
 // be reached, so Asynq delivers again.
 func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
+	presizeStack()
 	ref, err := decodePayload(t.Payload())
 	if err != nil {
 		w.m.PoisonTasks.Inc()
@@ -371,3 +372,17 @@ func retry(ctx context.Context, op func() error) error {
 func isTransient(err error) bool {
 	return !fence.IsRefused(err) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
 }
+
+// presizeStack grows the goroutine's stack in one step while it is still
+// shallow. Asynq runs each task on a new goroutine, whose stack starts at
+// a few KiB; the claim, the handler and the commit (go-redis, JSON) then
+// grew it by doubling, each time copying every frame below.
+//
+//go:noinline
+func presizeStack() byte {
+	var frame [12 << 10]byte
+	return lastByte(frame[:])
+}
+
+//go:noinline
+func lastByte(b []byte) byte { return b[len(b)-1] }
