@@ -36,9 +36,10 @@ const retainSpread = 4
 // Each event stream is stored again at its real size as it gets its TTL: a
 // short run's stream would otherwise keep Redis's 4 KiB preallocation. The
 // scripts that end a run add it to its shard's index (all but a one-node
-// run without a thread, which its commit retains when the store has a
-// RunRetention), so this costs three round trips per batch (per Redis
-// node), never one on a node's path: the index, the runs' node lists, and
+// run that SUCCEEDED, which its commit retains when the store has a
+// RunRetention, leaving only a thread's run's bare id for its locator),
+// so this costs three round trips per batch (per Redis node), never one
+// on a node's path: the index, the runs' node lists, and
 // one retain.lua per run; two more when runs of threads were retained, for
 // their locators. A run stays readable for ttl; a late write from a stale
 // owner then finds no node and changes nothing.

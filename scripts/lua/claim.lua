@@ -61,7 +61,8 @@ local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
 local state = f[1]
 if not state then return -1 end
 -- Fields at their default are not stored (submit.lua).
-local releases, descendants, timeoutMS, dependents = tonumber(f[5]) or 0, f[10] or '[]', tonumber(f[14]) or 0, f[15] or '[]'
+local releases, timeoutMS = tonumber(f[5]) or 0, tonumber(f[14]) or 0
+local descendants, dependents = f[10] or '[]', f[15] or '[]'
 
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

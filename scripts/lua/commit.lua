@@ -10,17 +10,17 @@ kind the caller serves is claimed for the caller in this same step (epoch+1,
 lease, claimed event) instead of being enqueued, so a chain of nodes runs
 without a queue round trip per step. The lease index covers it as any claim.
 
-A one-node run is retained by the commit that ends it (lib/retain_run.lua,
-as retain.lua would: given ARGV[12] as its time to live, its stream
-stored at its size) when ARGV[12] is above 0: it costs no node-list read
-and no retain.lua call of its own. A run without a thread never enters
-the finished index; its locator, in this slot, gets its time to live
-here. A run of a thread has its locator in another slot: the run's bare
-id goes to the finished index, as retain.lua leaves it, for the sweep to
-give the locator its time to live. Its run hash, which
-holds nothing to drop, is left as it is; its node loses its lease. The
-node keeps state, epoch and claim, so a replay is still recognised. Runs of several nodes or of a thread, or ended another way,
-go through the finished index.
+A one-node run that SUCCEEDED is retained by the commit that ends it
+(lib/retain_run.lua, as retain.lua would: given ARGV[12] as its time to
+live, its stream stored at its size) when ARGV[12] is above 0: it costs
+no node-list read and no retain.lua call of its own. Its run hash, which
+holds nothing to drop, is left as it is; its node loses its lease and
+keeps state, epoch and claim, so a replay is still recognised. A run
+without a thread never enters the finished index: its locator, in this
+slot, gets its time to live here. A run of a thread has its locator in
+another slot: the bare run id goes to the finished index, as retain.lua
+leaves it, for the sweep to give the locator its time to live. Runs of
+several nodes, or ended another way, go through the finished index.
 
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation still RUNNING under
