@@ -98,25 +98,49 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 	}
 }
 
+// claimRunID claims run for thread (locator.lua) and reads the thread's
+// active run, in one round trip (two slots, so a pipeline, not a script).
+// owner is the thread that holds run now: thread, unless another does.
+func (s *Store) claimRunID(ctx context.Context, run, thread string) (owner, active string, err error) {
+	for try := 0; ; try++ {
+		pipe := s.rdb.Pipeline()
+		claim := s.scripts["locator"].EvalSha(ctx, pipe, []string{s.keys.Locator(run), s.keys.Run(run, run)}, thread, run)
+		get := pipe.Get(ctx, s.keys.Active(thread))
+		_, _ = pipe.Exec(ctx) // each command carries its own error
+		if isNoScript(claim.Err()) && try == 0 {
+			if err := s.scripts["locator"].Load(ctx, s.rdb).Err(); err != nil {
+				return "", "", err
+			}
+			continue
+		}
+		if err := claim.Err(); err != nil {
+			return "", "", err
+		}
+		if err := get.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return "", "", err
+		}
+		return asString(claim.Val()), get.Val(), nil
+	}
+}
+
 func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc string, nodes []byte) (SubmitResult, error) {
-	// A run without a thread has its locator in its own slot: the script
-	// claims it, and the submit is one round trip. A run of a thread has it
-	// outside the thread's slot: claim the run id first, so a run id can
-	// never live under two threads, and read the thread's active run.
+	// A run without a thread has no locator: its run hash, in the run id's
+	// slot, is found by id, and the script checks that no locator there
+	// names the id for a thread; the submit is one round trip. A run of a
+	// thread has its run hash outside the run id's slot: claim the run id
+	// first (locator.lua), so a run id can never live under two threads,
+	// and read the thread's active run.
 	own := thread == a.Run
 	locKey, activeRun := s.keys.Locator(a.Run), ""
 	if !own {
-		pipe := s.rdb.Pipeline()
-		pipe.SetNX(ctx, locKey, thread, 0)
-		get := pipe.Get(ctx, locKey)
-		active := pipe.Get(ctx, s.keys.Active(thread))
-		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		owner, active, err := s.claimRunID(ctx, a.Run, thread)
+		if err != nil {
 			return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 		}
-		if owner := get.Val(); owner != thread {
+		if owner != thread {
 			return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
 		}
-		activeRun, locKey = active.Val(), s.keys.Active(thread) // the script leaves KEYS[9] alone
+		activeRun, locKey = active, s.keys.Active(thread) // the script leaves KEYS[9] alone
 	}
 	activeKey := s.keys.Run(thread, a.Run)
 	if activeRun != "" {

@@ -57,11 +57,38 @@ type NodeInfo struct {
 
 // Locate returns the thread a run lives under, or ErrNotFound.
 func (s *Store) Locate(ctx context.Context, run string) (string, error) {
-	thread, err := s.rdb.Get(ctx, s.keys.Locator(run)).Result()
-	if errors.Is(err, redis.Nil) {
+	pipe := s.rdb.Pipeline()
+	l := s.locate(ctx, pipe, run)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return "", err
+	}
+	thread, ok := l.thread()
+	if !ok {
 		return "", fmt.Errorf("run %s: %w", run, ErrNotFound)
 	}
-	return thread, err
+	return thread, nil
+}
+
+// location is a run's locator and whether a run of that id without a
+// thread exists, read together (one slot: one round trip, on a cluster
+// too). A run of a thread has a locator; a run without one has none
+// (locator.lua), though one stored before that has its own.
+type location struct {
+	run string
+	loc *redis.StringCmd
+	own *redis.IntCmd
+}
+
+func (s *Store) locate(ctx context.Context, pipe redis.Pipeliner, run string) location {
+	return location{run: run, loc: pipe.Get(ctx, s.keys.Locator(run)), own: pipe.Exists(ctx, s.keys.Run(run, run))}
+}
+
+// thread is the thread the run lives under, if it exists.
+func (l location) thread() (string, bool) {
+	if t := l.loc.Val(); t != "" {
+		return t, true
+	}
+	return l.run, l.own.Val() == 1
 }
 
 func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, error) {
@@ -225,17 +252,19 @@ type RunSummary struct {
 // that do not exist are left out.
 func (s *Store) Summaries(ctx context.Context, runs []string) ([]RunSummary, error) {
 	pipe := s.rdb.Pipeline()
-	locs := make([]*redis.StringCmd, len(runs))
+	locs := make([]location, len(runs))
 	for i, r := range runs {
-		locs[i] = pipe.Get(ctx, s.keys.Locator(r))
+		locs[i] = s.locate(ctx, pipe, r)
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("summaries: %w", err)
 	}
 	pipe = s.rdb.Pipeline()
 	hs := make([]*redis.SliceCmd, len(runs))
+	threads := make([]string, len(runs))
 	for i, r := range runs {
-		if t := locs[i].Val(); t != "" {
+		if t, ok := locs[i].thread(); ok {
+			threads[i] = t
 			hs[i] = pipe.HMGet(ctx, s.keys.Run(t, r), "status", "total", "terminal")
 		}
 	}
@@ -249,7 +278,7 @@ func (s *Store) Summaries(ctx context.Context, runs []string) ([]RunSummary, err
 		}
 		v := hs[i].Val()
 		sum := RunSummary{ID: r, Status: asString(v[0]), Nodes: int(asInt(asString(v[1]))), Done: int(asInt(asString(v[2])))}
-		if t := locs[i].Val(); t != r {
+		if t := threads[i]; t != r {
 			sum.Thread = t
 		}
 		out = append(out, sum)

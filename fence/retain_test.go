@@ -43,7 +43,7 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 		require.Equal(t, fence.Retained{Runs: 3}, r, "all three, and none left behind")
 		rdb := tb.be.Client
 		keys := tb.store.Keys()
-		for _, k := range []string{keys.Run("kept", "kept"), keys.Events("kept", "kept"), keys.Locator("kept"),
+		for _, k := range []string{keys.Run("kept", "kept"), keys.Events("kept", "kept"),
 			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b"), keys.Run("cancelled", "cancelled"),
 			keys.Run("t-retain", "threaded"), keys.Node("t-retain", "threaded", "a"), keys.Locator("threaded")} {
 			ttl, err := rdb.TTL(tb.ctx, k).Result()
@@ -375,13 +375,25 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 
 		c := tb.claim(t, "one", "a", "w", longTTL)
 		require.Equal(t, "SUCCEEDED", tb.commit(t, c, `"r"`).RunStatus)
-		for _, k := range []string{keys.Run("one", "one"), keys.Events("one", "one"), keys.Node("one", "one", "a"),
-			keys.Locator("one")} {
+		for _, k := range []string{keys.Run("one", "one"), keys.Events("one", "one"), keys.Node("one", "one", "a")} {
 			ttl, err := rdb.TTL(tb.ctx, k).Result()
 			require.NoError(t, err)
 			require.Greater(t, ttl, 59*time.Minute, k)
 			require.LessOrEqual(t, ttl, time.Hour, k)
 		}
+		locs, err := rdb.Exists(tb.ctx, keys.Locator("one")).Result()
+		require.NoError(t, err)
+		require.Zero(t, locs, "a run without a thread has no locator")
+
+		// A run stored before runs without a thread stopped having a
+		// locator (its run hash holds its id) has its locator retained too.
+		tb.submit(t, spec("legacy", node("a")))
+		require.NoError(t, rdb.Set(tb.ctx, keys.Locator("legacy"), "legacy", 0).Err())
+		require.NoError(t, rdb.HSet(tb.ctx, keys.Run("legacy", "legacy"), "id", "legacy", "thread", "legacy").Err())
+		tb.commit(t, tb.claim(t, "legacy", "a", "w", longTTL), `1`)
+		legacy, err := rdb.TTL(tb.ctx, keys.Locator("legacy")).Result()
+		require.NoError(t, err)
+		require.Greater(t, legacy, 59*time.Minute, "the old locator expires with its run")
 		events, err := rdb.XRange(tb.ctx, keys.Events("one", "one"), "-", "+").Result()
 		require.NoError(t, err)
 		var types []string

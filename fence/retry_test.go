@@ -142,7 +142,7 @@ func TestRetryKeepsTheRunPastRetention(t *testing.T) {
 		_, err = tb.store.Retry(tb.ctx, "rk", "r1", "test")
 		require.NoError(t, err)
 		keys := tb.store.Keys()
-		for _, k := range []string{keys.Run("rk", "rk"), keys.Node("rk", "rk", "a"), keys.Events("rk", "rk"), keys.Locator("rk")} {
+		for _, k := range []string{keys.Run("rk", "rk"), keys.Node("rk", "rk", "a"), keys.Events("rk", "rk")} {
 			ttl, err := tb.be.Client.TTL(tb.ctx, k).Result()
 			require.NoError(t, err)
 			require.Equal(t, time.Duration(-1), ttl, "%s persists", k)

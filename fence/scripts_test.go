@@ -103,6 +103,7 @@ var bindings = map[string]struct {
 	"promote":           {7, 6, true, true, 0},
 	"retry":             {5, 6, true, true, 0},
 	"retain":            {3, 4, true, false, 0},
+	"locator":           {2, 2, false, false, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {

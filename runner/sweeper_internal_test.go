@@ -62,7 +62,7 @@ func TestRetentionWorksOffABacklogAtOnce(t *testing.T) {
 	}
 	for i := range runs {
 		id := fmt.Sprintf("backlog-%d", i)
-		for _, key := range []string{keys.Run(id, id), keys.Node(id, id, "a"), keys.Events(id, id), keys.Locator(id)} {
+		for _, key := range []string{keys.Run(id, id), keys.Node(id, id, "a"), keys.Events(id, id)} {
 			ttl, err := rdb.PTTL(ctx, key).Result()
 			require.NoError(t, err)
 			require.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s: time to live %s", key, ttl)

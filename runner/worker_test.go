@@ -381,8 +381,7 @@ func TestFinishedRunsExpireAfterTheRetention(t *testing.T) {
 	id := b.submit(`{"id":"ret","nodes":[{"id":"a","kind":"work"}]}`)
 	require.Equal(t, "SUCCEEDED", b.waitRun(id, 10*time.Second).Status)
 	keys := fence.Keys{}
-	for _, key := range []string{keys.Run("ret", "ret"), keys.Node("ret", "ret", "a"), keys.Events("ret", "ret"),
-		keys.Locator("ret")} {
+	for _, key := range []string{keys.Run("ret", "ret"), keys.Node("ret", "ret", "a"), keys.Events("ret", "ret")} {
 		ttl, err := b.rdb.TTL(context.Background(), key).Result()
 		require.NoError(t, err)
 		require.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s: time to live %s, set by the commit", key, ttl)

@@ -118,7 +118,7 @@ func (b *bench) memory(ctx context.Context, out io.Writer, rep report) error {
 		keys := fence.Keys{}
 		id := runID(tag, 0)
 		parts := []struct{ name, key string }{{"run hash", keys.Run(id, id)}, {"events", keys.Events(id, id)},
-			{"locator", keys.Locator(id)}, {"node hash", keys.Node(id, id, "n0")}}
+			{"node hash", keys.Node(id, id, "n0")}} // a run without a thread has no locator
 		var detail []string
 		for _, p := range parts {
 			u, err := b.t.raw.MemoryUsage(ctx, p.key).Result()
@@ -219,8 +219,7 @@ func (b *bench) fillFinished(ctx context.Context, n int) (int, error) {
 		pttl int64
 	}
 	parts := []*part{{key: func(id string) string { return keys.Run(id, id) }},
-		{key: func(id string) string { return keys.Events(id, id) }},
-		{key: func(id string) string { return keys.Locator(id) }}}
+		{key: func(id string) string { return keys.Events(id, id) }}}
 	for j := range b.o.k {
 		node := fmt.Sprintf("n%d", j)
 		parts = append(parts, &part{key: func(id string) string { return keys.Node(id, id, node) }})

@@ -16,10 +16,12 @@ live, its stream stored at its size) when ARGV[12] is above 0: it costs
 no node-list read and no retain.lua call of its own. Its run hash, which
 holds nothing to drop, is left as it is; its node loses its lease and
 keeps state, epoch and claim, so a replay is still recognised. A run
-without a thread never enters the finished index: its locator, in this
-slot, gets its time to live here. A run of a thread has its locator in
-another slot: the bare run id goes to the finished index, as retain.lua
-leaves it, for the sweep to give the locator its time to live. Runs of
+without a thread never enters the finished index; it has no locator,
+unless stored before runs without a thread stopped having one (its run
+hash then holds its id): that locator, in this slot, gets its time to
+live here. A run of a thread has its locator in another slot: the bare
+run id goes to the finished index, as retain.lua leaves it, for the
+sweep to give the locator its time to live. Runs of
 several nodes, or ended another way, go through the finished index.
 
 A retry of an accepted commit (its reply was lost) changes nothing and
@@ -34,8 +36,8 @@ KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
 KEYS[7..] node hashes of the direct dependents, in the order of ARGV[13..];
-          then the run's locator when ARGV[12] is above 0 and the run has
-          no thread (its locator is then in this slot)
+          then the run id's locator when ARGV[12] is above 0 and the run
+          has no thread (the locator's slot is then this one)
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -118,7 +120,7 @@ rcall('ZREM', leaseKey, refPrefix .. nodeID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now)
 
-local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal')
+local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal', 'id')
 local cont = {0}
 local ready = {}
 if r[1] ~= '1' then
@@ -160,9 +162,10 @@ if terminal >= tonumber(r[2]) then
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' then
     -- Included here, not at the top: only this branch builds its tables.
 --@include retain_run
-    local locator = {KEYS[lastDep + 1]} -- empty for a run of a thread
+    local threadless, locator = KEYS[lastDep + 1] ~= nil, {}
+    if threadless and r[5] then locator[1] = KEYS[lastDep + 1] end -- a run stored with its id has a locator
     retainRun(runKey, evKey, {nodeKey}, locator, retainTTL, status, false)
-    if #locator == 0 then
+    if not threadless then
       rcall('ZADD', finKey, now, string.match(refPrefix, '^[^:]*:([^:]*):$')) -- ids hold no ":"
     end
   else

@@ -17,8 +17,9 @@ KEYS[5]   hash of the run ARGV[7] names (any key of the thread when none)
 KEYS[6]   the thread's queue (list of waiting run ids)
 KEYS[7]   queued-threads index (zset: thread -> ms when a run was queued)
 KEYS[8]   run listing index (zset: run id -> ms when created)
-KEYS[9]   the run's locator (string: run id -> thread) when ARGV[12] is "1";
-          else any key of the thread (the caller wrote the locator)
+KEYS[9]   the run id's locator (string: run id -> thread) when ARGV[12] is
+          "1"; else any key of the thread (the caller claimed the run id,
+          locator.lua)
 KEYS[10..] node hashes, one per node, in the order of ARGV[5]'s array
 
 ARGV[1] run id
@@ -41,8 +42,9 @@ ARGV[10] start_at: ms since the epoch before which no root node is due;
         "0": none (spec start_at)
 ARGV[11] start_in: ms after now, Redis's TIME, before which no root node
         is due; "0": none (spec start_in). The later of the two wins.
-ARGV[12] "1": the run is its own thread, so its locator (KEYS[9]) is in
-        this slot and this script claims it for the run
+ARGV[12] "1": the run is its own thread: it has no locator, and the id is
+        refused when a locator (KEYS[9], in this slot) names it for a
+        thread; the run hash, found by id, says the id is taken
 
 Returns
   {1, status, incarnation, behind, start_ms, ready_id...}
@@ -91,7 +93,8 @@ local function optional(h, name, v, default)
   end
 end
 
--- A run id names one run of one thread: the locator says which.
+-- A run id names one run of one thread: a run of a thread has a locator
+-- that says which; a run without one has none (locator.lua).
 if ownLocator then
   local owner = rcall('GET', locKey)
   if owner and owner ~= thread then return {-20, owner} end
@@ -169,7 +172,6 @@ local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode
 optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
 rcall('HSET', runKey, unpack(h))
-if ownLocator then rcall('SET', locKey, thread) end
 rcall('ZADD', runsKey, 'NX', now, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
   'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes, 'ready_at', start)
