@@ -150,6 +150,9 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		str := func(j int) string { s, _ := v[j].(string); return s }
 		n := NodeInfo{ID: id, Kind: str(1), State: str(2), Attempt: asInt(str(3)), Epoch: asInt(str(4)),
 			Owner: str(5), Progress: int(asInt(str(6))), Error: str(8), Queue: str(10), MaxAttempts: int(asInt(str(11)))}
+		if n.State == "SUCCEEDED" { // commit.lua stores no progress
+			n.Progress = 100
+		}
 		if r := str(7); r != "" {
 			n.Result = json.RawMessage(r)
 		}

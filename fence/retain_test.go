@@ -320,7 +320,7 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 		require.Equal(t, before, tb.getRun(t, "slim"), "a retained run reads as before")
 		na, nb := fields(keys.Node("slim", "slim", "a")), fields(keys.Node("slim", "slim", "b"))
 		for _, f := range []string{"id", "run", "thread", "remaining", "lease_until", "end_op",
-			"releases", "timeout_ms", "retry", "prev_owner"} {
+			"releases", "timeout_ms", "retry", "prev_owner", "ready_at", "inc", "progress", "created_at", "updated_at"} {
 			require.NotContains(t, na, f)
 			require.NotContains(t, nb, f)
 		}
@@ -328,11 +328,11 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 		require.Equal(t, `["a"]`, nb["deps"], "dependencies are kept")
 		require.Equal(t, `["b"]`, na["dependents"])
 		for _, f := range []string{"state", "epoch", "claim", "attempt", "max_attempts", "owner",
-			"result", "input", "inc", "ready_at", "started_at", "finished_at"} {
+			"result", "input", "started_at", "finished_at"} {
 			require.Contains(t, nb, f)
 		}
 		run := fields(keys.Run("slim", "slim"))
-		for _, f := range []string{"id", "thread", "behind", "multitask", "failed", "cancel"} {
+		for _, f := range []string{"id", "thread", "behind", "multitask", "failed", "cancel", "updated_at"} {
 			require.NotContains(t, run, f)
 		}
 
@@ -463,8 +463,9 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 }
 
 // The scripts store no field at its default (no dependencies, no timeout,
-// no releases, no retry policy, no previous owner): a run stored before
-// that, with every default written out, is still claimed, committed, read
+// no releases, no retry policy, no previous owner), nor what no reader
+// uses, nor a locator for a run without a thread: a run stored before
+// that, with all of them written out, is still claimed, committed, read
 // and retained as a new one, so a fleet can be upgraded with runs live.
 func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 	t.Parallel()
@@ -476,6 +477,9 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 		for _, f := range []string{"deps", "dependents", "descendants", "timeout_ms", "releases", "retry", "prev_owner"} {
 			require.NotContains(t, h, f, "a default is not stored")
 		}
+		for _, f := range []string{"created_at", "updated_at"} {
+			require.NotContains(t, h, f, "no reader uses it")
+		}
 
 		tb.submit(t, spec("old", node("a"), node("b", "a")))
 		old := map[string][]any{
@@ -483,10 +487,13 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 			"b": {"deps", `["a"]`, "descendants", "[]", "dependents", "[]"},
 		}
 		for id, set := range old {
-			set = append(set, "timeout_ms", 0, "releases", 0, "retry", "", "prev_owner", "")
+			set = append(set, "timeout_ms", 0, "releases", 0, "retry", "", "prev_owner", "",
+				"created_at", 1, "updated_at", 1)
 			require.NoError(t, rdb.HSet(tb.ctx, keys.Node("old", "old", id), set...).Err())
 		}
-		require.NoError(t, rdb.HSet(tb.ctx, keys.Run("old", "old"), "behind", "", "multitask", "").Err())
+		require.NoError(t, rdb.HSet(tb.ctx, keys.Run("old", "old"), "behind", "", "multitask", "", "updated_at", 1,
+			"id", "old", "thread", "old").Err())
+		require.NoError(t, rdb.Set(tb.ctx, keys.Locator("old"), "old", 0).Err()) // as every run had then
 
 		a := tb.claim(t, "old", "a", "w", longTTL)
 		require.Equal(t, []string{"b"}, a.Dependents)
@@ -501,5 +508,17 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 		require.Equal(t, before, tb.getRun(t, "old"), "retained, it reads as before")
+		gone := map[string][]string{keys.Run("old", "old"): {"updated_at"},
+			keys.Node("old", "old", "a"): {"created_at", "updated_at"}, keys.Node("old", "old", "b"): {"created_at", "updated_at"}}
+		loc, err := rdb.TTL(tb.ctx, keys.Locator("old")).Result()
+		require.NoError(t, err)
+		require.Greater(t, loc, 59*time.Minute, "its locator expires with it")
+		for key, fields := range gone {
+			h, err := rdb.HGetAll(tb.ctx, key).Result()
+			require.NoError(t, err)
+			for _, f := range fields {
+				require.NotContains(t, h, f, "retention drops what no reader uses from %s", key)
+			}
+		}
 	})
 }

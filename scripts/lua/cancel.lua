@@ -58,7 +58,7 @@ if r[1] ~= 'RUNNING' and r[1] ~= 'QUEUED' then return -22 end
 
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-rcall('HSET', runKey, 'cancel', 1, 'cancel_reason', reason, 'updated_at', now)
+rcall('HSET', runKey, 'cancel', 1, 'cancel_reason', reason)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancel_requested',
   'node', '', 'epoch', 0, 'worker', who, 'at', now, 'reason', reason)
 local ended = 0
@@ -67,7 +67,7 @@ for i = 5, #KEYS do
   if s == 'BLOCKED' or s == 'READY' then
     local id = ARGV[i + 1]
     rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', 'run cancelled: ' .. reason,
-      'finished_at', now, 'updated_at', now)
+      'finished_at', now)
     rcall('ZREM', readyKey, refPrefix .. id)
     rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
       'node', id, 'epoch', 0, 'worker', who, 'at', now, 'reason', reason)

@@ -108,7 +108,7 @@ local epoch = tonumber(f[8]) + 1
 local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl
 rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epoch, 'attempt', attempt,
-  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now, 'updated_at', now)
+  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now)
 if prevOwner ~= '' then rcall('HSET', nodeKey, 'prev_owner', prevOwner) end
 -- What an earlier attempt left (its takeover, how it ended) goes; a
 -- default is not stored.

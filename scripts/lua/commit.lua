@@ -43,7 +43,8 @@ ARGV[1]   node id
 ARGV[2]   worker id
 ARGV[3]   epoch the caller claimed under
 ARGV[4]   claim id the caller claimed under
-ARGV[5]   result (JSON text, stored verbatim; progress becomes 100)
+ARGV[5]   result (JSON text, stored verbatim; a SUCCEEDED node reads as
+          progress 100, none stored)
 ARGV[6]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[7]   event stream MAXLEN (approximate)
 ARGV[8]   claim id for a continuation, or "" for none
@@ -114,8 +115,7 @@ if f[1] == 'SUCCEEDED' then
 end
 if f[1] ~= 'RUNNING' then return -12 end
 
-rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'progress', 100,
-  'finished_at', now, 'updated_at', now)
+rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'finished_at', now)
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now)
@@ -134,14 +134,14 @@ if r[1] ~= '1' then
             and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
           local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
           rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', e, 'attempt', a, 'owner', worker,
-            'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now, 'updated_at', now,
+            'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now,
             'end_op', '') -- no prev_owner: a BLOCKED node has none (retry.lua drops it)
           rcall('ZADD', leaseKey, lu, refPrefix .. depID)
           rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
             'node', depID, 'epoch', e, 'worker', worker, 'at', now, 'attempt', a)
           cont = contReply(depID, d, e, a, lu)
         else
-          rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now, 'updated_at', now)
+          rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now)
           rcall('ZADD', readyKey, now, refPrefix .. depID)
           ready[#ready + 1] = depID
           ready[#ready + 1] = d[2]
@@ -156,7 +156,7 @@ local status = 'RUNNING'
 if terminal >= tonumber(r[2]) then
   status = 'SUCCEEDED'
   if r[1] == '1' then status = 'CANCELLED' elseif (tonumber(r[3]) or 0) > 0 then status = 'FAILED' end
-  rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now, 'updated_at', now)
+  rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' then
@@ -172,7 +172,7 @@ if terminal >= tonumber(r[2]) then
     rcall('ZADD', finKey, now, refPrefix)
   end
 else
-  rcall('HSET', runKey, 'terminal', terminal, 'updated_at', now)
+  rcall('HSET', runKey, 'terminal', terminal)
 end
 local out = {1, status}
 for _, v in ipairs(cont) do out[#out + 1] = v end

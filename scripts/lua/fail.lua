@@ -85,7 +85,7 @@ local cancelled = rcall('HGET', runKey, 'cancel') == '1'
 local attemptsLeft = tonumber(f[4]) - (tonumber(f[5]) or 0) < tonumber(f[6]) -- no releases: not stored
 if not cancelled and mode == 'retry' and attemptsLeft then
   local readyAt = now + delay
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg, 'updated_at', now,
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg,
     'end_op', 'fail')
   rcall('ZADD', readyKey, readyAt, refPrefix .. nodeID)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
@@ -109,14 +109,14 @@ else
 end
 local endOp = 'fail'
 if mode == 'expire' then endOp = 'expire' end
-rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now, 'updated_at', now,
+rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now,
   'end_op', endOp)
 local ended = 1
 for i = 7, #KEYS do
   local s = rcall('HGET', KEYS[i], 'state')
   if s == 'BLOCKED' or s == 'READY' then
     local depID = ARGV[i + 4]
-    rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', cause, 'finished_at', now, 'updated_at', now)
+    rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', cause, 'finished_at', now)
     rcall('ZREM', readyKey, refPrefix .. depID)
     rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
       'node', depID, 'epoch', 0, 'worker', worker, 'at', now, 'reason', cause)
@@ -135,5 +135,4 @@ if terminal >= tonumber(r[1]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 end
-rcall('HSET', runKey, 'updated_at', now)
 return {code, status}

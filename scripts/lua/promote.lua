@@ -63,7 +63,7 @@ local h = rcall('HMGET', headKey, 'status', 'multitask', 'start_at')
 if h[1] ~= 'QUEUED' then return {2} end
 
 rcall('SET', activeKey, head)
-rcall('HSET', headKey, 'status', 'RUNNING', 'started_at', now, 'updated_at', now)
+rcall('HSET', headKey, 'status', 'RUNNING', 'started_at', now)
 -- A run given a start (submit.lua) keeps it when it waited in the queue;
 -- one without had its submit's time, long past.
 local due = math.max(now, tonumber(h[3]) or 0)
@@ -72,7 +72,7 @@ for i = 8, #KEYS do
   local n = rcall('HMGET', KEYS[i], 'state', 'remaining', 'queue')
   if n[1] == 'BLOCKED' and (tonumber(n[2]) or 0) == 0 then -- 0 is not stored
     local id = ARGV[i - 1]
-    rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', due, 'updated_at', now)
+    rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', due)
     rcall('ZADD', readyKey, due, refPrefix .. id)
     out[#out + 1] = id
     out[#out + 1] = n[3]

@@ -49,7 +49,7 @@ rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('HINCRBY', nodeKey, 'releases', 1)
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'updated_at', now, 'end_op', 'release')
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release')
   rcall('ZADD', readyKey, now, ref)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
@@ -57,7 +57,7 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
 end
 
 rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
-  'finished_at', now, 'updated_at', now, 'end_op', 'release')
+  'finished_at', now, 'end_op', 'release')
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
 local r = rcall('HMGET', runKey, 'total')
@@ -70,5 +70,4 @@ if terminal >= tonumber(r[1]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 end
-rcall('HSET', runKey, 'updated_at', now)
 return {3, status}

@@ -22,8 +22,9 @@ KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended;
           a bare "run": its locator still wants its time to live)
 KEYS[2]   run hash
 KEYS[3]   run event stream
-KEYS[4..] the run's node hashes (ARGV[4] of them), then its locator when
-          it is in this slot
+KEYS[4..] the run's node hashes (ARGV[4] of them), then, for a run
+          without a thread, its locator (which only a run stored before
+          such runs had none can have)
 
 ARGV[1] time to live, ms; 0: delete now; -1: keep forever
 ARGV[2] the run's member of the finished index ("thread:run:")
@@ -49,10 +50,15 @@ if ttl == 0 then
   for i = 4, #KEYS do rcall('DEL', KEYS[i]) end
 else
   local nodeKeys, otherKeys = {}, {}
+  local r = rcall('HMGET', runKey, 'status', 'id')
   for i = 4, #KEYS do
-    if i <= 3 + nodes then nodeKeys[#nodeKeys + 1] = KEYS[i] else otherKeys[#otherKeys + 1] = KEYS[i] end
+    if i <= 3 + nodes then
+      nodeKeys[#nodeKeys + 1] = KEYS[i]
+    elseif r[2] then -- a run without a thread has a locator only if stored with its id
+      otherKeys[#otherKeys + 1] = KEYS[i]
+    end
   end
-  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, nil, true)
+  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, r[1] or '', true)
 end
 if elsewhere ~= '' then rcall('ZADD', finKey, ended, elsewhere) end
 rcall('ZREM', finKey, member)

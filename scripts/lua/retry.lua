@@ -106,7 +106,7 @@ for i = firstNode + 1, #KEYS do
     local epoch = tonumber(n[5]) + 1
     rcall('HSET', key, 'state', state, 'remaining', remaining, 'epoch', epoch, 'claim', '', 'owner', '',
       'releases', n[4], 'error', '', 'progress', 0, 'lease_until', 0, 'ready_at', now,
-      'end_op', 'retry', 'updated_at', now)
+      'end_op', 'retry')
     rcall('HDEL', key, 'result', 'finished_at', 'prev_owner')
     if state == 'READY' then
       rcall('ZADD', readyKey, now, refPrefix .. id)
@@ -121,7 +121,7 @@ for i = firstNode + 1, #KEYS do
   rcall('PERSIST', key)
 end
 
-rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'retry_id', retryID, 'updated_at', now)
+rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'retry_id', retryID)
 rcall('HINCRBY', runKey, 'retries', 1)
 rcall('HDEL', runKey, 'finished_at', 'failed', 'cancel', 'cancel_reason') -- 0, 0, "": not stored
 rcall('PERSIST', runKey)

@@ -156,8 +156,7 @@ for i, n in ipairs(nodes) do
   end
   local h = {'state', state, 'kind', n.kind, 'queue', n.queue, 'input', n.input,
     'max_attempts', n.max_attempts, 'attempt', 0, 'epoch', 0, 'claim', '', 'owner', '',
-    'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc,
-    'created_at', now, 'updated_at', now}
+    'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc}
   optional(h, 'remaining', #deps, 0)
   optional(h, 'deps', list(deps), '[]')
   optional(h, 'dependents', list(n.dependents), '[]')
@@ -168,7 +167,7 @@ for i, n in ipairs(nodes) do
 end
 
 local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode(ids), 'total', #nodes,
-  'terminal', 0, 'created_at', now, 'updated_at', now, 'start_at', start}
+  'terminal', 0, 'created_at', now, 'start_at', start}
 optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
 rcall('HSET', runKey, unpack(h))

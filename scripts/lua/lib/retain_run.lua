@@ -10,9 +10,10 @@
 -- releases, no timeout) nor the ids the key names carry (submit.lua), and
 -- readers assume them; what a SUCCEEDED run's hashes can still hold that
 -- it no longer needs is a live node's (lease, remaining dependencies, how
--- an attempt ended) and, in a run stored before that, the ids and the
--- run's zero counters: one HDEL per hash, with nothing read first, drops
--- them. The commit that retains a one-node run leaves its run hash alone
+-- an attempt ended, when it was due, the incarnation a claim returns, its
+-- progress: a SUCCEEDED node reads as 100) and, in a run stored before
+-- that, the ids, the run's zero counters and the update times no reader
+-- used: one HDEL per hash, with nothing read first, drops them. The commit that retains a one-node run leaves its run hash alone
 -- (it holds nothing to drop unless stored before). Runs that can be
 -- retried keep every field.
 --
@@ -23,20 +24,22 @@
 -- lose no event. Where DUMP or RESTORE is refused (a Redis-compatible
 -- server without them), the stream just gets its time to live.
 
--- What a SUCCEEDED run's hashes no longer need: the ids and the zero
--- counters (failed, cancel) of a run stored before they were left out, and
--- a live node's fields.
-local runDrop = {'id', 'thread', 'failed', 'cancel'}
-local nodeDrop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op'}
+-- What a SUCCEEDED run's hashes no longer need: a live node's fields (its
+-- lease, when it was due, its run's incarnation, its progress), and what
+-- a run stored before they were left out still holds (the ids, the zero
+-- counters failed and cancel, updated_at, a node's created_at).
+local runDrop = {'id', 'thread', 'failed', 'cancel', 'updated_at'}
+local nodeDrop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op',
+  'ready_at', 'inc', 'progress', 'updated_at', 'created_at'}
 
 -- retainRun gives runKey, each of nodeKeys (the run's node hashes) and each
 -- of otherKeys (its locator, when in this slot) the time to live ttl ms,
 -- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's node
 -- hashes, and its run hash when slimRun; and it stores evKey, the run's
--- event stream, again at its size. status is the run's status when the
--- caller knows it; nil reads it.
+-- event stream, again at its size. status is the run's status, as the
+-- caller read it.
 local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, slimRun)
-  if (status or rcall('HGET', runKey, 'status')) == 'SUCCEEDED' then
+  if status == 'SUCCEEDED' then
     if slimRun then rcall('HDEL', runKey, unpack(runDrop)) end
     for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(nodeDrop)) end
   end
