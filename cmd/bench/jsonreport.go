@@ -23,7 +23,11 @@ func (r report) print(w io.Writer) {
 
 func (r report) throughput(rows []*row) {
 	var out []map[string]any
+	steal := -1.0
 	for _, x := range rows {
+		for _, res := range x.results {
+			steal = max(steal, res.steal)
+		}
 		m := x.median()
 		n := float64(m.nodes)
 		e := map[string]any{"system": x.system, "mode": x.mode, "nodes": m.nodes,
@@ -36,6 +40,9 @@ func (r report) throughput(rows []*row) {
 		out = append(out, e)
 	}
 	r["throughput"] = out
+	if steal >= 0 {
+		r["host_steal_max"] = round2(steal) // share of CPU time, the worst drain
+	}
 }
 
 func (r report) cancels(rows []cancelRow) {

@@ -97,6 +97,10 @@ func TestSmallRun(t *testing.T) {
 	// Baton's drain spends asynq's two round trips plus a claim and a commit.
 	require.Regexp(t, `evalsha baton:claim +1\.000`, stdout)
 	require.Regexp(t, `evalsha baton:commit +1\.000`, stdout)
+	// How much CPU the host took: a share of 0–100%, in the text and the JSON.
+	require.Regexp(t, `host CPU steal during the drains: \d+%–\d+% of the machine's CPU time`, stdout)
+	require.Regexp(t, `"host_steal_max":(0|1|0\.\d+)[,}]`, stdout)
+	require.Regexp(t, `\(load [0-9.]+, steal \d+%\)`, stderr)
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })

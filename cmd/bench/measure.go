@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,7 @@ type result struct {
 	drainRT      counts        // client-side, drain phase
 	server       serverStats   // Redis's own, drain phase
 	proc         time.Duration // this process's CPU, drain phase
+	steal        float64       // share of the machine's CPU time the host took (steal), drain phase; -1: unknown
 }
 
 func (r result) drainRate() float64  { return float64(r.nodes) / r.drain.Seconds() }
@@ -123,7 +125,7 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 	if err != nil {
 		return res, err
 	}
-	cpu1 := procCPU()
+	cpu1, host1 := procCPU(), readHostCPU()
 	stopProfile, err := b.startProfile(sc)
 	if err != nil {
 		return res, err
@@ -140,6 +142,7 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 		return res, fmt.Errorf("drain: %w", err)
 	}
 	res.proc = procCPU() - cpu1
+	res.steal = readHostCPU().stealSince(host1)
 	c2 := b.t.count.snapshot()
 	s2, err := b.t.serverStats(ctx)
 	if err != nil {
@@ -225,6 +228,48 @@ func procCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// hostCPU is the machine's CPU time in clock ticks, from /proc/stat's
+// "cpu" line: all of it, and what the hypervisor gave other guests while
+// this one wanted to run (steal). A drain during which the host steals a
+// large share ran on a machine slower than its figures say, by an amount
+// that differs from one system's round to the other's.
+type hostCPU struct{ total, steal uint64 }
+
+// readHostCPU reads it; the zero value off Linux.
+func readHostCPU() hostCPU {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return hostCPU{}
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return hostCPU{}
+	}
+	var h hostCPU
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return hostCPU{}
+		}
+		if i < 8 { // user … steal; guest time is counted in user already
+			h.total += n
+		}
+		if i == 7 {
+			h.steal = n
+		}
+	}
+	return h
+}
+
+// stealSince is the share of CPU time stolen since h0, or -1 when unknown.
+func (h hostCPU) stealSince(h0 hostCPU) float64 {
+	if h.total <= h0.total || h0.total == 0 {
+		return -1
+	}
+	return float64(h.steal-h0.steal) / float64(h.total-h0.total)
 }
 
 // parallel calls fn(i) for i in [0, count) from workers goroutines and

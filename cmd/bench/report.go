@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 	"strings"
@@ -112,6 +113,40 @@ func printBreakdown(w io.Writer, rows []*row) {
 }
 
 func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// stealWarn is the share of CPU time stolen by the host in a drain above
+// which the bench says its ratios are not to be trusted: the two systems'
+// rounds ran on machines of different speeds.
+const stealWarn = 0.10
+
+// printSteal prints the host's CPU steal over every drain, and a warning
+// when a drain lost more than stealWarn of its CPU time to it.
+func printSteal(w io.Writer, rows []*row) {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rows {
+		for _, x := range r.results {
+			if x.steal >= 0 {
+				lo, hi = min(lo, x.steal), max(hi, x.steal)
+			}
+		}
+	}
+	if math.IsInf(hi, -1) {
+		return // not on Linux
+	}
+	fmt.Fprintf(w, "\nhost CPU steal during the drains: %s–%s of the machine's CPU time\n", pct(lo), pct(hi))
+	if hi > stealWarn {
+		fmt.Fprintf(w, "warning: the host took more than %s of the CPU in some drains: the rounds ran at different speeds; "+
+			"compare ratios only from a run without this warning\n", pct(stealWarn))
+	}
+}
+
+// pct formats a share as a percentage; "?" when unknown (negative).
+func pct(f float64) string {
+	if f < 0 {
+		return "?"
+	}
+	return fmt.Sprintf("%.0f%%", 100*f)
+}
 
 // loadAverage is the 1-minute load average, or "?" off Linux.
 func loadAverage() string {
