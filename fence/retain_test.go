@@ -241,20 +241,40 @@ func TestOldLayout(t *testing.T) {
 	require.Equal(t, []string{"baton:leases"}, old)
 }
 
-// The retention stores a finished run's event stream again at its real
-// size (Redis preallocates 4 KiB per stream node): every event is still
+// Redis preallocates 4 KiB per stream node. Submit stores the stream it
+// creates at its size, and later events grow it by what they need; the
+// retention stores again at its size a stream that holds a preallocation
+// (one submitted before, or grown past a node): every event is still
 // there, under the same ids, with the time to live.
 func TestRetentionCompactsTheEventStream(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		tb.submit(t, spec("short", node("a")))
-		c := tb.claim(t, "short", "a", "w", longTTL)
-		tb.commit(t, c, `1`)
 		rdb := tb.be.Client
 		key := tb.store.Keys().Events("short", "short")
+		usage := func() int64 {
+			size, err := rdb.MemoryUsage(tb.ctx, key).Result()
+			require.NoError(t, err)
+			return size
+		}
+		tb.submit(t, spec("short", node("a")))
+		if tb.be.Real != nil {
+			require.Less(t, usage(), int64(1000), "a run just submitted: its stream at its size")
+		}
+		c := tb.claim(t, "short", "a", "w", longTTL)
+		tb.commit(t, c, `1`)
 		before, err := rdb.XRange(tb.ctx, key, "-", "+").Result()
 		require.NoError(t, err)
 		require.NotEmpty(t, before)
+		if tb.be.Real != nil {
+			require.Less(t, usage(), int64(1500), "grown by what its events need")
+			// As submitted before submit compacted it: the same events in
+			// a stream made by XADD, with its node's preallocation.
+			require.NoError(t, rdb.Del(tb.ctx, key).Err())
+			for _, m := range before {
+				require.NoError(t, rdb.XAdd(tb.ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: m.Values}).Err())
+			}
+			require.Greater(t, usage(), int64(4096))
+		}
 
 		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
@@ -266,9 +286,7 @@ func TestRetentionCompactsTheEventStream(t *testing.T) {
 		require.NoError(t, err)
 		require.Greater(t, ttl, 59*time.Minute)
 		if tb.be.Real != nil {
-			size, err := rdb.MemoryUsage(tb.ctx, key).Result()
-			require.NoError(t, err)
-			require.Less(t, size, int64(1500), "stored at its size, not in a 4 KiB preallocation")
+			require.Less(t, usage(), int64(1500), "stored at its size, not in a 4 KiB preallocation")
 		}
 		// A later event (a stale write refused) is appended as before.
 		stale := c.Lease

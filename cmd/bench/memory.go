@@ -90,12 +90,55 @@ func (b *bench) finish(ctx context.Context, tag string, n, size int) (runs int, 
 	}
 }
 
-// memory measures Redis memory per finished no-op node while its run is
-// retained: used_memory before and after -mem-nodes nodes ran, as one-node
-// runs and as runs of k nodes, and MEMORY USAGE of each key of one run.
+// waiting submits n no-op nodes as runs of size nodes, with no worker to
+// run them, and returns Redis's used_memory per node they hold while they
+// wait: Asynq's task and baton's run, node and stream keys.
+func (b *bench) waiting(ctx context.Context, tag string, n, size int) (float64, error) {
+	if err := b.t.flush(ctx); err != nil {
+		return 0, err
+	}
+	cli, err := runner.NewClient(runner.ClientConfig{Redis: b.t.rdb})
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	m0, err := b.t.usedMemory(ctx)
+	if err != nil {
+		return 0, err
+	}
+	runs := (n + size - 1) / size
+	sc := &batonScenario{o: b.o, t: b.t, shape: "wide"}
+	sc.o.k = size
+	err = parallel(ctx, runs, b.o.submitters, func(ctx context.Context, i int) error {
+		_, err := cli.Submit(ctx, sc.spec(tag, i))
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	m1, err := b.t.usedMemory(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return float64(m1-m0) / float64(runs*size), nil
+}
+
+// memory measures Redis memory per no-op node while its run waits to run
+// and once it has finished and is retained: used_memory before and after
+// -mem-nodes nodes were submitted, and ran, as one-node runs and as runs
+// of k nodes, and MEMORY USAGE of each key of one finished run.
 func (b *bench) memory(ctx context.Context, out io.Writer, rep report) error {
 	js := map[string]any{}
 	fmt.Fprintln(out)
+	for _, size := range []int{1, b.o.k} {
+		wait, err := b.waiting(ctx, fmt.Sprintf("wait%d", size), b.o.memNodes, size)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "memory: runs of %d node(s), %d nodes submitted and waiting (no worker): %.0f B per node (used_memory)\n",
+			size, b.o.memNodes, wait)
+		js[fmt.Sprintf("waiting_bytes_per_node_k%d", size)] = round1(wait)
+	}
 	for _, size := range []int{1, b.o.k} {
 		if err := b.t.flush(ctx); err != nil {
 			return err

@@ -160,7 +160,8 @@ if terminal >= tonumber(r[2]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' then
-    -- Included here, not at the top: only this branch builds its tables.
+    -- Included here, not at the top: only this branch builds their tables.
+--@include stream
 --@include retain_run
     local threadless, locator = KEYS[lastDep + 1] ~= nil, {}
     if threadless and r[5] then locator[1] = KEYS[lastDep + 1] end -- a run stored with its id has a locator

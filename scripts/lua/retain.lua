@@ -41,6 +41,7 @@ local finKey, runKey, evKey = KEYS[1], KEYS[2], KEYS[3]
 local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local nodes = tonumber(ARGV[4]) or 0
 
+--@include stream
 --@include retain_run
 
 local ended = rcall('ZSCORE', finKey, member)

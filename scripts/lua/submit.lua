@@ -65,6 +65,7 @@ Returns
                             read it: read again and retry
 ]]
 local rcall = redis.call
+--@include stream
 local runKey, evKey, readyKey = KEYS[1], KEYS[2], KEYS[3]
 local runID, thread, digest, refPrefix = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local nodes = cjson.decode(ARGV[5])
@@ -179,6 +180,9 @@ if status == 'QUEUED' then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'queued',
     'node', '', 'epoch', 0, 'worker', '', 'at', now, 'behind', behind, 'multitask', multitask)
 end
+-- The stream's node was preallocated 4 KiB; the run may wait and run for
+-- long, so the stream is stored at its size now (lib/stream.lua).
+compactStream(evKey, 0)
 local out = {1, status, inc, behind, start}
 for _, id in ipairs(ready) do out[#out + 1] = id end
 return out

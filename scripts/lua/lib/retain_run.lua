@@ -1,7 +1,7 @@
 -- retain_run: what retention does to one finished run's keys, kept in one
 -- place for retain.lua (the retention sweep) and commit.lua (which retains
 -- a one-node run in the step that ends it). A script includes it after
--- defining rcall.
+-- defining rcall and including lib/stream.lua.
 --
 -- A SUCCEEDED run never changes again while its keys live: retry.lua
 -- refuses it, and submit.lua answers its id with the stored run. Its hashes
@@ -17,12 +17,10 @@
 -- (it holds nothing to drop unless stored before). Runs that can be
 -- retried keep every field.
 --
--- Redis 7 preallocates 4 KiB for each new stream node and gives it back
--- only when the node fills up, so the stream of a short run takes about
--- 4.7 KiB, more than all its other keys together. A stream restored from
--- its own DUMP is stored at its size, and DUMP and RESTORE in one script
--- lose no event. Where DUMP or RESTORE is refused (a Redis-compatible
--- server without them), the stream just gets its time to live.
+-- The run's stream was stored at its size when submitted (lib/stream.lua,
+-- included before this); one that grew a new stream node since, or was
+-- submitted before streams were compacted at submit, holds a 4 KiB
+-- preallocation and is stored at its size again here.
 
 -- What a SUCCEEDED run's hashes no longer need: a live node's fields (its
 -- lease, when it was due, its run's incarnation, its progress), and what
@@ -48,11 +46,6 @@ local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, slimRu
     for _, key in ipairs(nodeKeys) do rcall('PEXPIRE', key, ttl) end
     for _, key in ipairs(otherKeys) do rcall('PEXPIRE', key, ttl) end
   end
-  local dump = redis.pcall('DUMP', evKey)
-  local compacted = false
-  if type(dump) == 'string' then
-    local ok = redis.pcall('RESTORE', evKey, math.max(ttl, 0), dump, 'REPLACE')
-    compacted = type(ok) ~= 'table' or not ok.err
-  end
+  local compacted = streamPreallocated(evKey) and compactStream(evKey, math.max(ttl, 0))
   if not compacted and ttl > 0 then rcall('PEXPIRE', evKey, ttl) end
 end
