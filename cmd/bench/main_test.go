@@ -141,6 +141,10 @@ func TestSections(t *testing.T) {
 	hb := rep["heartbeat"].(map[string]any)
 	require.InDelta(t, 1.0, hb["round_trips_per_tick"], 0.21, "one pipeline per tick whatever the number of nodes")
 	require.Equal(t, 400.0, rep["sweep"].(map[string]any)["finished_nodes"])
+	mem := rep["memory"].(map[string]any)
+	for _, k := range []string{"waiting_bytes_per_node_k1", "waiting_bytes_per_node_k4", "bytes_per_node_k1", "bytes_per_node_k4"} {
+		require.Greater(t, mem[k], 0.0, "%s: the runs' keys take memory", k)
+	}
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })

@@ -56,14 +56,7 @@ func (b *bench) finish(ctx context.Context, tag string, n, size int) (runs int, 
 		return 0, err
 	}
 	defer w.Shutdown()
-	runs = (n + size - 1) / size
-	sc := &batonScenario{o: b.o, t: b.t, shape: "wide"}
-	sc.o.k = size
-	err = parallel(ctx, runs, b.o.submitters, func(ctx context.Context, i int) error {
-		_, err := cli.Submit(ctx, sc.spec(tag, i))
-		return err
-	})
-	if err != nil {
+	if runs, err = b.submitRuns(ctx, cli, tag, n, size); err != nil {
 		return 0, err
 	}
 	if _, err := b.drained(ctx, p, runs*size, nil); err != nil {
@@ -90,6 +83,19 @@ func (b *bench) finish(ctx context.Context, tag string, n, size int) (runs int, 
 	}
 }
 
+// submitRuns submits n no-op nodes (rounded up) as runs of size
+// independent nodes, from -submitters goroutines, and returns how many
+// runs.
+func (b *bench) submitRuns(ctx context.Context, cli *runner.Client, tag string, n, size int) (int, error) {
+	runs := (n + size - 1) / size
+	sc := &batonScenario{o: b.o, t: b.t, shape: "wide"}
+	sc.o.k = size
+	return runs, parallel(ctx, runs, b.o.submitters, func(ctx context.Context, i int) error {
+		_, err := cli.Submit(ctx, sc.spec(tag, i))
+		return err
+	})
+}
+
 // waiting submits n no-op nodes as runs of size nodes, with no worker to
 // run them, and returns Redis's used_memory per node they hold while they
 // wait: Asynq's task and baton's run, node and stream keys.
@@ -106,13 +112,7 @@ func (b *bench) waiting(ctx context.Context, tag string, n, size int) (float64, 
 	if err != nil {
 		return 0, err
 	}
-	runs := (n + size - 1) / size
-	sc := &batonScenario{o: b.o, t: b.t, shape: "wide"}
-	sc.o.k = size
-	err = parallel(ctx, runs, b.o.submitters, func(ctx context.Context, i int) error {
-		_, err := cli.Submit(ctx, sc.spec(tag, i))
-		return err
-	})
+	runs, err := b.submitRuns(ctx, cli, tag, n, size)
 	if err != nil {
 		return 0, err
 	}
