@@ -20,12 +20,17 @@ func (tb *testBundle) threadRun(t *testing.T, run, strategy string) fence.Submit
 }
 
 // finish claims and commits the run's node n.
-func (tb *testBundle) finish(t *testing.T, run string) {
+func (tb *testBundle) finish(t *testing.T, run string) fence.Committed {
 	t.Helper()
 	c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "chat", Run: run, Node: "n"}, "w", longTTL, grace)
 	require.NoError(t, err, "claim %s", run)
-	_, err = tb.store.Commit(tb.ctx, c.Lease, []byte(`"ok"`), nil)
+	res, err := tb.store.Commit(tb.ctx, c.Lease, []byte(`"ok"`), nil)
 	require.NoError(t, err)
+	again, err := tb.store.Commit(tb.ctx, c.Lease, []byte(`"ok"`), nil)
+	require.NoError(t, err)
+	require.True(t, again.Replay)
+	require.Equal(t, res.ThreadQueued, again.ThreadQueued, "a replayed commit answers as the first")
+	return res
 }
 
 // "enqueue" queues runs FIFO behind the active one; each starts (root nodes
@@ -54,7 +59,8 @@ func TestMultitaskEnqueue(t *testing.T) {
 		require.ErrorIs(t, err, fence.ErrThreadBusy)
 
 		for _, next := range []string{"r2", "r3"} {
-			tb.finish(t, map[string]string{"r2": "r1", "r3": "r2"}[next])
+			ended := tb.finish(t, map[string]string{"r2": "r1", "r3": "r2"}[next])
+			require.True(t, ended.ThreadQueued, "the commit says a run waits to start")
 			p, err := tb.store.Promote(tb.ctx, "chat", "w")
 			require.NoError(t, err)
 			require.Equal(t, next, p.Run)
@@ -68,6 +74,7 @@ func TestMultitaskEnqueue(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "r3", info.Active)
 		require.Empty(t, info.Queued)
+		require.False(t, tb.finish(t, "r3").ThreadQueued, "nothing waits: no Promote needed")
 	})
 }
 

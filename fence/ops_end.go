@@ -21,6 +21,10 @@ type Committed struct {
 	// Next is the dependent claimed for the caller by the commit itself
 	// (Continue), or nil.
 	Next *Claimed
+	// ThreadQueued: the run, of a thread, has ended and a run waits in the
+	// thread's queue, read in the same atomic step: Promote has one to
+	// start. False for a run without a thread, or with nothing queued.
+	ThreadQueued bool
 }
 
 // Continue asks a commit to claim, in the same atomic step, the first
@@ -70,7 +74,10 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
-	if retainMS > 0 && l.Thread == l.Run {
+	switch {
+	case l.Thread != l.Run:
+		keys = append(keys, s.keys.Queue(l.Thread))
+	case retainMS > 0:
 		keys = append(keys, s.keys.Locator(l.Run))
 	}
 	v, err := s.runReplicated(ctx, "commit", keys, args...)
@@ -81,11 +88,11 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}
-	if len(r) < 2 {
+	if len(r) < 3 {
 		return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
 	}
-	out = Committed{RunStatus: asString(r[0]), Replay: code == 2}
-	rest := r[1:]
+	out = Committed{RunStatus: asString(r[0]), Replay: code == 2, ThreadQueued: asInt(r[1]) == 1}
+	rest := r[2:]
 	if asInt(rest[0]) == 1 {
 		if len(rest) < 14 {
 			return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)

@@ -254,7 +254,9 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 	// keeps every commit, so the log line is for debugging only.
 	w.m.Commits.Inc()
 	log.Debug("committed", "ready", len(res.Ready), "run_status", res.RunStatus)
-	w.runEnded(ctx, l, res.RunStatus)
+	if res.ThreadQueued { // the commit read the thread's queue: nothing waits otherwise
+		w.runEnded(ctx, l, res.RunStatus)
+	}
 	// The continuation this commit claimed waits for these enqueues with
 	// its lease already running. A queue that does not answer (the master
 	// of one of Asynq's keys failing over) must not spend that lease: past

@@ -36,8 +36,9 @@ KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
 KEYS[7..] node hashes of the direct dependents, in the order of ARGV[13..];
-          then the run id's locator when ARGV[12] is above 0 and the run
-          has no thread (the locator's slot is then this one)
+          then, for a run of a thread, the thread's queue (list of waiting
+          run ids); for a run without a thread, the run id's locator when
+          the time to live ARGV[12] is above 0 (its slot is then this one)
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -56,15 +57,17 @@ ARGV[12]  time to live, ms, of the run's keys should this commit end a
 ARGV[13..] ids of the direct dependents
 
 Returns
-  {1, run_status, 0, ready_id, ready_queue, ...}
+  queued is 1 when the run has ended and a run waits in its thread's
+  queue, for the caller to start (Promote); else 0.
+  {1, run_status, queued, 0, ready_id, ready_queue, ...}
         committed; pairs of dependents now READY and their queues
-  {1, run_status, 1, id, epoch, attempt, lease_until_ms, kind, queue, input,
-   timeout_ms, max_attempts, dependents_json, descendants_json, incarnation,
-   deps_json, ready_id, ready_queue, ...}
+  {1, run_status, queued, 1, id, epoch, attempt, lease_until_ms, kind, queue,
+   input, timeout_ms, max_attempts, dependents_json, descendants_json,
+   incarnation, deps_json, ready_id, ready_queue, ...}
         committed, and dependent id is now RUNNING under the caller's
         continuation claim; deps_json lists its direct dependencies (as
         claim.lua's reply)
-  {2, run_status, ...}  this claim had already committed (a replay); the
+  {2, run_status, queued, ...}  this claim had already committed (a replay); the
         rest as for code 1
   -1   node missing
   -10  stale epoch: the node was claimed again since
@@ -78,6 +81,15 @@ local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
 local contClaim, contTTL, queues, kinds = ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11]
 local retainTTL = tonumber(ARGV[12])
 local lastDep = 6 + #ARGV - 12 -- KEYS[7..lastDep] are the dependents
+local threadID, runID = string.match(refPrefix, '^([^:]*):([^:]*):$') -- ids hold no ":"
+local threadless = threadID == runID
+-- queued says, once the run has ended, whether a run of its thread waits
+-- in the thread's queue: only then has the caller a run to start (Promote).
+local function queued(status)
+  if threadless or status == 'RUNNING' or not KEYS[lastDep + 1] then return 0 end
+  if rcall('LLEN', KEYS[lastDep + 1]) > 0 then return 1 end
+  return 0
+end
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
 if not f[1] then return -1 end
@@ -95,7 +107,8 @@ local function contReply(id, d, epoch, attempt, leaseUntil)
 end
 
 if f[1] == 'SUCCEEDED' then
-  local out = {2, rcall('HGET', runKey, 'status')}
+  local st = rcall('HGET', runKey, 'status')
+  local out = {2, st, queued(st)}
   local cont, ready = {0}, {}
   for i = 7, lastDep do
     local d = rcall('HMGET', KEYS[i], unpack(contFields))
@@ -163,11 +176,11 @@ if terminal >= tonumber(r[2]) then
     -- Included here, not at the top: only this branch builds their tables.
 --@include stream
 --@include retain_run
-    local threadless, locator = KEYS[lastDep + 1] ~= nil, {}
-    if threadless and r[5] then locator[1] = KEYS[lastDep + 1] end -- a run stored with its id has a locator
+    local locator = {}
+    if threadless and r[5] and KEYS[lastDep + 1] then locator[1] = KEYS[lastDep + 1] end -- a run stored with its id has a locator
     retainRun(runKey, evKey, {nodeKey}, locator, retainTTL, status, false)
     if not threadless then
-      rcall('ZADD', finKey, now, string.match(refPrefix, '^[^:]*:([^:]*):$')) -- ids hold no ":"
+      rcall('ZADD', finKey, now, runID)
     end
   else
     rcall('ZADD', finKey, now, refPrefix)
@@ -175,7 +188,7 @@ if terminal >= tonumber(r[2]) then
 else
   rcall('HSET', runKey, 'terminal', terminal)
 end
-local out = {1, status}
+local out = {1, status, queued(status)}
 for _, v in ipairs(cont) do out[#out + 1] = v end
 for _, v in ipairs(ready) do out[#out + 1] = v end
 return out
