@@ -67,6 +67,43 @@ func TestThreadRunsNeverOverlap(t *testing.T) {
 	}
 }
 
+// The worker whose commit ends a thread's active run starts the run queued
+// behind it at once, told by the commit itself: with the sweeper's pass
+// over queued threads an hour away, the queued run still runs within
+// seconds.
+func TestCommitStartsTheQueuedRun(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	rec := newRecorder()
+	rec.block = func(ctx context.Context, task *runner.Task) error {
+		if task.Lease.Run == "first" {
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
+	cfg := b.fastConfig("w1")
+	cfg.SweepInterval = time.Hour
+	b.worker(cfg, map[string]runner.Kind{"step": rec})
+	b.submit(`{"id":"first","thread":"chat","multitask":"enqueue","nodes":[{"id":"n","kind":"step"}]}`)
+	waitFor(t, 10*time.Second, "first's node running", func() bool {
+		info, err := b.client.Status(context.Background(), "first")
+		require.NoError(t, err)
+		return info.Nodes[0].State == "RUNNING"
+	})
+	b.submit(`{"id":"second","thread":"chat","multitask":"enqueue","nodes":[{"id":"n","kind":"step"}]}`)
+	info, err := b.client.Status(context.Background(), "second")
+	require.NoError(t, err)
+	require.Equal(t, "QUEUED", info.Status)
+	close(release)
+	require.Equal(t, "SUCCEEDED", b.waitRun("first", 10*time.Second).Status)
+	require.Equal(t, "SUCCEEDED", b.waitRun("second", 10*time.Second).Status, "started by the commit that ended first")
+}
+
 // "interrupt" cancels the thread's active run (its handler sees
 // ErrRunCancelled, the run ends CANCELLED) and starts the new run after it;
 // "rollback" does the same and deletes the checkpoints the cancelled run

@@ -23,8 +23,8 @@ KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended;
 KEYS[2]   run hash
 KEYS[3]   run event stream
 KEYS[4..] the run's node hashes (ARGV[4] of them), then, for a run
-          without a thread, its locator (which only a run stored before
-          such runs had none can have)
+          without a thread, its locator (only runs stored before such
+          runs stopped having one have it)
 
 ARGV[1] time to live, ms; 0: delete now; -1: keep forever
 ARGV[2] the run's member of the finished index ("thread:run:")

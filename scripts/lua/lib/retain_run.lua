@@ -13,7 +13,8 @@
 -- an attempt ended, when it was due, the incarnation a claim returns, its
 -- progress: a SUCCEEDED node reads as 100) and, in a run stored before
 -- that, the ids, the run's zero counters and the update times no reader
--- used: one HDEL per hash, with nothing read first, drops them. The commit that retains a one-node run leaves its run hash alone
+-- used: one HDEL per hash, with nothing read first, drops them. The
+-- commit that retains a one-node run leaves its run hash alone
 -- (it holds nothing to drop unless stored before). Runs that can be
 -- retried keep every field.
 --
