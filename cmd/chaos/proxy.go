@@ -34,15 +34,36 @@ type proxy struct {
 
 // pconn is one client connection and its upstream.
 type pconn struct {
-	client, server net.Conn
-	dropReply      atomic.Bool // the next reply is lost
-	swallowed      atomic.Bool // it carried bytes into a blackhole
-	once           sync.Once
+	client    net.Conn
+	dropReply atomic.Bool // the next reply is lost
+	swallowed atomic.Bool // it carried bytes into a blackhole
+	once      sync.Once
+
+	mu     sync.Mutex // server and closed: a Reset may close pc while serve dials
+	server net.Conn
+	closed bool
+}
+
+// setServer attaches the upstream connection, or closes it and says so
+// when pc was closed while it was being dialled.
+func (c *pconn) setServer(s net.Conn) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		_ = s.Close()
+		return false
+	}
+	c.server = s
+	return true
 }
 
 func (c *pconn) close() {
 	c.once.Do(func() {
-		for _, n := range []net.Conn{c.client, c.server} {
+		c.mu.Lock()
+		c.closed = true
+		server := c.server
+		c.mu.Unlock()
+		for _, n := range []net.Conn{c.client, server} {
 			if n == nil {
 				continue
 			}
@@ -107,7 +128,9 @@ func (p *proxy) serve(pc *pconn, holed bool) {
 	if err != nil {
 		return // Redis is down: the client sees its connection die
 	}
-	pc.server = s
+	if !pc.setServer(s) {
+		return
+	}
 	done := make(chan struct{}, 2)
 	go func() { p.pump(pc, pc.client, s, true); done <- struct{}{} }()
 	go func() { p.pump(pc, s, pc.client, false); done <- struct{}{} }()
