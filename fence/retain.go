@@ -150,6 +150,13 @@ const locatorRetryAfter = time.Minute
 // reached (its master down) stays, moved locatorRetryAfter into the
 // future: the index is read from its oldest end, so ids that keep failing
 // must not hold back the runs that ended after them.
+//
+// A retry may re-open a run between its retention and this call (the
+// call's caller read the id, then paused). Retry persists the locator
+// once its script has re-opened the run, so the expiry and that persist
+// land in one of two orders: persist last, and the locator keeps no time
+// to live; expiry last, and the status read after it finds the run live
+// again and persists the locator here.
 func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.Duration) error {
 	if len(due) == 0 {
 		return nil
@@ -159,11 +166,14 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 	if ttl >= 0 { // else runs are kept forever now: their locators too
 		pipe := s.rdb.Pipeline()
 		cmds := make([]*redis.BoolCmd, len(due))
+		threads := make([]*redis.StringCmd, len(due))
 		for i, d := range due {
 			cmds[i] = pipe.PExpire(ctx, s.keys.Locator(d.run), time.Duration(retentionMs(ttl))*time.Millisecond)
+			threads[i] = pipe.Get(ctx, s.keys.Locator(d.run))
 		}
 		_, _ = pipe.Exec(ctx)
 		done = nil
+		var expired []location
 		for i, c := range cmds {
 			if err := c.Err(); err != nil {
 				failed = err
@@ -171,6 +181,12 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 				continue
 			}
 			done = append(done, due[i])
+			if c.Val() {
+				expired = append(expired, location{run: due[i].run, loc: threads[i]})
+			}
+		}
+		if err := s.keepReopened(ctx, expired); err != nil {
+			return fmt.Errorf("retain: locators: %w", err) // every id stays for the next call
 		}
 	}
 	if len(done)+len(later) > 0 {
@@ -190,6 +206,35 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 		return fmt.Errorf("retain: locators: %w", failed)
 	}
 	return nil
+}
+
+// keepReopened takes the time to live off the locators just given one
+// whose run is live again (a retry re-opened it; expireLocators).
+func (s *Store) keepReopened(ctx context.Context, expired []location) error {
+	if len(expired) == 0 {
+		return nil
+	}
+	pipe := s.rdb.Pipeline()
+	status := make([]*redis.StringCmd, len(expired))
+	for i, l := range expired {
+		if thread := l.loc.Val(); thread != "" {
+			status[i] = pipe.HGet(ctx, s.keys.Run(thread, l.run), "status")
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return err
+	}
+	pipe = s.rdb.Pipeline()
+	for i, l := range expired {
+		if st := status[i]; st != nil && (st.Val() == "RUNNING" || st.Val() == "QUEUED") {
+			pipe.Persist(ctx, s.keys.Locator(l.run))
+		}
+	}
+	if pipe.Len() == 0 {
+		return nil
+	}
+	_, err := pipe.Exec(ctx)
+	return err
 }
 
 // retentionMs is ttl as retain.lua's ARGV[1]: milliseconds, at least 1

@@ -63,6 +63,14 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	if err != nil {
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
+	// Again, now that the run is live: a retention sweep that read the
+	// run as ended before the script may have given the locator its time
+	// to live since (expireLocators).
+	if thread != run {
+		if err := s.rdb.Persist(ctx, s.keys.Locator(run)).Err(); err != nil {
+			return Retried{}, fmt.Errorf("retry %s: %w", run, err)
+		}
+	}
 	code, r, err := reply(v)
 	switch {
 	case errors.Is(err, ErrNotRetryable):

@@ -1,9 +1,11 @@
 package fence_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/fence"
@@ -148,4 +150,112 @@ func TestRetryKeepsTheRunPastRetention(t *testing.T) {
 			require.Equal(t, time.Duration(-1), ttl, "%s persists", k)
 		}
 	})
+}
+
+// A retry that lands between a run's retention and the sweep's expiry of
+// its locator (the sweeper paused after retaining it) leaves the re-opened
+// run findable: its locator keeps no time to live.
+func TestRetryBetweenRetentionAndTheLocatorsExpiry(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		s := spec("rl", node("a").attempts(1))
+		s.Thread = "t-rl"
+		tb.submit(t, s)
+		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "t-rl", Run: "rl", Node: "a"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+		require.NoError(t, err)
+
+		keys := tb.store.Keys()
+		sweeper := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
+		t.Cleanup(func() { _ = sweeper.Close() })
+		retried := false
+		sweeper.AddHook(beforeExpiry{key: keys.Locator("rl"), fn: func() {
+			if !retried {
+				retried = true
+				_, err := tb.store.Retry(tb.ctx, "rl", "r1", "test")
+				require.NoError(t, err)
+			}
+		}})
+		n, err := fence.New(sweeper, nil).RetainFinished(tb.ctx, time.Hour, 10)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		require.True(t, retried, "the retry ran before the locator's expiry")
+
+		ttl, err := tb.be.Client.TTL(tb.ctx, keys.Locator("rl")).Result()
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(-1), ttl, "the re-opened run's locator persists")
+		require.Equal(t, "RUNNING", tb.getRun(t, "rl").Status)
+	})
+}
+
+// The other order: the sweep expires the locator after the retry's first
+// persist and before its script re-opens the run. The retry persists it
+// again.
+func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		s := spec("rp", node("a").attempts(1))
+		s.Thread = "t-rp"
+		tb.submit(t, s)
+		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "t-rp", Run: "rp", Node: "a"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+		require.NoError(t, err)
+
+		retrier := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
+		t.Cleanup(func() { _ = retrier.Close() })
+		swept := 0
+		retrier.AddHook(beforeScript{fn: func() {
+			if swept == 0 {
+				n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 10)
+				require.NoError(t, err)
+				swept = n
+			}
+		}})
+		_, err = fence.New(retrier, nil).Retry(tb.ctx, "rp", "r1", "test")
+		require.NoError(t, err)
+		require.Equal(t, 1, swept, "the sweep retained the run before the retry's script")
+
+		ttl, err := tb.be.Client.TTL(tb.ctx, tb.store.Keys().Locator("rp")).Result()
+		require.NoError(t, err)
+		require.Equal(t, time.Duration(-1), ttl, "the re-opened run's locator persists")
+		require.Equal(t, "RUNNING", tb.getRun(t, "rp").Status)
+	})
+}
+
+// beforeScript runs fn before sending a script.
+type beforeScript struct{ fn func() }
+
+func (b beforeScript) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (b beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if n := cmd.Name(); n == "evalsha" || n == "eval" {
+			b.fn()
+		}
+		return next(ctx, cmd)
+	}
+}
+func (b beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// beforeExpiry runs fn before sending a pipeline that sets key's PEXPIRE.
+type beforeExpiry struct {
+	key string
+	fn  func()
+}
+
+func (b beforeExpiry) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (b beforeExpiry) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (b beforeExpiry) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if args := c.Args(); len(args) > 1 && c.Name() == "pexpire" && args[1] == b.key {
+				b.fn()
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
