@@ -121,7 +121,7 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 // when that claim started.
 func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*Claimed, time.Time) {
 	l := c.Lease
-	log := w.log.With("run_id", l.Run, "node_id", l.Node, "epoch", l.Epoch, "attempt", l.Attempt)
+	log := nodeLogger(w.log, l)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
 	task.Deps = c.DepResults
 
