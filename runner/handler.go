@@ -62,7 +62,7 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		w.m.Takeovers.Inc()
 		w.log.Info("takeover", "run_id", ref.Run, "node_id", ref.Node, "epoch", c.Epoch, "prev_owner", c.PrevOwner)
 	}
-	w.m.Claims.WithLabelValues(outcome).Inc()
+	w.m.claim(outcome)
 	// A commit may hand over the next node of a chain, already claimed:
 	// run it in this same delivery, without a queue round trip.
 	for c != nil {

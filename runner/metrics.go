@@ -16,6 +16,8 @@ type Metrics struct {
 	HeartbeatRTT   prometheus.Histogram
 	LeaseLeft      prometheus.Histogram
 	PoisonTasks    prometheus.Counter
+
+	claimed prometheus.Counter // Claims{outcome="claimed"}, resolved once: every node counts it
 }
 
 // NewMetrics creates the series and registers them with reg (nil: not
@@ -47,9 +49,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		PoisonTasks: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_poison_tasks_total",
 			Help: "Queue tasks archived because their payload was malformed."}),
 	}
+	m.claimed = m.Claims.WithLabelValues("claimed")
 	if reg != nil {
 		reg.MustRegister(m.Claims, m.Commits, m.StaleRejected, m.Takeovers, m.Failures, m.Releases,
 			m.Running, m.SweeperActions, m.NodesUnserved, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks)
 	}
 	return m
+}
+
+// claim counts a successful claim by outcome.
+func (m *Metrics) claim(outcome string) {
+	if outcome == "claimed" && m.claimed != nil {
+		m.claimed.Inc()
+		return
+	}
+	m.Claims.WithLabelValues(outcome).Inc()
 }

@@ -33,8 +33,8 @@ func decodePayload(b []byte) (fence.NodeRef, error) {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fence.NodeRef{}, fmt.Errorf("payload is not JSON: %w", err)
 	}
-	for _, f := range []struct{ name, id string }{{"thread", p.Thread}, {"run", p.Run}, {"node", p.Node}} {
-		if err := fence.ValidateID("payload "+f.name, f.id); err != nil {
+	for _, f := range []struct{ name, id string }{{"payload thread", p.Thread}, {"payload run", p.Run}, {"payload node", p.Node}} {
+		if err := fence.ValidateID(f.name, f.id); err != nil {
 			return fence.NodeRef{}, err
 		}
 	}
