@@ -158,13 +158,7 @@ func TestRetryKeepsTheRunPastRetention(t *testing.T) {
 func TestRetryBetweenRetentionAndTheLocatorsExpiry(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		s := spec("rl", node("a").attempts(1))
-		s.Thread = "t-rl"
-		tb.submit(t, s)
-		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "t-rl", Run: "rl", Node: "a"}, "w", longTTL, grace)
-		require.NoError(t, err)
-		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
-		require.NoError(t, err)
+		tb.failedThreadRun(t, "rl")
 
 		keys := tb.store.Keys()
 		sweeper := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
@@ -195,13 +189,7 @@ func TestRetryBetweenRetentionAndTheLocatorsExpiry(t *testing.T) {
 func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		s := spec("rp", node("a").attempts(1))
-		s.Thread = "t-rp"
-		tb.submit(t, s)
-		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "t-rp", Run: "rp", Node: "a"}, "w", longTTL, grace)
-		require.NoError(t, err)
-		_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
-		require.NoError(t, err)
+		tb.failedThreadRun(t, "rp")
 
 		retrier := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
 		t.Cleanup(func() { _ = retrier.Close() })
@@ -213,7 +201,7 @@ func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
 				swept = n
 			}
 		}})
-		_, err = fence.New(retrier, nil).Retry(tb.ctx, "rp", "r1", "test")
+		_, err := fence.New(retrier, nil).Retry(tb.ctx, "rp", "r1", "test")
 		require.NoError(t, err)
 		require.Equal(t, 1, swept, "the sweep retained the run before the retry's script")
 
@@ -238,6 +226,19 @@ func (b beforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (b beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
+}
+
+// failedThreadRun submits a one-node run of thread "t-"+run whose only
+// attempt failed.
+func (tb *testBundle) failedThreadRun(t *testing.T, run string) {
+	t.Helper()
+	s := spec(run, node("a").attempts(1))
+	s.Thread = "t-" + run
+	tb.submit(t, s)
+	c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: s.Thread, Run: run, Node: "a"}, "w", longTTL, grace)
+	require.NoError(t, err)
+	_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+	require.NoError(t, err)
 }
 
 // beforeExpiry runs fn before sending a pipeline that sets key's PEXPIRE.
