@@ -46,7 +46,8 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	// The locator lives outside the thread's slot; the script persists the
 	// rest. Retention may have set its expiry; a retried run must stay
 	// findable.
-	if err := s.rdb.Persist(ctx, s.keys.Locator(run)).Err(); err != nil {
+	persisted, err := s.rdb.Persist(ctx, s.keys.Locator(run)).Result()
+	if err != nil {
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
 	threaded, activeKey := "", s.keys.Run(thread, run)
@@ -63,15 +64,23 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	if err != nil {
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
-	// Again, now that the run is live: a retention sweep that read the
-	// run as ended before the script may have given the locator its time
-	// to live since (expireLocators).
-	if thread != run {
+	code, r, err := reply(v)
+	switch {
+	case err != nil && persisted:
+		// Refused: the run is as it was, and so is its locator's expiry,
+		// the time to live its run hash still has. Best effort: a
+		// locator left without one outlives its run, and finds nothing.
+		if pttl, perr := s.rdb.PTTL(ctx, s.keys.Run(thread, run)).Result(); perr == nil && pttl > 0 {
+			_ = s.rdb.PExpire(ctx, s.keys.Locator(run), pttl).Err()
+		}
+	case err == nil && thread != run:
+		// Again, now that the run is live: a retention sweep that read
+		// the run as ended before the script may have given the locator
+		// its time to live since (expireLocators).
 		if err := s.rdb.Persist(ctx, s.keys.Locator(run)).Err(); err != nil {
 			return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 		}
 	}
-	code, r, err := reply(v)
 	switch {
 	case errors.Is(err, ErrNotRetryable):
 		return Retried{}, fmt.Errorf("retry %s: status %s: %w", run, asString(r[0]), err)

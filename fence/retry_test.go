@@ -212,6 +212,28 @@ func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
 	})
 }
 
+// A retry refused (the run SUCCEEDED) leaves the retained run's locator
+// with its time to live.
+func TestRefusedRetryKeepsTheLocatorsExpiry(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		s := spec("rs", node("a"))
+		s.Thread = "t-rs"
+		tb.submit(t, s)
+		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: s.Thread, Run: "rs", Node: "a"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		tb.commit(t, c, `"A"`)
+		_, err = tb.store.RetainFinished(tb.ctx, time.Hour, 10)
+		require.NoError(t, err)
+
+		_, err = tb.store.Retry(tb.ctx, "rs", "r1", "test")
+		require.ErrorIs(t, err, fence.ErrNotRetryable)
+		ttl, err := tb.be.Client.TTL(tb.ctx, tb.store.Keys().Locator("rs")).Result()
+		require.NoError(t, err)
+		require.Greater(t, ttl, 59*time.Minute, "the locator keeps its time to live")
+	})
+}
+
 // beforeScript runs fn before sending a script.
 type beforeScript struct{ fn func() }
 
