@@ -173,7 +173,7 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 		}
 		_, _ = pipe.Exec(ctx)
 		done = nil
-		var expired []location
+		var expired []locatorRead
 		for i, c := range cmds {
 			if err := c.Err(); err != nil {
 				failed = err
@@ -182,7 +182,7 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 			}
 			done = append(done, due[i])
 			if c.Val() {
-				expired = append(expired, location{run: due[i].run, loc: threads[i]})
+				expired = append(expired, locatorRead{due[i].run, threads[i]})
 			}
 		}
 		if err := s.keepReopened(ctx, expired); err != nil {
@@ -208,16 +208,22 @@ func (s *Store) expireLocators(ctx context.Context, due []locatorDue, ttl time.D
 	return nil
 }
 
+// locatorRead is a run id and its locator's value, the run's thread.
+type locatorRead struct {
+	run    string
+	thread *redis.StringCmd
+}
+
 // keepReopened takes the time to live off the locators just given one
 // whose run is live again (a retry re-opened it; expireLocators).
-func (s *Store) keepReopened(ctx context.Context, expired []location) error {
+func (s *Store) keepReopened(ctx context.Context, expired []locatorRead) error {
 	if len(expired) == 0 {
 		return nil
 	}
 	pipe := s.rdb.Pipeline()
 	status := make([]*redis.StringCmd, len(expired))
 	for i, l := range expired {
-		if thread := l.loc.Val(); thread != "" {
+		if thread := l.thread.Val(); thread != "" {
 			status[i] = pipe.HGet(ctx, s.keys.Run(thread, l.run), "status")
 		}
 	}

@@ -166,9 +166,7 @@ func TestRetentionWithALocatorUnreachable(t *testing.T) {
 			_, err := tb.store.Cancel(tb.ctx, run, "test", "t")
 			require.NoError(t, err)
 		}
-		cut := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
-		cut.AddHook(unreachable{keys.Locator("loc-down")})
-		t.Cleanup(func() { _ = cut.Close() })
+		cut := tb.hookedClient(t, unreachable{keys.Locator("loc-down")})
 		n, err := fence.New(cut, nil).RetainFinished(tb.ctx, time.Hour, 100)
 		require.ErrorIs(t, err, errUnreachable)
 		require.Equal(t, 2, n, "both runs retained")

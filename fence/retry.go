@@ -46,8 +46,7 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	// The locator lives outside the thread's slot; the script persists the
 	// rest. Retention may have set its expiry; a retried run must stay
 	// findable.
-	persisted, err := s.rdb.Persist(ctx, s.keys.Locator(run)).Result()
-	if err != nil {
+	if err := s.rdb.Persist(ctx, s.keys.Locator(run)).Err(); err != nil {
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
 	threaded, activeKey := "", s.keys.Run(thread, run)
@@ -66,10 +65,12 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	}
 	code, r, err := reply(v)
 	switch {
-	case err != nil && persisted:
+	case errors.Is(err, ErrNotRetryable) || errors.Is(err, ErrNotActiveRun):
 		// Refused: the run is as it was, and so is its locator's expiry,
-		// the time to live its run hash still has. Best effort: a
-		// locator left without one outlives its run, and finds nothing.
+		// the time to live its run hash still has (none: the locator had
+		// none either). Also after a persist whose retry's first reply
+		// was lost. Best effort: a locator left without one outlives its
+		// run, and finds nothing.
 		if pttl, perr := s.rdb.PTTL(ctx, s.keys.Run(thread, run)).Result(); perr == nil && pttl > 0 {
 			_ = s.rdb.PExpire(ctx, s.keys.Locator(run), pttl).Err()
 		}

@@ -161,10 +161,8 @@ func TestRetryBetweenRetentionAndTheLocatorsExpiry(t *testing.T) {
 		tb.failedThreadRun(t, "rl")
 
 		keys := tb.store.Keys()
-		sweeper := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
-		t.Cleanup(func() { _ = sweeper.Close() })
 		retried := false
-		sweeper.AddHook(beforeExpiry{key: keys.Locator("rl"), fn: func() {
+		sweeper := tb.hookedClient(t, beforeExpiry{key: keys.Locator("rl"), fn: func() {
 			if !retried {
 				retried = true
 				_, err := tb.store.Retry(tb.ctx, "rl", "r1", "test")
@@ -176,10 +174,7 @@ func TestRetryBetweenRetentionAndTheLocatorsExpiry(t *testing.T) {
 		require.Equal(t, 1, n)
 		require.True(t, retried, "the retry ran before the locator's expiry")
 
-		ttl, err := tb.be.Client.TTL(tb.ctx, keys.Locator("rl")).Result()
-		require.NoError(t, err)
-		require.Equal(t, time.Duration(-1), ttl, "the re-opened run's locator persists")
-		require.Equal(t, "RUNNING", tb.getRun(t, "rl").Status)
+		tb.requireReopened(t, "rl")
 	})
 }
 
@@ -191,10 +186,8 @@ func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
 		tb.failedThreadRun(t, "rp")
 
-		retrier := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
-		t.Cleanup(func() { _ = retrier.Close() })
 		swept := 0
-		retrier.AddHook(beforeScript{fn: func() {
+		retrier := tb.hookedClient(t, beforeScript{fn: func() {
 			if swept == 0 {
 				n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 10)
 				require.NoError(t, err)
@@ -205,10 +198,7 @@ func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, swept, "the sweep retained the run before the retry's script")
 
-		ttl, err := tb.be.Client.TTL(tb.ctx, tb.store.Keys().Locator("rp")).Result()
-		require.NoError(t, err)
-		require.Equal(t, time.Duration(-1), ttl, "the re-opened run's locator persists")
-		require.Equal(t, "RUNNING", tb.getRun(t, "rp").Status)
+		tb.requireReopened(t, "rp")
 	})
 }
 
@@ -217,13 +207,8 @@ func TestRetentionBetweenARetrysPersistAndItsScript(t *testing.T) {
 func TestRefusedRetryKeepsTheLocatorsExpiry(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		s := spec("rs", node("a"))
-		s.Thread = "t-rs"
-		tb.submit(t, s)
-		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: s.Thread, Run: "rs", Node: "a"}, "w", longTTL, grace)
-		require.NoError(t, err)
-		tb.commit(t, c, `"A"`)
-		_, err = tb.store.RetainFinished(tb.ctx, time.Hour, 10)
+		tb.commit(t, tb.claimThreadRun(t, "rs", 3), `"A"`)
+		_, err := tb.store.RetainFinished(tb.ctx, time.Hour, 10)
 		require.NoError(t, err)
 
 		_, err = tb.store.Retry(tb.ctx, "rs", "r1", "test")
@@ -254,13 +239,40 @@ func (b beforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 // attempt failed.
 func (tb *testBundle) failedThreadRun(t *testing.T, run string) {
 	t.Helper()
-	s := spec(run, node("a").attempts(1))
+	c := tb.claimThreadRun(t, run, 1)
+	_, err := tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+	require.NoError(t, err)
+}
+
+// claimThreadRun submits a run of thread "t-"+run with one node, "a", of
+// attempts attempts, and claims it.
+func (tb *testBundle) claimThreadRun(t *testing.T, run string, attempts int) *fence.Claimed {
+	t.Helper()
+	s := spec(run, node("a").attempts(attempts))
 	s.Thread = "t-" + run
 	tb.submit(t, s)
 	c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: s.Thread, Run: run, Node: "a"}, "w", longTTL, grace)
 	require.NoError(t, err)
-	_, err = tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "x"}, nil)
+	return c
+}
+
+// requireReopened requires run RUNNING again, its locator with no time
+// to live.
+func (tb *testBundle) requireReopened(t *testing.T, run string) {
+	t.Helper()
+	ttl, err := tb.be.Client.TTL(tb.ctx, tb.store.Keys().Locator(run)).Result()
 	require.NoError(t, err)
+	require.Equal(t, time.Duration(-1), ttl, "the re-opened run's locator persists")
+	require.Equal(t, "RUNNING", tb.getRun(t, run).Status)
+}
+
+// hookedClient is a client of the bundle's Redis of its own, with hook.
+func (tb *testBundle) hookedClient(t *testing.T, hook redis.Hook) *redis.Client {
+	t.Helper()
+	c := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr})
+	t.Cleanup(func() { _ = c.Close() })
+	c.AddHook(hook)
+	return c
 }
 
 // beforeExpiry runs fn before sending a pipeline that sets key's PEXPIRE.
