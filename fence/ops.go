@@ -47,6 +47,11 @@ type SubmitArgs struct {
 	// submit on Redis's clock; the later of the two. Zero: at once.
 	StartAt time.Time
 	StartIn time.Duration
+	// Scripter, when set, is what the submit's script is sent through
+	// (EVALSHA, then EVAL on NOSCRIPT) instead of the store's client: a
+	// caller can put the script in a round trip of its own choosing, as
+	// runner.Client does with Asynq's enqueue of the run's first node.
+	Scripter redis.Scripter
 }
 
 // SubmitResult says what Submit did.
@@ -156,8 +161,12 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	if !a.StartAt.IsZero() {
 		startAt = a.StartAt.UnixMilli()
 	}
-	v, err := s.run(ctx, "submit", keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own))
+	via := a.Scripter
+	if via == nil {
+		via = s.rdb
+	}
+	v, err := s.scripts["submit"].Run(ctx, via, keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
+		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own)).Result()
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}

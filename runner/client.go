@@ -30,6 +30,10 @@ type Client struct {
 	store  *fence.Store
 	asynq  *asynq.Client
 	limits Limits
+	// rdb, when set, is the one server the client's Asynq client enqueues
+	// through a tripClient: a run's submit then carries the enqueue of its
+	// first node (trip.go). Nil on a cluster.
+	rdb redis.UniversalClient
 
 	// The live runners as Submit last read them, for its warnings: a
 	// burst of submits reads the listing once a second, not per run.
@@ -46,11 +50,17 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 	if cfg.Redis == nil {
 		return nil, errors.New("baton: ClientConfig.Redis is required")
 	}
-	return &Client{
+	c := &Client{
 		store:  fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
-		asynq:  asynq.NewClientFromRedisClient(cfg.Redis),
 		limits: cfg.Limits.withDefaults(),
-	}, nil
+	}
+	if _, cluster := cfg.Redis.(*redis.ClusterClient); cluster {
+		c.asynq = asynq.NewClientFromRedisClient(cfg.Redis)
+	} else {
+		c.rdb = cfg.Redis
+		c.asynq = asynq.NewClientFromRedisClient(tripClient{cfg.Redis})
+	}
+	return c, nil
 }
 
 // Close releases the Asynq client. The Redis client stays open.
@@ -106,6 +116,11 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	if err != nil {
 		return Submitted{}, err
 	}
+	e := enqueuer{client: c.asynq}
+	trip, carriedNode := c.submitTrip(e, args, nodes)
+	if trip != nil {
+		args.Scripter = trip
+	}
 	res, err := c.store.Submit(ctx, args)
 	if err != nil {
 		disarm(ctx, err)
@@ -120,7 +135,6 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 	for _, n := range nodes {
 		queues[n.ID] = n.Queue
 	}
-	e := enqueuer{client: c.asynq}
 	var errs []error
 	// A delayed run's tasks wait in Asynq's schedule until its start, as
 	// the client's clock reads Redis's time; one delivered early finds its
@@ -130,6 +144,9 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 		processAt = res.Start
 	}
 	for _, id := range res.Ready {
+		if trip != nil && trip.delivered && id == carriedNode {
+			continue
+		}
 		ref := fence.NodeRef{Thread: res.Thread, Run: runID, Node: id}
 		if err := e.enqueue(ctx, ref, queues[id], 1, processAt); err != nil {
 			errs = append(errs, err)
@@ -149,6 +166,27 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 		return out, fmt.Errorf("run %s stored; the sweeper will deliver what failed to enqueue: %w", runID, errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// submitTrip returns the Scripter that sends the submit of a run with the
+// enqueue of its first node in one round trip, and that node; nil when
+// the run is not sent that way (see trip.go): on a cluster, for a run of
+// a thread (it may wait QUEUED) or with a start time (its task waits for
+// the start the script reads from Redis's clock).
+func (c *Client) submitTrip(e enqueuer, args fence.SubmitArgs, nodes []fence.NodeSpec) (*submitTrip, string) {
+	if c.rdb == nil || (args.Thread != "" && args.Thread != args.Run) || args.StartIn > 0 || !args.StartAt.IsZero() {
+		return nil, ""
+	}
+	for _, n := range nodes {
+		if len(n.Deps) > 0 {
+			continue
+		}
+		ref := fence.NodeRef{Thread: args.Run, Run: args.Run, Node: n.ID}
+		return &submitTrip{Scripter: c.rdb, rdb: c.rdb, enqueue: func(ctx context.Context) error {
+			return e.enqueue(ctx, ref, n.Queue, 1, time.Time{})
+		}}, n.ID
+	}
+	return nil, ""
 }
 
 // Status returns the run with its nodes, or fence.ErrNotFound. A READY
