@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Committed says what a commit did.
@@ -51,6 +53,23 @@ func (s *Store) Commit(ctx context.Context, l Lease, result []byte, dependents [
 // after a lost reply with the same lease and cont.ClaimID, it returns what
 // the first try did (Replay).
 func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, dependents []string, cont Continue) (out Committed, err error) {
+	return s.commit(ctx, nil, l, result, dependents, cont)
+}
+
+// CommitVia is CommitContinue with the script sent through via (EVALSHA,
+// then EVAL on NOSCRIPT) instead of the store's client, so that the
+// caller can send it in a round trip of its own: the runner sends a node's
+// last commit with Asynq's acknowledgement of its task. A store whose
+// writes must reach replicas (Options.ClaimReplicas) ignores via: the
+// commit and its WAIT share a connection of their own.
+func (s *Store) CommitVia(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue) (Committed, error) {
+	if s.replicas > 0 {
+		via = nil
+	}
+	return s.commit(ctx, via, l, result, dependents, cont)
+}
+
+func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue) (out Committed, err error) {
 	defer s.observe("commit", l, time.Now(), &err, func(o *Op) {
 		o.Replay = out.Replay
 		if out.Next != nil {
@@ -80,7 +99,12 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 	case retainMS > 0:
 		keys = append(keys, s.keys.Locator(l.Run))
 	}
-	v, err := s.runReplicated(ctx, "commit", keys, args...)
+	var v any
+	if via != nil {
+		v, err = s.scripts["commit"].Run(ctx, via, keys, args...).Result()
+	} else {
+		v, err = s.runReplicated(ctx, "commit", keys, args...)
+	}
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}

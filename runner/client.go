@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -34,6 +35,12 @@ type Client struct {
 	// through a tripClient: a run's submit then carries the enqueue of its
 	// first node (trip.go). Nil on a cluster.
 	rdb redis.UniversalClient
+	// scriptCached: a submit ran since the client started or last met a
+	// Redis without the submit script (NOSCRIPT: started afresh, or its
+	// script cache flushed). Until then a submit goes alone, caching the
+	// script, rather than in a shared round trip whose enqueue would come
+	// before its node.
+	scriptCached atomic.Bool
 
 	// The live runners as Submit last read them, for its warnings: a
 	// burst of submits reads the listing once a second, not per run.
@@ -122,6 +129,11 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 		args.Scripter = trip
 	}
 	res, err := c.store.Submit(ctx, args)
+	if trip != nil && trip.early {
+		c.scriptCached.Store(false)
+	} else if err == nil {
+		c.scriptCached.Store(true)
+	}
 	if err != nil {
 		disarm(ctx, err)
 		return Submitted{}, err
@@ -144,11 +156,20 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 		processAt = res.Start
 	}
 	for _, id := range res.Ready {
-		if trip != nil && trip.delivered && id == carriedNode {
-			continue
-		}
 		ref := fence.NodeRef{Thread: res.Thread, Run: runID, Node: id}
-		if err := e.enqueue(ctx, ref, queues[id], 1, processAt); err != nil {
+		var err error
+		switch {
+		case trip != nil && id == carriedNode && trip.delivered:
+			continue
+		case trip != nil && id == carriedNode && trip.early:
+			// The task that came before its node may be in a worker's
+			// hands, about to be dropped as nothing to claim: a delivery
+			// under an id of its own is not mistaken for it.
+			_, err = e.enqueueAs(ctx, TaskID(ref, 1)+"~submit", ref, queues[id], processAt)
+		default:
+			err = e.enqueue(ctx, ref, queues[id], 1, processAt)
+		}
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -170,11 +191,13 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 
 // submitTrip returns the Scripter that sends the submit of a run with the
 // enqueue of its first node in one round trip, and that node; nil when
-// the run is not sent that way (see trip.go): on a cluster, for a run of
-// a thread (it may wait QUEUED) or with a start time (its task waits for
-// the start the script reads from Redis's clock).
+// the run is not sent that way (see trip.go): on a cluster, before the
+// submit script is known to be cached, for a run of a thread (it may wait
+// QUEUED) or with a start time (its task waits for the start the script
+// reads from Redis's clock).
 func (c *Client) submitTrip(e enqueuer, args fence.SubmitArgs, nodes []fence.NodeSpec) (*submitTrip, string) {
-	if c.rdb == nil || (args.Thread != "" && args.Thread != args.Run) || args.StartIn > 0 || !args.StartAt.IsZero() {
+	if c.rdb == nil || !c.scriptCached.Load() || (args.Thread != "" && args.Thread != args.Run) ||
+		args.StartIn > 0 || !args.StartAt.IsZero() {
 		return nil, ""
 	}
 	for _, n := range nodes {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
 )
@@ -63,10 +64,11 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		w.log.Info("takeover", "run_id", ref.Run, "node_id", ref.Node, "epoch", c.Epoch, "prev_owner", c.PrevOwner)
 	}
 	w.m.claim(outcome)
+	taskID, _ := asynq.GetTaskID(ctx)
 	// A commit may hand over the next node of a chain, already claimed:
 	// run it in this same delivery, without a queue round trip.
 	for c != nil {
-		c, claimStarted = w.run(ctx, c, claimStarted)
+		c, claimStarted = w.run(ctx, c, claimStarted, taskID)
 		if c != nil {
 			w.m.Claims.WithLabelValues("continued").Inc()
 		}
@@ -118,8 +120,9 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 
 // run executes a claimed node and records its outcome under its lease. It
 // returns the successor its commit claimed for this worker, if any, with
-// when that claim started.
-func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*Claimed, time.Time) {
+// when that claim started. taskID is the delivery's Asynq task, whose
+// acknowledgement a node with no dependents commits with.
+func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, taskID string) (*Claimed, time.Time) {
 	l := c.Lease
 	log := nodeLogger(w.log, l)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
@@ -162,7 +165,10 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time) (*
 		// write would be refused; the attempt writes nothing.
 		log.Warn("attempt_abandoned", "reason", cause, "handler_err", runErr)
 	case runErr == nil:
-		return w.commit(wctx, log, c, result)
+		if len(c.Dependents) == 0 && w.holdCommit(ctx, taskID, log, c, result) {
+			return nil, time.Time{}
+		}
+		return w.commit(wctx, nil, log, c, result)
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
 		w.release(wctx, log, c, "worker shutting down")
 	default:
@@ -218,11 +224,32 @@ func (w *Worker) kindNames() []string {
 	return out
 }
 
+// holdCommit leaves the commit of a node with no dependents to be sent
+// with its task's acknowledgement (trip.go), and reports whether it did:
+// not on a cluster, nor when a commit for the task is held already.
+func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger, c *Claimed, result json.RawMessage) bool {
+	if w.acks == nil || taskID == "" {
+		return false
+	}
+	w.active.Add(1) // the handler is still counted: Shutdown has not stopped waiting
+	held := w.acks.hold(taskID, func(via redis.Scripter) {
+		defer w.active.Done()
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
+		defer cancel()
+		w.commit(wctx, via, log, c, result)
+	})
+	if !held {
+		w.active.Done()
+	}
+	return held
+}
+
 // commit records the result, retrying a lost reply: a replayed commit of
-// the same claim is recognised by the script.
+// the same claim is recognised by the script. Its first try goes through
+// via when that is set (a held commit, with its task's acknowledgement).
 // It returns the continuation the commit claimed, if any, with the start of
 // the try that claimed it (a replay renews the continuation's lease).
-func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, result json.RawMessage) (*Claimed, time.Time) {
+func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage) (*Claimed, time.Time) {
 	l := c.Lease
 	var cont fence.Continue
 	if !w.isStopping() {
@@ -237,7 +264,11 @@ func (w *Worker) commit(ctx context.Context, log *slog.Logger, c *Claimed, resul
 	err := retry(ctx, func() error {
 		var err error
 		started = time.Now()
-		res, err = w.store.CommitContinue(ctx, l, result, c.Dependents, cont)
+		if via != nil {
+			res, err = w.store.CommitVia(ctx, via, l, result, c.Dependents, cont)
+		} else {
+			res, err = w.store.CommitContinue(ctx, l, result, c.Dependents, cont)
+		}
 		return err
 	})
 	switch {

@@ -7,27 +7,35 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
 )
 
-// tripCounter counts round trips: a command or a pipeline is one.
+// tripCounter counts round trips: a command or a pipeline is one, but
+// for what go-redis sends on a connection it has just dialed (HELLO,
+// CLIENT SETINFO).
 type tripCounter struct{ n atomic.Int64 }
 
 func (c *tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (c *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		c.n.Add(1)
+		if cmd.Name() != "hello" {
+			c.n.Add(1)
+		}
 		return next(ctx, cmd)
 	}
 }
 
 func (c *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		c.n.Add(1)
+		if len(cmds) > 0 && cmds[0].Name() != "client" {
+			c.n.Add(1)
+		}
 		return next(ctx, cmds)
 	}
 }
@@ -74,8 +82,8 @@ func TestSubmitCarriesTheFirstEnqueue(t *testing.T) {
 	c, trips := countingClient(t, b)
 	rec := newRecorder()
 
-	// The first submit on a client also registers the queue with Asynq
-	// (SADD, once per client and queue) and may load the scripts.
+	// The first submit on a client goes alone, caching the submit script,
+	// and registers the queue with Asynq (SADD, once per client and queue).
 	submitCounted(t, c, trips, `{"nodes":[{"id":"warm","kind":"work"}]}`)
 
 	one, rt := submitCounted(t, c, trips, `{"id":"one-node","nodes":[{"id":"a","kind":"work"}]}`)
@@ -122,4 +130,125 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 		require.Equal(t, "SUCCEEDED", info.Status, "run %s: %+v", id, info.Nodes)
 		require.Equal(t, int64(1), info.Nodes[0].Attempt, "run %s: delivered, claimed once", id)
 	}
+}
+
+// ackWatch is a go-redis hook that sees the pipelines a commit goes in:
+// with the task's acknowledgement (an EVALSHA of Asynq's whose first
+// argument is the task id), or alone. With loseFirst set it loses the
+// reply of the first pipeline that carries a commit after Redis ran it.
+type ackWatch struct {
+	names     map[string]string // script SHA1 -> baton script name
+	loseFirst bool
+
+	carried atomic.Int64 // commits sent in one pipeline with an acknowledgement
+	lost    atomic.Int64
+}
+
+func (a *ackWatch) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (a *ackWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (a *ackWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if len(cmds) != 2 || a.script(cmds[0]) != "commit" {
+			return err
+		}
+		ack := cmds[1].Args()
+		if cmds[1].Name() != "evalsha" || a.script(cmds[1]) != "" || len(ack) < 4 {
+			return err
+		}
+		if cmds[0].Err() == nil { // the acknowledgement may meet NOSCRIPT: Asynq sends it again alone
+			a.carried.Add(1)
+		}
+		if a.loseFirst && a.lost.CompareAndSwap(0, 1) {
+			for _, c := range cmds {
+				c.SetErr(errReplyLost)
+			}
+			return errReplyLost
+		}
+		return err
+	}
+}
+
+// script names the baton script an EVALSHA runs ("" for another).
+func (a *ackWatch) script(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if cmd.Name() != "evalsha" || len(args) < 2 {
+		return ""
+	}
+	sha, _ := args[1].(string)
+	return a.names[sha]
+}
+
+// watchedWorker starts a worker whose Redis client is watched by a.
+func watchedWorker(t *testing.T, b *testBundle, a *ackWatch, kinds map[string]runner.Kind) {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr(), MaxRetries: -1})
+	rdb.AddHook(a)
+	t.Cleanup(func() { _ = rdb.Close() })
+	cfg := noSweepConfig(b, "acker")
+	cfg.Redis = rdb
+	b.worker(cfg, kinds)
+}
+
+// The commit of a node with no dependents goes to Redis with Asynq's
+// acknowledgement of its task, one round trip for both: every such node
+// of one-node runs and of a fan-out is committed that way, once, and
+// Asynq's queue is left empty.
+func TestCommitGoesWithTheAcknowledgement(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	watch := &ackWatch{names: redistest.ScriptNames(t)}
+	rec := newRecorder()
+	watchedWorker(t, b, watch, map[string]runner.Kind{"work": rec})
+
+	var ids []string
+	for i := range 5 {
+		ids = append(ids, b.submit(fmt.Sprintf(`{"id":"ack-one-%d","nodes":[{"id":"a","kind":"work"}]}`, i)))
+	}
+	ids = append(ids, b.submit(`{"id":"ack-wide","nodes":[
+		{"id":"root","kind":"work"},
+		{"id":"x","kind":"work","deps":["root"]},{"id":"y","kind":"work","deps":["root"]},
+		{"id":"z","kind":"work","deps":["root"]}]}`))
+	for _, id := range ids {
+		info := b.waitRun(id, 10*time.Second)
+		require.Equal(t, "SUCCEEDED", info.Status, "run %s: %+v", id, info.Nodes)
+		for _, n := range info.Nodes {
+			require.Equal(t, int64(1), n.Attempt, "%s/%s", id, n.ID)
+		}
+	}
+	// root has dependents: its commit enqueues them and goes alone. The
+	// hook counts a pipeline once its reply is read, after the run ended.
+	waitFor(t, 5*time.Second, "8 commits carried by their acknowledgement", func() bool {
+		return watch.carried.Load() == 5+3
+	})
+	for _, node := range []string{"root", "x", "y", "z"} {
+		require.Equal(t, 1, rec.count(node), "node %s ran once", node)
+	}
+	insp := asynq.NewInspectorFromRedisClient(b.rdb)
+	waitFor(t, 10*time.Second, "Asynq's queue empty", func() bool {
+		q, err := insp.GetQueueInfo("default")
+		return err == nil && q.Size == 0
+	})
+}
+
+// A lost reply of the round trip that carried a commit and its task's
+// acknowledgement costs nothing: the commit is retried alone with the
+// same claim and recognised, the node ran once and committed once at
+// epoch 1.
+func TestLostAcknowledgementReplyCostsNothing(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	watch := &ackWatch{names: redistest.ScriptNames(t), loseFirst: true}
+	rec := newRecorder()
+	watchedWorker(t, b, watch, map[string]runner.Kind{"work": rec})
+
+	id := b.submit(`{"id":"ack-lost","nodes":[{"id":"a","kind":"work"}]}`)
+	info := b.waitRun(id, 10*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
+	require.Equal(t, int64(1), watch.lost.Load(), "the carrying round trip's reply was lost")
+	require.Equal(t, int64(1), info.Nodes[0].Attempt)
+	require.Equal(t, int64(1), info.Nodes[0].Epoch)
+	require.Equal(t, map[string]int{"a": 1}, countEvents(b.events(id), "committed"))
+	require.Equal(t, 1, rec.count("a"))
 }

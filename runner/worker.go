@@ -167,6 +167,7 @@ type Worker struct {
 	cw    *cancelWatcher // pushes a run's cancel to hb at once
 	sweep *sweeper
 	cont  fence.Continue // what a commit may claim next for this worker
+	acks  *acks          // commits sent with their task's acknowledgement; nil on a cluster
 
 	// active counts running handlers. A delivery that Asynq hands over
 	// after Shutdown began (a dispatch loop stopping) is turned away,
@@ -195,6 +196,11 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		kinds: map[string]Kind{},
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
 		m:     cfg.Metrics,
+	}
+	if _, cluster := cfg.Redis.(*redis.ClusterClient); !cluster {
+		// Well within the lease: a heartbeat renewed it at most an
+		// interval before the handler ended.
+		w.acks = newAcks(min(time.Second, cfg.LeaseTTL/4))
 	}
 	w.hb = newHeartbeater(heartbeaterParams{store: w.store, ttl: cfg.LeaseTTL, interval: cfg.HeartbeatInterval,
 		logger: cfg.Logger.With("component", "heartbeater", "worker", cfg.ID), metrics: cfg.Metrics})
@@ -241,7 +247,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.cancel = cancel
 	w.srv = nil
 	for _, n := range split(w.cfg.Concurrency, w.cfg.Dispatchers) {
-		w.srv = append(w.srv, asynq.NewServerFromRedisClient(w.cfg.Redis, asynq.Config{
+		w.srv = append(w.srv, asynq.NewServerFromRedisClient(w.serverClient(), asynq.Config{
 			Concurrency:       n,
 			Queues:            w.cfg.Queues,
 			TaskCheckInterval: w.cfg.PollInterval,
@@ -315,6 +321,15 @@ func (w *Worker) Shutdown() {
 	w.log.Info("worker_stopped")
 }
 
+// serverClient is the redis client of the worker's Asynq servers: one
+// that sends a held commit with its task's acknowledgement (trip.go).
+func (w *Worker) serverClient() redis.UniversalClient {
+	if w.acks == nil {
+		return w.cfg.Redis
+	}
+	return ackClient{UniversalClient: w.cfg.Redis, acks: w.acks}
+}
+
 // enter counts a handler in, unless the worker is draining.
 func (w *Worker) enter() bool {
 	w.activeMu.Lock()
@@ -339,6 +354,11 @@ func (w *Worker) Kill() {
 	w.mu.Unlock()
 	w.hb.kill()
 	w.cancel(errKilled)
+	if w.acks != nil {
+		for range w.acks.dropAll() {
+			w.active.Done() // a crash sends no held commit
+		}
+	}
 	w.srv.stop()
 	w.hb.wait()
 	w.cw.wait()
