@@ -48,9 +48,11 @@ type SubmitArgs struct {
 	StartAt time.Time
 	StartIn time.Duration
 	// Scripter, when set, is what the submit's script is sent through
-	// (EVALSHA, then EVAL on NOSCRIPT) instead of the store's client: a
-	// caller can put the script in a round trip of its own choosing, as
-	// runner.Client does with Asynq's enqueue of the run's first node.
+	// (EVALSHA, then EVAL on NOSCRIPT) instead of the store's client, when
+	// the run is to start at once as far as Submit can tell (its thread
+	// had no active run when read): a caller can put the script in a round
+	// trip of its own choosing, as runner.Client does with Asynq's enqueue
+	// of the run's first node.
 	Scripter redis.Scripter
 }
 
@@ -161,9 +163,9 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	if !a.StartAt.IsZero() {
 		startAt = a.StartAt.UnixMilli()
 	}
-	via := a.Scripter
-	if via == nil {
-		via = s.rdb
+	var via redis.Scripter = s.rdb
+	if a.Scripter != nil && activeRun == "" {
+		via = a.Scripter
 	}
 	v, err := s.scripts["submit"].Run(ctx, via, keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
 		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own)).Result()

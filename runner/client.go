@@ -1,6 +1,7 @@
 package runner
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -192,19 +193,19 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 // submitTrip returns the Scripter that sends the submit of a run with the
 // enqueue of its first node in one round trip, and that node; nil when
 // the run is not sent that way (see trip.go): on a cluster, before the
-// submit script is known to be cached, for a run of a thread (it may wait
-// QUEUED) or with a start time (its task waits for the start the script
-// reads from Redis's clock).
+// submit script is known to be cached, or for a run with a start time (its
+// task waits for the start the script reads from Redis's clock). fence
+// uses it only for a run whose thread has no active run.
 func (c *Client) submitTrip(e enqueuer, args fence.SubmitArgs, nodes []fence.NodeSpec) (*submitTrip, string) {
-	if c.rdb == nil || !c.scriptCached.Load() || (args.Thread != "" && args.Thread != args.Run) ||
-		args.StartIn > 0 || !args.StartAt.IsZero() {
+	if c.rdb == nil || !c.scriptCached.Load() || args.StartIn > 0 || !args.StartAt.IsZero() {
 		return nil, ""
 	}
+	thread := cmp.Or(args.Thread, args.Run)
 	for _, n := range nodes {
 		if len(n.Deps) > 0 {
 			continue
 		}
-		ref := fence.NodeRef{Thread: args.Run, Run: args.Run, Node: n.ID}
+		ref := fence.NodeRef{Thread: thread, Run: args.Run, Node: n.ID}
 		return &submitTrip{Scripter: c.rdb, rdb: c.rdb, enqueue: func(ctx context.Context) error {
 			return e.enqueue(ctx, ref, n.Queue, 1, time.Time{})
 		}}, n.ID

@@ -19,12 +19,14 @@ import (
 //
 // The submit comes first on the one connection, so the node's task is
 // never there before the node: a worker that dequeues it at once finds it
-// READY. Only a run without a thread and without a start time is sent this
-// way (its first node is READY as soon as the script ends, on one server:
-// a cluster client would send the two to different masters, in no set
-// order), and it is what a resubmit or a refused submit enqueues as well:
-// that delivery then claims nothing (the node is not READY, or not there),
-// as any redelivery.
+// READY. Only a run that starts at once is sent this way: no start time,
+// and a thread with no active run when fence read it (its first node is
+// READY as soon as the script ends), on one server (a cluster client would
+// send the two to different masters, in no set order). A resubmit, a
+// refused submit or a run queued behind one that started meanwhile
+// enqueues that node's first attempt as well: that delivery claims nothing
+// (the node is not READY, or not there), as any redelivery, and the
+// node's own enqueue comes when it is READY.
 
 // carried is a command that goes along with the next EVALSHA made under
 // its context.
@@ -73,7 +75,10 @@ type submitTrip struct {
 }
 
 func (t *submitTrip) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
-	if t.used { // a second try: the script alone
+	if t.used {
+		// A second try (the thread's active run changed since it was
+		// read): the first stored nothing, yet its node's task went.
+		t.delivered, t.early = false, true
 		return t.Scripter.EvalSha(ctx, sha, keys, args...)
 	}
 	t.used = true

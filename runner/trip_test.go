@@ -85,6 +85,7 @@ func TestSubmitCarriesTheFirstEnqueue(t *testing.T) {
 	// The first submit on a client goes alone, caching the submit script,
 	// and registers the queue with Asynq (SADD, once per client and queue).
 	submitCounted(t, c, trips, `{"nodes":[{"id":"warm","kind":"work"}]}`)
+	submitCounted(t, c, trips, `{"thread":"warm","nodes":[{"id":"warm","kind":"work"}]}`) // loads locator.lua
 
 	one, rt := submitCounted(t, c, trips, `{"id":"one-node","nodes":[{"id":"a","kind":"work"}]}`)
 	require.Equal(t, int64(1), rt, "a one-node run: the submit script and Asynq's enqueue in one round trip")
@@ -94,19 +95,22 @@ func TestSubmitCarriesTheFirstEnqueue(t *testing.T) {
 		{"id":"d","kind":"work","deps":["a","b","c"]}]}`)
 	require.Equal(t, int64(3), rt, "three ready nodes: the first carried by the submit, two enqueues after")
 
+	turn, rt := submitCounted(t, c, trips, `{"id":"turn-1","thread":"chat","nodes":[{"id":"a","kind":"work"}]}`)
+	require.Equal(t, int64(2), rt, "a run of an idle thread: its id claimed and the thread read, then one round trip")
+
 	again, rt := submitCounted(t, c, trips, `{"id":"one-node","nodes":[{"id":"a","kind":"work"}]}`)
 	require.Equal(t, one, again)
 	require.Equal(t, int64(1), rt, "a resubmit: one round trip too (its node's task is there already)")
 
 	b.worker(noSweepConfig(b, "tripper"), map[string]runner.Kind{"work": rec})
-	for _, id := range []string{one, wide} {
+	for _, id := range []string{one, wide, turn} {
 		info := b.waitRun(id, 10*time.Second)
 		require.Equal(t, "SUCCEEDED", info.Status, "run %s: %+v", id, info.Nodes)
 	}
 	for _, node := range []string{"b", "c", "d"} {
 		require.Equal(t, 1, rec.count(node), "node %s of the wide run ran once", node)
 	}
-	require.Equal(t, 2, rec.count("a"), "node a ran once in each run")
+	require.Equal(t, 3, rec.count("a"), "node a ran once in each run")
 }
 
 // A submit sent with its enqueue while Redis has forgotten its scripts (a
