@@ -202,6 +202,9 @@ func (c ackClient) EvalSha(ctx context.Context, sha string, keys []string, args 
 	if id, ok := firstArg(args); ok {
 		if h := c.acks.take(id, nil); h != nil {
 			h.timer.Stop()
+			// Asynq acknowledges on a goroutine of its own, per task,
+			// whose stack the commit would grow by doubling.
+			presizeStack()
 			t := &ackTrip{Scripter: c.UniversalClient, rdb: c.UniversalClient, sha: sha, keys: keys, args: args}
 			h.send(t)
 			if t.ack != nil {
