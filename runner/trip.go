@@ -92,7 +92,9 @@ func (t *submitTrip) EvalSha(ctx context.Context, sha string, keys []string, arg
 	t.enqueueErr = t.enqueue(context.WithValue(ctx, carriedKey{}, cr))
 	if !cr.sent {
 		// Asynq failed before its EVALSHA, or no longer enqueues with
-		// one: the script goes alone, and Submit enqueues the node after.
+		// one (then its task came first): the script goes alone, and
+		// Submit enqueues the node after it.
+		t.early = t.enqueueErr == nil
 		_ = t.rdb.Process(ctx, cr.cmd)
 		return cr.cmd
 	}
