@@ -234,6 +234,12 @@ func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger
 	w.active.Add(1) // the handler is still counted: Shutdown has not stopped waiting
 	held := w.acks.hold(taskID, func(via redis.Scripter) {
 		defer w.active.Done()
+		if via == nil {
+			// Asynq lost its lease on the task, or no longer acknowledges
+			// with the task id first: every such commit waits a while.
+			w.m.CommitsAlone.Inc()
+			log.Info("commit_unacknowledged", "task_id", taskID, "waited", w.acks.after)
+		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
 		defer cancel()
 		w.commit(wctx, via, log, c, result)

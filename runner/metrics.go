@@ -16,6 +16,9 @@ type Metrics struct {
 	HeartbeatRTT   prometheus.Histogram
 	LeaseLeft      prometheus.Histogram
 	PoisonTasks    prometheus.Counter
+	// CommitsAlone counts commits held for their task's acknowledgement
+	// that went alone, the acknowledgement never having come (trip.go).
+	CommitsAlone prometheus.Counter
 
 	claimed prometheus.Counter // Claims{outcome="claimed"}, resolved once: every node counts it
 }
@@ -48,11 +51,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Lease time left when a renewal succeeded; near zero means leases are at risk.", Buckets: []float64{0.5, 1, 2, 5, 10, 15, 20, 30, 60, 120}}),
 		PoisonTasks: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_poison_tasks_total",
 			Help: "Queue tasks archived because their payload was malformed."}),
+		CommitsAlone: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_unacknowledged_total",
+			Help: "Commits held to go with their task's Asynq acknowledgement that went alone after a wait, the acknowledgement never having come."}),
 	}
 	m.claimed = m.Claims.WithLabelValues("claimed")
 	if reg != nil {
 		reg.MustRegister(m.Claims, m.Commits, m.StaleRejected, m.Takeovers, m.Failures, m.Releases,
-			m.Running, m.SweeperActions, m.NodesUnserved, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks)
+			m.Running, m.SweeperActions, m.NodesUnserved, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks,
+			m.CommitsAlone)
 	}
 	return m
 }
