@@ -168,3 +168,17 @@ func TestCheckpointFromANonActiveRun(t *testing.T) {
 		require.ErrorIs(t, err, fence.ErrNoCheckpoint)
 	})
 }
+
+// A run of a thread submitted to a Redis that forgot its scripts (a
+// restart): the pipeline that claims the run id meets NOSCRIPT, loads
+// locator.lua and goes again; the run is stored once, under its thread.
+func TestThreadSubmitAfterScriptFlush(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		require.NoError(t, tb.be.Client.ScriptFlush(tb.ctx).Err())
+		res := tb.threadRun(t, "flushed", "enqueue")
+		require.Equal(t, "RUNNING", res.Status)
+		require.Equal(t, []string{"n"}, res.Ready)
+		require.Equal(t, "chat", tb.getRun(t, "flushed").Thread)
+	})
+}

@@ -109,25 +109,19 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 // active run, in one round trip (two slots, so a pipeline, not a script).
 // owner is the thread that holds run now: thread, unless another does.
 func (s *Store) claimRunID(ctx context.Context, run, thread string) (owner, active string, err error) {
-	for try := 0; ; try++ {
-		pipe := s.rdb.Pipeline()
-		claim := s.scripts["locator"].EvalSha(ctx, pipe, []string{s.keys.Locator(run), s.keys.Run(run, run)}, thread, run)
-		get := pipe.Get(ctx, s.keys.Active(thread))
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		if isNoScript(claim.Err()) && try == 0 {
-			if err := s.scripts["locator"].Load(ctx, s.rdb).Err(); err != nil {
-				return "", "", err
-			}
-			continue
-		}
-		if err := claim.Err(); err != nil {
-			return "", "", err
-		}
-		if err := get.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return "", "", err
-		}
-		return asString(claim.Val()), get.Val(), nil
+	var get *redis.StringCmd
+	claim, err := s.pipeScript(ctx, s.rdb, "locator", []string{s.keys.Locator(run), s.keys.Run(run, run)},
+		[]any{thread, run}, func(pipe redis.Pipeliner) { get = pipe.Get(ctx, s.keys.Active(thread)) })
+	if err != nil {
+		return "", "", err
 	}
+	if err := claim.Err(); err != nil {
+		return "", "", err
+	}
+	if err := get.Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return "", "", err
+	}
+	return asString(claim.Val()), get.Val(), nil
 }
 
 func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc string, nodes []byte) (SubmitResult, error) {

@@ -165,28 +165,43 @@ func (s *Store) runReplicated(ctx context.Context, name string, keys []string, a
 		}
 		c = m
 	}
+	var wait *redis.Cmd
+	ev, err := s.pipeScript(ctx, c, name, keys, args, func(pipe redis.Pipeliner) {
+		wait = pipe.Do(ctx, "wait", s.replicas, s.replicaTimeout.Milliseconds())
+	})
+	if err != nil {
+		return nil, err
+	}
+	v, err := ev.Result()
+	if err != nil {
+		return v, err
+	}
+	if err := wait.Err(); err != nil {
+		return v, fmt.Errorf("wait for replicas: %w", err)
+	}
+	if n, _ := wait.Int64(); n < int64(s.replicas) {
+		return v, &ReplicationError{Acked: n, Want: int64(s.replicas)}
+	}
+	return v, nil
+}
+
+// pipeScript sends script name and what more adds in one pipeline on c.
+// When the script meets NOSCRIPT (a restarted Redis), it loads the script
+// and sends the whole pipeline once more (more is called again). Each
+// command carries its own error; the error returned is the load's.
+func (s *Store) pipeScript(ctx context.Context, c redis.Cmdable, name string, keys []string, args []any,
+	more func(redis.Pipeliner)) (*redis.Cmd, error) {
 	for try := 0; ; try++ {
 		pipe := c.Pipeline()
-		ev := s.scripts[name].EvalSha(ctx, pipe, keys, args...)
-		wait := pipe.Do(ctx, "wait", s.replicas, s.replicaTimeout.Milliseconds())
-		_, _ = pipe.Exec(ctx) // each command carries its own error
-		if isNoScript(ev.Err()) && try == 0 {
-			if err := s.scripts[name].Load(ctx, c).Err(); err != nil {
-				return nil, err
-			}
-			continue
+		cmd := s.scripts[name].EvalSha(ctx, pipe, keys, args...)
+		more(pipe)
+		_, _ = pipe.Exec(ctx)
+		if !isNoScript(cmd.Err()) || try > 0 {
+			return cmd, nil
 		}
-		v, err := ev.Result()
-		if err != nil {
-			return v, err
+		if err := s.scripts[name].Load(ctx, c).Err(); err != nil {
+			return nil, err
 		}
-		if err := wait.Err(); err != nil {
-			return v, fmt.Errorf("wait for replicas: %w", err)
-		}
-		if n, _ := wait.Int64(); n < int64(s.replicas) {
-			return v, &ReplicationError{Acked: n, Want: int64(s.replicas)}
-		}
-		return v, nil
 	}
 }
 
