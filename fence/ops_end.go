@@ -59,9 +59,10 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 // CommitVia is CommitContinue with the script sent through via (EVALSHA,
 // then EVAL on NOSCRIPT) instead of the store's client, so that the
 // caller can send it in a round trip of its own: the runner sends a node's
-// last commit with Asynq's acknowledgement of its task. A store whose
-// writes must reach replicas (Options.ClaimReplicas) ignores via: the
-// commit and its WAIT share a connection of their own.
+// last commit with Asynq's acknowledgement of its task. A nil via, or a
+// store whose writes must reach replicas (Options.ClaimReplicas), sends it
+// as CommitContinue does: the commit and its WAIT share a connection of
+// their own.
 func (s *Store) CommitVia(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue) (Committed, error) {
 	if s.replicas > 0 {
 		via = nil

@@ -206,7 +206,7 @@ func (c *Client) submitTrip(e enqueuer, args fence.SubmitArgs, nodes []fence.Nod
 			continue
 		}
 		ref := fence.NodeRef{Thread: thread, Run: args.Run, Node: n.ID}
-		return &submitTrip{Scripter: c.rdb, rdb: c.rdb, enqueue: func(ctx context.Context) error {
+		return &submitTrip{UniversalClient: c.rdb, enqueue: func(ctx context.Context) error {
 			return e.enqueue(ctx, ref, n.Queue, 1, time.Time{})
 		}}, n.ID
 	}

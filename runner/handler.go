@@ -270,11 +270,7 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 	err := retry(ctx, func() error {
 		var err error
 		started = time.Now()
-		if via != nil {
-			res, err = w.store.CommitVia(ctx, via, l, result, c.Dependents, cont)
-		} else {
-			res, err = w.store.CommitContinue(ctx, l, result, c.Dependents, cont)
-		}
+		res, err = w.store.CommitVia(ctx, via, l, result, c.Dependents, cont)
 		return err
 	})
 	switch {

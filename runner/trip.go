@@ -58,10 +58,9 @@ func (c tripClient) EvalSha(ctx context.Context, sha string, keys []string, args
 // submitTrip is the Scripter a run's submit script goes through when the
 // enqueue of its first node takes it along (see above).
 type submitTrip struct {
-	redis.Scripter                                 // for what is not carried: EVAL after NOSCRIPT
-	rdb            redis.UniversalClient           // sends the script when Asynq did not take it
-	enqueue        func(ctx context.Context) error // enqueues the first node
-	used           bool
+	redis.UniversalClient                                 // what is not carried goes here: EVAL after NOSCRIPT, a second try
+	enqueue               func(ctx context.Context) error // enqueues the first node
+	used                  bool
 
 	// delivered says the first node's task was enqueued after its node
 	// was stored: in the same pipeline, behind a script that ran.
@@ -70,8 +69,6 @@ type submitTrip struct {
 	// may have: the task may have come before its node, and a worker may
 	// have taken it and found nothing to claim.
 	early bool
-	// enqueueErr is the enqueue's error, for Submit to report.
-	enqueueErr error
 }
 
 func (t *submitTrip) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
@@ -79,7 +76,7 @@ func (t *submitTrip) EvalSha(ctx context.Context, sha string, keys []string, arg
 		// A second try (the thread's active run changed since it was
 		// read): the first stored nothing, yet its node's task went.
 		t.delivered, t.early = false, true
-		return t.Scripter.EvalSha(ctx, sha, keys, args...)
+		return t.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
 	t.used = true
 	argv := make([]any, 0, 3+len(keys)+len(args))
@@ -89,19 +86,19 @@ func (t *submitTrip) EvalSha(ctx context.Context, sha string, keys []string, arg
 	}
 	argv = append(argv, args...)
 	cr := &carried{cmd: redis.NewCmd(ctx, argv...)}
-	t.enqueueErr = t.enqueue(context.WithValue(ctx, carriedKey{}, cr))
+	enqueueErr := t.enqueue(context.WithValue(ctx, carriedKey{}, cr))
 	if !cr.sent {
 		// Asynq failed before its EVALSHA, or no longer enqueues with
 		// one (then its task came first): the script goes alone, and
 		// Submit enqueues the node after it.
-		t.early = t.enqueueErr == nil
-		_ = t.rdb.Process(ctx, cr.cmd)
+		t.early = enqueueErr == nil
+		_ = t.UniversalClient.Process(ctx, cr.cmd)
 		return cr.cmd
 	}
 	// A script that did not run (NOSCRIPT after a Redis restart, a lost
 	// connection) is sent again by fence, and Submit enqueues its node
 	// again after it.
-	t.delivered = t.enqueueErr == nil && cr.cmd.Err() == nil
+	t.delivered = enqueueErr == nil && cr.cmd.Err() == nil
 	t.early = cr.cmd.Err() != nil
 	return cr.cmd
 }
@@ -207,7 +204,7 @@ func (c ackClient) EvalSha(ctx context.Context, sha string, keys []string, args 
 			// Asynq acknowledges on a goroutine of its own, per task,
 			// whose stack the commit would grow by doubling.
 			presizeStack()
-			t := &ackTrip{Scripter: c.UniversalClient, rdb: c.UniversalClient, sha: sha, keys: keys, args: args}
+			t := &ackTrip{UniversalClient: c.UniversalClient, sha: sha, keys: keys, args: args}
 			h.send(t)
 			if t.ack != nil {
 				return t.ack
@@ -231,19 +228,18 @@ func firstArg(args []any) (string, bool) {
 // EVALSHA goes in one pipeline with the acknowledgement (sha, keys, args),
 // after it; a retry goes alone.
 type ackTrip struct {
-	redis.Scripter // a retry, and EVAL after NOSCRIPT
-	rdb            redis.UniversalClient
-	sha            string
-	keys           []string
-	args           []any
-	ack            *redis.Cmd // the acknowledgement's reply, once sent
+	redis.UniversalClient            // a retry, and EVAL after NOSCRIPT
+	sha                   string     // the acknowledgement: script,
+	keys                  []string   // its keys
+	args                  []any      // and arguments
+	ack                   *redis.Cmd // the acknowledgement's reply, once sent
 }
 
 func (t *ackTrip) EvalSha(ctx context.Context, sha string, keys []string, args ...any) *redis.Cmd {
 	if t.ack != nil {
-		return t.Scripter.EvalSha(ctx, sha, keys, args...)
+		return t.UniversalClient.EvalSha(ctx, sha, keys, args...)
 	}
-	pipe := t.rdb.Pipeline()
+	pipe := t.UniversalClient.Pipeline()
 	commit := pipe.EvalSha(ctx, sha, keys, args...)
 	t.ack = pipe.EvalSha(ctx, t.sha, t.keys, t.args...)
 	_, _ = pipe.Exec(ctx) // each command carries its own error
