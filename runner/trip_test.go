@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
 )
@@ -115,26 +117,134 @@ func TestSubmitCarriesTheFirstEnqueue(t *testing.T) {
 }
 
 // A submit sent with its enqueue while Redis has forgotten its scripts (a
-// restart, SCRIPT FLUSH) is sent again alone; its node is enqueued again
-// after it and runs, not waiting for the sweeper.
+// restart, SCRIPT FLUSH) is sent again alone, after Asynq's enqueue has
+// gone again alone too: the node's task comes before its node. Here the
+// worker takes that task and finds nothing to claim while the submit is
+// held, and its acknowledgement is held until the submit has returned:
+// the task is still Asynq's, under the id a first delivery has. The node
+// is enqueued again under an id of its own and runs, not waiting for the
+// sweeper (an hour here).
 func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	c, trips := countingClient(t, b)
-	rec := newRecorder()
-	b.worker(noSweepConfig(b, "flushed"), map[string]runner.Kind{"work": rec})
+	names := redistest.ScriptNames(t)
+	rdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	gate := &resubmitGate{names: names, held: make(chan struct{}), release: make(chan struct{})}
+	rdb.AddHook(gate)
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
 
-	var ids []string
+	wrdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr()})
+	t.Cleanup(func() { _ = wrdb.Close() })
+	acks := &ackGate{names: names, held: make(chan struct{}), release: make(chan struct{})}
+	wrdb.AddHook(acks)
+	cfg := noSweepConfig(b, "flushed")
+	cfg.Redis = wrdb
+	b.worker(cfg, map[string]runner.Kind{"work": newRecorder()})
+
+	submit := func(spec string) (runner.Submitted, error) {
+		s, err := runner.ParseSpec([]byte(spec))
+		require.NoError(t, err)
+		return c.Submit(context.Background(), s)
+	}
 	for i := range 3 {
+		// A run the client submits alone, its script cached, before the
+		// next goes with its enqueue (a client carries only once it has
+		// seen its script run).
+		warm, err := submit(fmt.Sprintf(`{"id":"warm-%d","nodes":[{"id":"a","kind":"work"}]}`, i))
+		require.NoError(t, err)
+		require.Equal(t, "SUCCEEDED", b.waitRun(warm.RunID, 10*time.Second).Status)
+
+		id := fmt.Sprintf("flushed-%d", i)
+		acks.taskID.Store(runner.TaskID(fence.NodeRef{Thread: id, Run: id, Node: "a"}, 1))
 		require.NoError(t, b.rdb.ScriptFlush(context.Background()).Err())
-		id, _ := submitCounted(t, c, trips, fmt.Sprintf(`{"id":"flushed-%d","nodes":[{"id":"a","kind":"work"}]}`, i))
-		ids = append(ids, id)
+		gate.armed.Store(true)
+		type submitted struct {
+			res runner.Submitted
+			err error
+		}
+		done := make(chan submitted, 1)
+		go func() {
+			res, err := submit(fmt.Sprintf(`{"id":%q,"nodes":[{"id":"a","kind":"work"}]}`, id))
+			done <- submitted{res, err}
+		}()
+		recv(t, gate.held, 10*time.Second) // the task is in the queue, its node is not stored
+		recv(t, acks.held, 10*time.Second) // the worker found nothing to claim
+		gate.release <- struct{}{}
+		got := recv(t, done, 10*time.Second)
+		acks.release <- struct{}{}
+		require.NoError(t, got.err)
+
+		info := b.waitRun(got.res.RunID, 10*time.Second)
+		require.Equal(t, "SUCCEEDED", info.Status, "run %s: %+v", got.res.RunID, info.Nodes)
+		require.Equal(t, int64(1), info.Nodes[0].Attempt, "run %s: delivered again, claimed once", got.res.RunID)
 	}
-	for _, id := range ids {
-		info := b.waitRun(id, 10*time.Second)
-		require.Equal(t, "SUCCEEDED", info.Status, "run %s: %+v", id, info.Nodes)
-		require.Equal(t, int64(1), info.Nodes[0].Attempt, "run %s: delivered, claimed once", id)
+}
+
+// resubmitGate is a go-redis hook that, once armed, holds the next submit
+// script sent alone as EVAL (after NOSCRIPT) until the test releases it.
+type resubmitGate struct {
+	names   map[string]string // script SHA1 -> baton script name
+	armed   atomic.Bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (g *resubmitGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *resubmitGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "eval" && len(args) > 1 {
+			body, _ := args[1].(string)
+			if g.names[fmt.Sprintf("%x", sha1.Sum([]byte(body)))] == "submit" && g.armed.CompareAndSwap(true, false) {
+				g.held <- struct{}{}
+				<-g.release
+			}
+		}
+		return next(ctx, cmd)
 	}
+}
+
+func (g *resubmitGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// ackGate is a go-redis hook that holds Asynq's acknowledgement of the
+// task taskID (a script of Asynq's with the task id as its first
+// argument) until the test releases it, once per task id set.
+type ackGate struct {
+	names   map[string]string // script SHA1 -> baton script name
+	taskID  atomic.Value      // string
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (g *ackGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *ackGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 {
+			sha, _ := args[1].(string)
+			if cmd.Name() == "eval" {
+				sha = fmt.Sprintf("%x", sha1.Sum([]byte(sha)))
+			}
+			nkeys, _ := args[2].(int)
+			id, _ := g.taskID.Load().(string)
+			if g.names[sha] == "" && id != "" && len(args) > 3+nkeys && args[3+nkeys] == id &&
+				g.taskID.CompareAndSwap(id, "") {
+				g.held <- struct{}{}
+				<-g.release
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (g *ackGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
 }
 
 // ackWatch is a go-redis hook that sees the pipelines a commit goes in:
