@@ -235,7 +235,8 @@ func (b *bench) sweep(ctx context.Context, out io.Writer, rep report) error {
 	// much CPU for a few seconds, whatever the sweep reads (Redis taking
 	// in a gigabyte; its idle CPU does not show it). The passes go on in
 	// blocks until their cost stops falling: the median of the last
-	// settleBlocks blocks no lower than that of the settleBlocks before.
+	// settleBlocks blocks less than 5% below that of the settleBlocks
+	// before (or settleFor has passed).
 	const settleBlocks, settleFor = 5, time.Minute
 	begin := time.Now()
 	var blocks []cost
