@@ -130,7 +130,7 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 	names := redistest.ScriptNames(t)
 	rdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	gate := &resubmitGate{names: names, held: make(chan struct{}), release: make(chan struct{})}
+	gate := &resubmitGate{names: names, held: make(chan struct{}, 1), release: make(chan struct{})}
 	rdb.AddHook(gate)
 	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
 	require.NoError(t, err)
@@ -138,11 +138,14 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 
 	wrdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr()})
 	t.Cleanup(func() { _ = wrdb.Close() })
-	acks := &ackGate{names: names, held: make(chan struct{}), release: make(chan struct{})}
+	acks := &ackGate{names: names, held: make(chan struct{}, 1), release: make(chan struct{})}
 	wrdb.AddHook(acks)
 	cfg := noSweepConfig(b, "flushed")
 	cfg.Redis = wrdb
 	b.worker(cfg, map[string]runner.Kind{"work": newRecorder()})
+	// A test that fails midway lets whatever is held go before the
+	// worker is shut down.
+	t.Cleanup(func() { close(gate.release); close(acks.release) })
 
 	submit := func(spec string) (runner.Submitted, error) {
 		s, err := runner.ParseSpec([]byte(spec))
