@@ -130,7 +130,7 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 	names := redistest.ScriptNames(t)
 	rdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	gate := &resubmitGate{names: names, held: make(chan struct{}, 1), release: make(chan struct{})}
+	gate := newCmdGate() // holds a submit sent again alone
 	rdb.AddHook(gate)
 	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
 	require.NoError(t, err)
@@ -138,7 +138,7 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 
 	wrdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr()})
 	t.Cleanup(func() { _ = wrdb.Close() })
-	acks := &ackGate{names: names, held: make(chan struct{}, 1), release: make(chan struct{})}
+	acks := newCmdGate() // holds an acknowledgement
 	wrdb.AddHook(acks)
 	cfg := noSweepConfig(b, "flushed")
 	cfg.Redis = wrdb
@@ -161,9 +161,13 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 		require.Equal(t, "SUCCEEDED", b.waitRun(warm.RunID, 10*time.Second).Status)
 
 		id := fmt.Sprintf("flushed-%d", i)
-		acks.taskID.Store(runner.TaskID(fence.NodeRef{Thread: id, Run: id, Node: "a"}, 1))
+		task := runner.TaskID(fence.NodeRef{Thread: id, Run: id, Node: "a"}, 1)
+		acks.arm(func(cmd redis.Cmder) bool { // Asynq's script, the task id first
+			name := cmd.Name()
+			return (name == "evalsha" || name == "eval") && scriptOf(names, cmd) == "" && scriptArg0(cmd) == task
+		})
 		require.NoError(t, b.rdb.ScriptFlush(context.Background()).Err())
-		gate.armed.Store(true)
+		gate.arm(func(cmd redis.Cmder) bool { return cmd.Name() == "eval" && scriptOf(names, cmd) == "submit" })
 		type submitted struct {
 			res runner.Submitted
 			err error
@@ -186,68 +190,66 @@ func TestSubmitCarryAfterScriptFlush(t *testing.T) {
 	}
 }
 
-// resubmitGate is a go-redis hook that, once armed, holds the next submit
-// script sent alone as EVAL (after NOSCRIPT) until the test releases it.
-type resubmitGate struct {
-	names   map[string]string // script SHA1 -> baton script name
-	armed   atomic.Bool
+// cmdGate is a go-redis hook that holds the first command sent alone
+// (not in a pipeline) that the function it was armed with accepts, until
+// the test releases it; it is armed again for each command to hold.
+type cmdGate struct {
+	want    atomic.Pointer[func(redis.Cmder) bool]
 	held    chan struct{}
 	release chan struct{}
 }
 
-func (g *resubmitGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+func newCmdGate() *cmdGate {
+	return &cmdGate{held: make(chan struct{}, 1), release: make(chan struct{})}
+}
 
-func (g *resubmitGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (g *cmdGate) arm(match func(redis.Cmder) bool) { g.want.Store(&match) }
+
+func (g *cmdGate) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (g *cmdGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); cmd.Name() == "eval" && len(args) > 1 {
-			body, _ := args[1].(string)
-			if g.names[fmt.Sprintf("%x", sha1.Sum([]byte(body)))] == "submit" && g.armed.CompareAndSwap(true, false) {
-				g.held <- struct{}{}
-				<-g.release
-			}
+		if want := g.want.Load(); want != nil && (*want)(cmd) && g.want.CompareAndSwap(want, nil) {
+			g.held <- struct{}{}
+			<-g.release
 		}
 		return next(ctx, cmd)
 	}
 }
 
-func (g *resubmitGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (g *cmdGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }
 
-// ackGate is a go-redis hook that holds Asynq's acknowledgement of the
-// task taskID (a script of Asynq's with the task id as its first
-// argument) until the test releases it, once per task id set.
-type ackGate struct {
-	names   map[string]string // script SHA1 -> baton script name
-	taskID  atomic.Value      // string
-	held    chan struct{}
-	release chan struct{}
-}
-
-func (g *ackGate) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (g *ackGate) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if (cmd.Name() == "evalsha" || cmd.Name() == "eval") && len(args) > 3 {
-			sha, _ := args[1].(string)
-			if cmd.Name() == "eval" {
-				sha = fmt.Sprintf("%x", sha1.Sum([]byte(sha)))
-			}
-			nkeys, _ := args[2].(int)
-			id, _ := g.taskID.Load().(string)
-			if g.names[sha] == "" && id != "" && len(args) > 3+nkeys && args[3+nkeys] == id &&
-				g.taskID.CompareAndSwap(id, "") {
-				g.held <- struct{}{}
-				<-g.release
-			}
-		}
-		return next(ctx, cmd)
+// scriptOf names the baton script an EVALSHA or EVAL runs ("" for
+// another script, or another command).
+func scriptOf(names map[string]string, cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 2 {
+		return ""
 	}
+	s, _ := args[1].(string)
+	switch cmd.Name() {
+	case "evalsha":
+		return names[s]
+	case "eval":
+		return names[fmt.Sprintf("%x", sha1.Sum([]byte(s)))]
+	}
+	return ""
 }
 
-func (g *ackGate) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+// scriptArg0 is the first argument (after the keys) of an EVALSHA or EVAL.
+func scriptArg0(cmd redis.Cmder) string {
+	args := cmd.Args()
+	if len(args) < 3 {
+		return ""
+	}
+	nkeys, _ := args[2].(int)
+	if len(args) <= 3+nkeys {
+		return ""
+	}
+	s, _ := args[3+nkeys].(string)
+	return s
 }
 
 // ackWatch is a go-redis hook that sees the pipelines a commit goes in:
@@ -268,11 +270,11 @@ func (a *ackWatch) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retur
 func (a *ackWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if len(cmds) != 2 || a.script(cmds[0]) != "commit" {
+		if len(cmds) != 2 || scriptOf(a.names, cmds[0]) != "commit" {
 			return err
 		}
 		ack := cmds[1].Args()
-		if cmds[1].Name() != "evalsha" || a.script(cmds[1]) != "" || len(ack) < 4 {
+		if cmds[1].Name() != "evalsha" || scriptOf(a.names, cmds[1]) != "" || len(ack) < 4 {
 			return err
 		}
 		if cmds[0].Err() == nil { // the acknowledgement may meet NOSCRIPT: Asynq sends it again alone
@@ -286,16 +288,6 @@ func (a *ackWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		}
 		return err
 	}
-}
-
-// script names the baton script an EVALSHA runs ("" for another).
-func (a *ackWatch) script(cmd redis.Cmder) string {
-	args := cmd.Args()
-	if cmd.Name() != "evalsha" || len(args) < 2 {
-		return ""
-	}
-	sha, _ := args[1].(string)
-	return a.names[sha]
 }
 
 // watchedWorker starts a worker whose Redis client is watched by a.
