@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func startOwnCluster(ctx context.Context, masters int) (c *ownCluster, err error
 		c.addrs = append(c.addrs, fmt.Sprintf("127.0.0.1:%d", port))
 	}
 	for _, a := range c.addrs {
-		if err := waitPing(ctx, a); err != nil {
+		if err := waitPing(ctx, a, 5*time.Second); err != nil {
 			return c, err
 		}
 	}
@@ -132,11 +133,17 @@ func (c *ownCluster) stop() {
 	}
 }
 
-func waitPing(ctx context.Context, addr string) error {
+// waitPing waits for a server just started to answer. It dials before it
+// pings, so that go-redis does not log each refused dial of its pool.
+func waitPing(ctx context.Context, addr string, within time.Duration) error {
 	c := redis.NewClient(&redis.Options{Addr: addr})
 	defer c.Close()
-	for deadline := time.Now().Add(5 * time.Second); ; {
-		err := c.Ping(ctx).Err()
+	for deadline := time.Now().Add(within); ; {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = conn.Close()
+			err = c.Ping(ctx).Err()
+		}
 		if err == nil {
 			return nil
 		} else if time.Now().After(deadline) {

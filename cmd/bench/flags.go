@@ -39,6 +39,7 @@ type options struct {
 
 	sections     []string      // what to measure, in this order
 	ownRedis     bool          // start a redis-server of the bench's own on a free port
+	callgrind    bool          // run the own redis-server under callgrind and count its instructions
 	cluster      int           // start a Redis Cluster of this many masters of the bench's own; 0: none
 	clusterAddrs []string      // REDIS_CLUSTER_ADDRS, or the own cluster's nodes
 	queues       int           // Asynq queues both systems spread their work over
@@ -51,6 +52,7 @@ type options struct {
 	hbNodes      int           // long-running nodes on one worker in the heartbeat section
 	memNodes     int           // finished nodes of the memory section
 	sweepNodes   int           // finished nodes present in the sweep section
+	scriptCalls  int           // calls of each operation in the scripts section
 }
 
 // allSections are the bench's sections, in the order they run.
@@ -103,6 +105,14 @@ commandstats are summed over the masters. memory and sweep are skipped
 there (they read one server's used_memory). Asynq keeps a queue in one
 slot: with -queues 1 bare Asynq's queue lives on one master.
 
+Instructions: -callgrind runs the bench's own redis-server under valgrind's
+callgrind (valgrind must be installed) and adds to the scripts section the
+instructions Redis executes per call. Times on a shared host drift by tens
+of percent; these counts repeat to within 1% whatever the host does, so a
+change of a few percent in a script shows. They leave out the kernel's
+share (reading and writing sockets), which weighs more in Asynq's cheap
+commands than in baton's scripts: compare baton with baton, not with Asynq.
+
 Flags:
 `
 
@@ -133,6 +143,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.rtt, "rtt", 0, "delay added to every Redis round trip of both systems, as a network between workers and Redis would")
 	sections := fs.String("sections", strings.Join(allSections, ","), "comma-separated sections to run: "+strings.Join(allSections, ", ")+" (or all)")
 	fs.BoolVar(&o.ownRedis, "own-redis", false, "start a redis-server of the bench's own on a free port (no persistence) instead of REDIS_URL's")
+	fs.BoolVar(&o.callgrind, "callgrind", false, "start the bench's own redis-server (-own-redis) under valgrind's callgrind and add the instructions Redis executes per call to the scripts section, the only section it runs")
 	fs.IntVar(&o.cluster, "cluster", 0, "start a Redis Cluster of this many masters of the bench's own on loopback (no persistence, no replicas) instead of REDIS_URL's server; 0: none")
 	fs.IntVar(&o.queues, "queues", 1, "Asynq queues both systems spread tasks (runs) over, round robin (1: \"default\"; more: names whose slots spread over a cluster's masters)")
 	disp := fs.String("dispatchers", "0", "comma-separated WorkerConfig.Dispatchers values: one baton throughput row each, the first also in the latency section (0: the worker's default)")
@@ -143,6 +154,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.DurationVar(&o.takeoverTTL, "takeover-ttl", 3*time.Second, "lease TTL in the takeover section (grace and sweep interval: the worker's defaults, 1s)")
 	fs.IntVar(&o.hbNodes, "hb-nodes", 1000, "long-running nodes on one worker in the heartbeat section")
 	fs.IntVar(&o.memNodes, "mem-nodes", 10000, "finished no-op nodes in the memory section (runs of one node and of k nodes)")
+	fs.IntVar(&o.scriptCalls, "script-calls", 1000, "calls of each operation in the scripts section")
 	fs.IntVar(&o.sweepNodes, "sweep-nodes", 1000000, "finished nodes present in the sweep section (copies of a finished run; about 1 GiB of Redis memory per million)")
 	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")
 	if err := fs.Parse(args); err != nil {
@@ -178,6 +190,9 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	}
 	if o.mode == "cancel" { // the old spelling of -sections cancel
 		o.sections = []string{"cancel"}
+	}
+	if o.callgrind {
+		o.ownRedis = true
 	}
 
 	if err := o.logLevel.UnmarshalText([]byte(*level)); err != nil {
@@ -229,14 +244,17 @@ func (o options) validate() error {
 		errs = append(errs, fmt.Errorf("-mode %q: want %s, cancel or all", o.mode, strings.Join(modes, ", ")))
 	}
 	if o.rate < 1 || o.latencyFor <= 0 || o.takeovers < 1 || o.takeoverTTL < 300*time.Millisecond ||
-		o.hbNodes < 1 || o.memNodes < 1 || o.sweepNodes < 0 || o.latencyPoll < 0 {
-		errs = append(errs, errors.New("-rate, -latency-for, -takeovers, -hb-nodes and -mem-nodes want positive values, -takeover-ttl at least 300ms, -sweep-nodes and -latency-poll 0 or more"))
+		o.hbNodes < 1 || o.memNodes < 1 || o.scriptCalls < 1 || o.sweepNodes < 0 || o.latencyPoll < 0 {
+		errs = append(errs, errors.New("-rate, -latency-for, -takeovers, -hb-nodes, -mem-nodes and -script-calls want positive values, -takeover-ttl at least 300ms, -sweep-nodes and -latency-poll 0 or more"))
 	}
 	if o.cluster < 0 || o.cluster == 2 || o.cluster > 16 {
 		errs = append(errs, fmt.Errorf("-cluster %d: want 0 (none), 1, or 3 to 16 masters (redis-cli --cluster create wants 3 at least)", o.cluster))
 	}
 	if o.cluster > 0 && o.ownRedis {
 		errs = append(errs, errors.New("-cluster and -own-redis: choose one"))
+	}
+	if o.callgrind && (o.cluster > 0 || !slices.Equal(o.sections, []string{"scripts"})) {
+		errs = append(errs, errors.New("-callgrind counts the instructions of one own redis-server in the scripts section: give -sections scripts, without -cluster"))
 	}
 	if o.queues < 1 || o.queues > 16 {
 		errs = append(errs, fmt.Errorf("-queues %d: want 1 to 16", o.queues))

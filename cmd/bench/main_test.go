@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -41,6 +42,9 @@ func TestBadFlags(t *testing.T) {
 		{"-cluster", "2"},
 		{"-cluster", "3", "-own-redis"},
 		{"-queues", "0"},
+		{"-callgrind"},
+		{"-callgrind", "-sections", "scripts", "-cluster", "3"},
+		{"-script-calls", "0"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -149,6 +153,47 @@ func TestSections(t *testing.T) {
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })
 	require.Zero(t, db.DBSize(context.Background()).Val())
+}
+
+// -callgrind counts the instructions Redis executes per call of each
+// operation in the scripts section. Counted again on a new server, the
+// figures repeat to within 2%, however busy the host (the reason the
+// option exists); a claim costs more than Asynq's enqueue.
+func TestCallgrindCounts(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"valgrind", "callgrind_control", "redis-server"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("BATON_REQUIRE_VALGRIND") != "" {
+				t.Fatalf("%s not installed (BATON_REQUIRE_VALGRIND is set)", tool)
+			}
+			t.Skipf("%s not installed", tool)
+		}
+	}
+	counts := func() map[string]float64 {
+		code, stdout, stderr := runBench(t, "redis://127.0.0.1:1/0", "-callgrind", "-sections", "scripts",
+			"-runs", "1", "-script-calls", "100")
+		require.Equal(t, 0, code, stderr)
+		require.Contains(t, stdout, "Redis instructions/call")
+		lines := strings.Split(strings.TrimSpace(stdout), "\n")
+		var rep struct {
+			Scripts map[string]struct {
+				Instr float64 `json:"redis_instructions"`
+			} `json:"scripts"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep), stdout)
+		out := map[string]float64{}
+		for op, c := range rep.Scripts {
+			out[op] = c.Instr
+		}
+		return out
+	}
+	first, second := counts(), counts()
+	for _, op := range []string{"submit", "claim", "heartbeat", "commit", "commit, retaining", "asynq enqueue"} {
+		require.Greater(t, first[op], 10000.0, "%s: a call executes thousands of instructions", op)
+		t.Logf("%s: %.0f %.0f %.2f%%", op, first[op], second[op], 100*(second[op]-first[op])/first[op])
+		require.InEpsilon(t, first[op], second[op], 0.02, "%s: counted twice", op)
+	}
+	require.Greater(t, first["claim"], first["asynq enqueue"])
 }
 
 // With -queues Q, each queue's hash slot lies in its own Q-th of the slot

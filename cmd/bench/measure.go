@@ -77,6 +77,7 @@ type bench struct {
 	t       *target
 	log     *slog.Logger    // the worker's
 	profile map[string]bool // scenarios already profiled
+	counted *ownRedis       // with -callgrind: the server whose instructions the scripts section counts
 }
 
 // measure runs one measurement of sc on an empty database.

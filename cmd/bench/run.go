@@ -26,14 +26,18 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	fmt.Fprintf(stdout, "host:   %d CPUs, GOMAXPROCS %d, load average %s\n", runtime.NumCPU(), runtime.GOMAXPROCS(0), loadAverage())
 	fmt.Fprintf(stdout, "sections: %s (each figure is the median of -runs rounds unless said otherwise; this box's speed drifts, compare ratios)\n",
 		strings.Join(o.sections, ","))
+	var counted *ownRedis // the server whose instructions are counted (-callgrind)
 	if o.ownRedis {
-		own, err := startOwnRedis(ctx)
+		own, err := startOwnRedis(ctx, o.callgrind)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
 		}
 		defer own.stop()
 		o.redisURL = own.url
+		if o.callgrind {
+			counted = own
+		}
 	}
 	if o.cluster > 0 {
 		own, err := startOwnCluster(ctx, o.cluster)
@@ -59,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 	}()
 
-	b := &bench{o: o, t: t, profile: map[string]bool{},
+	b := &bench{o: o, t: t, profile: map[string]bool{}, counted: counted,
 		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))}
 	defer rep.print(stdout)
 	var scenarios []scenario

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 type scriptCost struct {
 	name       string
 	cpuUS      float64 // Redis CPU per call (used_cpu_*), everything included
+	instr      float64 // instructions Redis executed per call (-callgrind; else 0)
 	scriptUS   float64 // time Redis spent in the script (commandstats evalsha), its inner commands included
 	cmds, rtts float64 // Redis commands executed (inner ones included) and client round trips per call
 }
@@ -25,7 +27,7 @@ type scriptCost struct {
 // a time, on an otherwise idle database, with Redis's counters read before
 // and after. The median of -runs rounds.
 func (b *bench) scripts(ctx context.Context, out io.Writer, rep report) error {
-	const calls = 1000
+	calls := b.o.scriptCalls
 	var rounds [][]scriptCost
 	for round := range b.o.runs {
 		r, err := b.scriptsRound(ctx, round, calls)
@@ -36,17 +38,28 @@ func (b *bench) scripts(ctx context.Context, out io.Writer, rep report) error {
 	}
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tcalls\tRedis CPU µs/call\tin script µs/call\tRedis cmds/call\tround trips/call\t")
+	head := "operation\tcalls\tRedis CPU µs/call\tin script µs/call\tRedis cmds/call\tround trips/call\t"
+	if b.counted != nil {
+		head += "Redis instructions/call\t"
+	}
+	fmt.Fprintln(tw, head)
 	js := map[string]any{}
 	for i, first := range rounds[0] {
-		var cpu, scr, cmds, rtts []float64
+		var cpu, scr, cmds, rtts, instr []float64
 		for _, r := range rounds {
 			cpu, scr, cmds, rtts = append(cpu, r[i].cpuUS), append(scr, r[i].scriptUS), append(cmds, r[i].cmds), append(rtts, r[i].rtts)
+			instr = append(instr, r[i].instr)
 		}
-		c := scriptCost{name: first.name, cpuUS: medianF(cpu), scriptUS: medianF(scr), cmds: medianF(cmds), rtts: medianF(rtts)}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%.2f\t%.2f\t\n", c.name, calls, c.cpuUS, c.scriptUS, c.cmds, c.rtts)
-		js[c.name] = map[string]any{"redis_cpu_us": round1(c.cpuUS), "script_us": round1(c.scriptUS),
+		c := scriptCost{name: first.name, cpuUS: medianF(cpu), scriptUS: medianF(scr), cmds: medianF(cmds), rtts: medianF(rtts), instr: medianF(instr)}
+		line := fmt.Sprintf("%s\t%d\t%.1f\t%.1f\t%.2f\t%.2f\t", c.name, calls, c.cpuUS, c.scriptUS, c.cmds, c.rtts)
+		fig := map[string]any{"redis_cpu_us": round1(c.cpuUS), "script_us": round1(c.scriptUS),
 			"redis_cmds": round2(c.cmds), "round_trips": round2(c.rtts)}
+		if b.counted != nil {
+			line += fmt.Sprintf("%.0f\t", c.instr)
+			fig["redis_instructions"] = math.Round(c.instr)
+		}
+		fmt.Fprintln(tw, line)
+		js[c.name] = fig
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(out, `
@@ -55,7 +68,10 @@ operation  each called alone, one call at a time: submit (a one-node run, its pi
            which retains the one-node run it ends), retain (the other finished runs'
            retention, one call for all, per run), sweep (a pass over empty indexes), and
            Asynq's enqueue for comparison. Redis CPU is used_cpu_user+sys per call,
-           parsing and networking included; "in script" is commandstats' evalsha time.`)
+           parsing and networking included; "in script" is commandstats' evalsha time.
+           Redis instructions (-callgrind) are callgrind's count over the calls,
+           networking and idle timers included, the kernel's share not; the CPU
+           and times are then valgrind's, some fifty times the real ones.`)
 	rep["scripts"] = js
 	return nil
 }
@@ -150,10 +166,22 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 			return nil, err
 		}
 		c0 := b.t.count.snapshot()
-		for i := range calls {
-			if err := op.call(i); err != nil {
-				return nil, fmt.Errorf("%s %d: %w", op.name, i, err)
+		callAll := func() error {
+			for i := range calls {
+				if err := op.call(i); err != nil {
+					return fmt.Errorf("%s %d: %w", op.name, i, err)
+				}
 			}
+			return nil
+		}
+		var instr int64
+		if b.counted != nil {
+			instr, err = b.counted.instructions(callAll)
+		} else {
+			err = callAll()
+		}
+		if err != nil {
+			return nil, err
 		}
 		c1 := b.t.count.snapshot()
 		s1, err := b.t.serverStats(ctx)
@@ -161,7 +189,7 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 			return nil, err
 		}
 		d, n := s1.since(s0), float64(calls)
-		res = append(res, scriptCost{name: op.name, cpuUS: us(d.cpu) / n, scriptUS: float64(d.cmds["evalsha"].usec) / n,
+		res = append(res, scriptCost{name: op.name, cpuUS: us(d.cpu) / n, scriptUS: float64(d.cmds["evalsha"].usec) / n, instr: float64(instr) / n,
 			cmds: float64(d.calls-int64(b.t.masters)) / n, rtts: float64(c1.since(c0).rtts) / n}) // the INFO on each master
 	}
 	return res, nil
