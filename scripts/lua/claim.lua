@@ -64,12 +64,12 @@ if not state then return -1 end
 local releases, timeoutMS = tonumber(f[5]) or 0, tonumber(f[14]) or 0
 local descendants, dependents = f[10] or '[]', f[15] or '[]'
 
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include clock
 if state == 'RUNNING' and f[9] == claimID then
   local renewed = now + ttl
-  rcall('HSET', nodeKey, 'lease_until', renewed, 'heartbeat_at', now)
-  rcall('ZADD', leaseKey, renewed, ref)
+  local renewedS = int(renewed)
+  rcall('HSET', nodeKey, 'lease_until', renewedS, 'heartbeat_at', nowS)
+  rcall('ZADD', leaseKey, renewedS, ref)
   return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
     tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]'}
 end
@@ -98,7 +98,7 @@ if state == 'RUNNING' then
   local leaseUntil = tonumber(f[3])
   prevOwner = f[7]
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'heartbeat_lost',
-    'node', nodeID, 'epoch', prevEpoch, 'worker', prevOwner, 'at', now,
+    'node', nodeID, 'epoch', prevEpoch, 'worker', prevOwner, 'at', nowS,
     'lease_until', leaseUntil, 'overdue_ms', now - leaseUntil)
 end
 
@@ -107,8 +107,9 @@ end
 local epoch = tonumber(f[8]) + 1
 local attempt = tonumber(f[4]) + 1
 local leaseUntil = now + ttl
-rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epoch, 'attempt', attempt,
-  'owner', worker, 'claim', claimID, 'lease_until', leaseUntil, 'started_at', now)
+local epochS, attemptS, leaseS = int(epoch), int(attempt), int(leaseUntil)
+rcall('HSET', nodeKey, 'state', 'RUNNING', 'epoch', epochS, 'attempt', attemptS,
+  'owner', worker, 'claim', claimID, 'lease_until', leaseS, 'started_at', nowS)
 if prevOwner ~= '' then rcall('HSET', nodeKey, 'prev_owner', prevOwner) end
 -- What an earlier attempt left (its takeover, how it ended) goes; a
 -- default is not stored.
@@ -116,16 +117,16 @@ local old = {}
 if prevOwner == '' and (f[16] or '') ~= '' then old[#old + 1] = 'prev_owner' end
 if (f[19] or '') ~= '' then old[#old + 1] = 'end_op' end
 if #old > 0 then rcall('HDEL', nodeKey, unpack(old)) end
-rcall('ZADD', leaseKey, leaseUntil, ref)
+rcall('ZADD', leaseKey, leaseS, ref)
 rcall('ZREM', readyKey, ref)
 
 if prevOwner ~= '' then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'takeover',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-    'attempt', attempt, 'prev_owner', prevOwner, 'prev_epoch', prevEpoch)
+    'node', nodeID, 'epoch', epochS, 'worker', worker, 'at', nowS,
+    'attempt', attemptS, 'prev_owner', prevOwner, 'prev_epoch', prevEpoch)
 else
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'attempt', attempt)
+    'node', nodeID, 'epoch', epochS, 'worker', worker, 'at', nowS, 'attempt', attemptS)
 end
 
 return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,

@@ -93,8 +93,7 @@ end
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
 if not f[1] then return -1 end
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include clock
 --@include fence_check
 local stale = staleCode(f[2], f[3], 'commit')
 if stale then return stale end
@@ -114,8 +113,9 @@ if f[1] == 'SUCCEEDED' then
     local d = rcall('HMGET', KEYS[i], unpack(contFields))
     if cont[1] == 0 and contClaim ~= '' and d[1] == 'RUNNING' and d[13] == contClaim then
       local renewed = now + contTTL
-      rcall('HSET', KEYS[i], 'lease_until', renewed, 'heartbeat_at', now)
-      rcall('ZADD', leaseKey, renewed, refPrefix .. ARGV[i + 6])
+      local renewedS = int(renewed)
+      rcall('HSET', KEYS[i], 'lease_until', renewedS, 'heartbeat_at', nowS)
+      rcall('ZADD', leaseKey, renewedS, refPrefix .. ARGV[i + 6])
       cont = contReply(ARGV[i + 6], d, tonumber(d[4]), tonumber(d[5]), renewed)
     elseif d[1] == 'READY' then
       ready[#ready + 1] = ARGV[i + 6]
@@ -128,10 +128,10 @@ if f[1] == 'SUCCEEDED' then
 end
 if f[1] ~= 'RUNNING' then return -12 end
 
-rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'finished_at', now)
+rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'finished_at', nowS)
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
-  'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now)
+  'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS)
 
 local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal', 'id')
 local cont = {0}
@@ -146,16 +146,17 @@ if r[1] ~= '1' then
         if cont[1] == 0 and contClaim ~= '' and string.find(queues, ',' .. d[2] .. ',', 1, true)
             and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
           local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
-          rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', e, 'attempt', a, 'owner', worker,
-            'claim', contClaim, 'lease_until', lu, 'ready_at', now, 'started_at', now,
+          local eS, aS, luS = int(e), int(a), int(lu)
+          rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', eS, 'attempt', aS, 'owner', worker,
+            'claim', contClaim, 'lease_until', luS, 'ready_at', nowS, 'started_at', nowS,
             'end_op', '') -- no prev_owner: a BLOCKED node has none (retry.lua drops it)
-          rcall('ZADD', leaseKey, lu, refPrefix .. depID)
+          rcall('ZADD', leaseKey, luS, refPrefix .. depID)
           rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
-            'node', depID, 'epoch', e, 'worker', worker, 'at', now, 'attempt', a)
+            'node', depID, 'epoch', eS, 'worker', worker, 'at', nowS, 'attempt', aS)
           cont = contReply(depID, d, e, a, lu)
         else
-          rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', now)
-          rcall('ZADD', readyKey, now, refPrefix .. depID)
+          rcall('HSET', KEYS[i], 'state', 'READY', 'ready_at', nowS)
+          rcall('ZADD', readyKey, nowS, refPrefix .. depID)
           ready[#ready + 1] = depID
           ready[#ready + 1] = d[2]
         end
@@ -169,9 +170,9 @@ local status = 'RUNNING'
 if terminal >= tonumber(r[2]) then
   status = 'SUCCEEDED'
   if r[1] == '1' then status = 'CANCELLED' elseif (tonumber(r[3]) or 0) > 0 then status = 'FAILED' end
-  rcall('HSET', runKey, 'terminal', terminal, 'status', status, 'finished_at', now)
+  rcall('HSET', runKey, 'terminal', int(terminal), 'status', status, 'finished_at', nowS)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
-    'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
+    'node', '', 'epoch', '0', 'worker', worker, 'at', nowS, 'status', status)
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' then
     -- Included here, not at the top: only this branch builds their tables.
 --@include stream
@@ -180,13 +181,13 @@ if terminal >= tonumber(r[2]) then
     if threadless and r[5] and KEYS[lastDep + 1] then locator[1] = KEYS[lastDep + 1] end -- a run stored with its id has a locator
     retainRun(runKey, evKey, {nodeKey}, locator, retainTTL, status, false)
     if not threadless then
-      rcall('ZADD', finKey, now, runID)
+      rcall('ZADD', finKey, nowS, runID)
     end
   else
-    rcall('ZADD', finKey, now, refPrefix)
+    rcall('ZADD', finKey, nowS, refPrefix)
   end
 else
-  rcall('HSET', runKey, 'terminal', terminal)
+  rcall('HSET', runKey, 'terminal', int(terminal))
 end
 local out = {1, status, queued(status)}
 for _, v in ipairs(cont) do out[#out + 1] = v end

@@ -32,20 +32,20 @@ local ttl, progress, ref, maxlen = tonumber(ARGV[5]), ARGV[6], ARGV[7], ARGV[8]
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'progress')
 if not f[1] then return -1 end
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include clock
 --@include fence_check
 local stale = staleCode(f[2], f[3], 'heartbeat')
 if stale then return stale end
 if f[1] ~= 'RUNNING' then return -12 end
 
 local leaseUntil = now + ttl
-rcall('HSET', nodeKey, 'lease_until', leaseUntil, 'heartbeat_at', now)
-rcall('ZADD', leaseKey, leaseUntil, ref)
+local leaseS = int(leaseUntil)
+rcall('HSET', nodeKey, 'lease_until', leaseS, 'heartbeat_at', nowS)
+rcall('ZADD', leaseKey, leaseS, ref)
 if progress ~= '' and progress ~= f[4] then
   rcall('HSET', nodeKey, 'progress', progress)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'progress',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'progress', progress)
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'progress', progress)
 end
 local cancel = 0
 if rcall('HGET', runKey, 'cancel') == '1' then cancel = 1 end

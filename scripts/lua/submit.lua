@@ -87,8 +87,10 @@ end
 -- Fields at their default are not written (readers take an absent field
 -- as its default), nor the ids the key names carry: the retention of a
 -- SUCCEEDED run then has little or nothing to drop (lib/retain_run.lua).
+-- A number is written as text, formatted once (lib/clock.lua).
 local function optional(h, name, v, default)
   if v ~= default then
+    if type(v) == 'number' then v = string.format('%d', v) end
     h[#h + 1] = name
     h[#h + 1] = v
   end
@@ -114,11 +116,11 @@ if existing then
   return -20
 end
 
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+--@include clock
 -- The run's start, on Redis's clock: root nodes are READY from submit on,
 -- but not due (claim.lua answers -4) before it.
 local start = math.max(now, startAt, now + startIn)
+local startS = int(start)
 
 local status, behind = 'RUNNING', ''
 if multitask ~= '' then
@@ -137,7 +139,7 @@ if multitask ~= '' then
     else
       rcall('LPUSH', queueKey, runID)
     end
-    rcall('ZADD', queuedKey, 'NX', now, thread)
+    rcall('ZADD', queuedKey, 'NX', nowS, thread)
   else
     rcall('SET', activeKey, runID)
   end
@@ -153,11 +155,11 @@ for i, n in ipairs(nodes) do
   if #deps == 0 and status == 'RUNNING' then
     state = 'READY'
     ready[#ready + 1] = n.id
-    rcall('ZADD', readyKey, start, refPrefix .. n.id)
+    rcall('ZADD', readyKey, startS, refPrefix .. n.id)
   end
   local h = {'state', state, 'kind', n.kind, 'queue', n.queue, 'input', n.input,
-    'max_attempts', n.max_attempts, 'attempt', 0, 'epoch', 0, 'claim', '', 'owner', '',
-    'lease_until', 0, 'ready_at', start, 'progress', 0, 'inc', inc}
+    'max_attempts', int(n.max_attempts), 'attempt', '0', 'epoch', '0', 'claim', '', 'owner', '',
+    'lease_until', '0', 'ready_at', startS, 'progress', '0', 'inc', inc}
   optional(h, 'remaining', #deps, 0)
   optional(h, 'deps', list(deps), '[]')
   optional(h, 'dependents', list(n.dependents), '[]')
@@ -167,18 +169,18 @@ for i, n in ipairs(nodes) do
   rcall('HSET', KEYS[firstNode + i], unpack(h))
 end
 
-local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode(ids), 'total', #nodes,
-  'terminal', 0, 'created_at', now, 'start_at', start}
+local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode(ids), 'total', int(#nodes),
+  'terminal', '0', 'created_at', nowS, 'start_at', startS}
 optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
 rcall('HSET', runKey, unpack(h))
-rcall('ZADD', runsKey, 'NX', now, runID)
+rcall('ZADD', runsKey, 'NX', nowS, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
-  'node', '', 'epoch', 0, 'worker', '', 'at', now, 'nodes', #nodes, 'ready_at', start)
+  'node', '', 'epoch', '0', 'worker', '', 'at', nowS, 'nodes', int(#nodes), 'ready_at', startS)
 
 if status == 'QUEUED' then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'queued',
-    'node', '', 'epoch', 0, 'worker', '', 'at', now, 'behind', behind, 'multitask', multitask)
+    'node', '', 'epoch', '0', 'worker', '', 'at', nowS, 'behind', behind, 'multitask', multitask)
 end
 -- The stream's node was preallocated 4 KiB; the run may wait and run for
 -- long, so the stream is stored at its size now (lib/stream.lua).

@@ -42,11 +42,14 @@ local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, slimRu
     if slimRun then rcall('HDEL', runKey, unpack(runDrop)) end
     for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(nodeDrop)) end
   end
+  -- The time to live as text: Redis formats a Lua number at a cost
+  -- (lib/clock.lua).
+  local ttlS = string.format('%d', ttl)
   if ttl > 0 then
-    rcall('PEXPIRE', runKey, ttl)
-    for _, key in ipairs(nodeKeys) do rcall('PEXPIRE', key, ttl) end
-    for _, key in ipairs(otherKeys) do rcall('PEXPIRE', key, ttl) end
+    rcall('PEXPIRE', runKey, ttlS)
+    for _, key in ipairs(nodeKeys) do rcall('PEXPIRE', key, ttlS) end
+    for _, key in ipairs(otherKeys) do rcall('PEXPIRE', key, ttlS) end
   end
   local compacted = streamPreallocated(evKey) and compactStream(evKey, math.max(ttl, 0))
-  if not compacted and ttl > 0 then rcall('PEXPIRE', evKey, ttl) end
+  if not compacted and ttl > 0 then rcall('PEXPIRE', evKey, ttlS) end
 end
