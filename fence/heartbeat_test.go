@@ -19,6 +19,12 @@ func TestHeartbeatKeepsLeaseAlive(t *testing.T) {
 		tb.submit(t, spec("hb", node("n")))
 		c := tb.claim(t, "hb", "n", "worker-a", ttl)
 
+		// A handler that reports nothing beats with progress 0, what a
+		// fresh node reads as: no progress is recorded.
+		_, err := tb.store.Heartbeat(tb.ctx, c.Lease, ttl, 0)
+		require.NoError(t, err)
+		require.Empty(t, ofType(tb.events(t, "hb"), "progress"))
+
 		until := c.Until
 		for i := 1; i <= 10; i++ {
 			r, err := tb.store.Heartbeat(tb.ctx, c.Lease, ttl, i*10)
@@ -42,7 +48,7 @@ func TestHeartbeatKeepsLeaseAlive(t *testing.T) {
 		require.GreaterOrEqual(t, until.Sub(c.Until), 6*ttl)
 
 		// Progress below zero keeps the stored one.
-		_, err := tb.store.Heartbeat(tb.ctx, c.Lease, ttl, -1)
+		_, err = tb.store.Heartbeat(tb.ctx, c.Lease, ttl, -1)
 		require.NoError(t, err)
 		require.Equal(t, 100, tb.nodeInfo(t, "hb", "n").Progress)
 		progress := ofType(tb.events(t, "hb"), "progress")

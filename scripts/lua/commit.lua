@@ -179,7 +179,7 @@ if terminal >= tonumber(r[2]) then
 --@include retain_run
     local locator = {}
     if threadless and r[5] and KEYS[lastDep + 1] then locator[1] = KEYS[lastDep + 1] end -- a run stored with its id has a locator
-    retainRun(runKey, evKey, {nodeKey}, locator, retainTTL, status, false)
+    retainRun(runKey, evKey, {nodeKey}, locator, retainTTL, status, true)
     if not threadless then
       rcall('ZADD', finKey, nowS, runID)
     end

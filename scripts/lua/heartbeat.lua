@@ -42,7 +42,8 @@ local leaseUntil = now + ttl
 local leaseS = int(leaseUntil)
 rcall('HSET', nodeKey, 'lease_until', leaseS, 'heartbeat_at', nowS)
 rcall('ZADD', leaseKey, leaseS, ref)
-if progress ~= '' and progress ~= f[4] then
+-- A node stores no progress until it reports some (submit.lua): absent is 0.
+if progress ~= '' and progress ~= (f[4] or '0') then
   rcall('HSET', nodeKey, 'progress', progress)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'progress',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'progress', progress)

@@ -59,7 +59,7 @@ else
       otherKeys[#otherKeys + 1] = KEYS[i]
     end
   end
-  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, r[1] or '', true)
+  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, r[1] or '', false)
 end
 if elsewhere ~= '' then rcall('ZADD', finKey, ended, elsewhere) end
 rcall('ZREM', finKey, member)

@@ -85,8 +85,11 @@ local function list(v)
 end
 
 -- Fields at their default are not written (readers take an absent field
--- as its default), nor the ids the key names carry: the retention of a
--- SUCCEEDED run then has little or nothing to drop (lib/retain_run.lua).
+-- as its default: a node has no owner, claim, lease or progress until a
+-- claim or heartbeat writes them), but for the attempt and epoch the
+-- scripts count up from; nor are the ids the key names carry. The
+-- retention of a SUCCEEDED run then has little or nothing to drop
+-- (lib/retain_run.lua).
 -- A number is written as text, formatted once (lib/clock.lua).
 local function optional(h, name, v, default)
   if v ~= default then
@@ -158,8 +161,7 @@ for i, n in ipairs(nodes) do
     rcall('ZADD', readyKey, startS, refPrefix .. n.id)
   end
   local h = {'state', state, 'kind', n.kind, 'queue', n.queue, 'input', n.input,
-    'max_attempts', int(n.max_attempts), 'attempt', '0', 'epoch', '0', 'claim', '', 'owner', '',
-    'lease_until', '0', 'ready_at', startS, 'progress', '0', 'inc', inc}
+    'max_attempts', int(n.max_attempts), 'attempt', '0', 'epoch', '0', 'ready_at', startS, 'inc', inc}
   optional(h, 'remaining', #deps, 0)
   optional(h, 'deps', list(deps), '[]')
   optional(h, 'dependents', list(n.dependents), '[]')

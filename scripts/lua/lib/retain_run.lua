@@ -14,9 +14,11 @@
 -- progress: a SUCCEEDED node reads as 100) and, in a run stored before
 -- that, the ids, the run's zero counters and the update times no reader
 -- used: one HDEL per hash, with nothing read first, drops them. The
--- commit that retains a one-node run leaves its run hash alone
--- (it holds nothing to drop unless stored before). Runs that can be
--- retried keep every field.
+-- commit that retains a one-node run leaves its run hash alone and drops
+-- from its node only what a live node holds (liveDrop): a field that is
+-- not there costs HDEL a walk of the whole hash. Fields left by a run
+-- stored before an upgrade then stay until its time to live. Runs that
+-- can be retried keep every field.
 --
 -- The run's stream was stored at its size when submitted (lib/stream.lua,
 -- included before this); one that grew a new stream node since, or was
@@ -30,17 +32,25 @@
 local runDrop = {'id', 'thread', 'failed', 'cancel', 'updated_at'}
 local nodeDrop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op',
   'ready_at', 'inc', 'progress', 'updated_at', 'created_at'}
+-- What a RUNNING node of a one-node run can hold that a SUCCEEDED one
+-- does not need, as this version's scripts store it: no remaining
+-- dependencies, and a claim drops how an earlier attempt ended.
+local liveDrop = {'lease_until', 'heartbeat_at', 'ready_at', 'inc', 'progress'}
 
 -- retainRun gives runKey, each of nodeKeys (the run's node hashes) and each
 -- of otherKeys (its locator, when in this slot) the time to live ttl ms,
--- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's node
--- hashes, and its run hash when slimRun; and it stores evKey, the run's
--- event stream, again at its size. status is the run's status, as the
--- caller read it.
-local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, slimRun)
+-- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's
+-- hashes, all of what they may hold (the sweep) or, byCommit, only a
+-- live node's fields; and it stores evKey, the run's event stream, again
+-- at its size. status is the run's status, as the caller read it.
+local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, byCommit)
   if status == 'SUCCEEDED' then
-    if slimRun then rcall('HDEL', runKey, unpack(runDrop)) end
-    for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(nodeDrop)) end
+    local drop = liveDrop
+    if not byCommit then
+      rcall('HDEL', runKey, unpack(runDrop))
+      drop = nodeDrop
+    end
+    for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(drop)) end
   end
   -- The time to live as text: Redis formats a Lua number at a cost
   -- (lib/clock.lua).
