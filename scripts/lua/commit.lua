@@ -98,8 +98,13 @@ if not f[1] then return -1 end
 local stale = staleCode(f[2], f[3], 'commit')
 if stale then return stale end
 
-local contFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
-  'max_attempts', 'dependents', 'descendants', 'inc', 'deps', 'claim', 'lease_until'}
+-- What a dependent's hash is read for, only by a commit that has
+-- dependents (a one-node run's has none: no table is built).
+local contFields
+if lastDep >= 7 then
+  contFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
+    'max_attempts', 'dependents', 'descendants', 'inc', 'deps', 'claim', 'lease_until'}
+end
 local function contReply(id, d, epoch, attempt, leaseUntil)
   return {1, id, epoch, attempt, leaseUntil, d[3], d[2], d[6], tonumber(d[7]) or 0, tonumber(d[8]),
     d[9] or '[]', d[10] or '[]', d[11] or '', d[12] or '[]'} -- defaults are not stored (submit.lua)

@@ -25,18 +25,6 @@
 -- submitted before streams were compacted at submit, holds a 4 KiB
 -- preallocation and is stored at its size again here.
 
--- What a SUCCEEDED run's hashes no longer need: a live node's fields (its
--- lease, when it was due, its run's incarnation, its progress), and what
--- a run stored before they were left out still holds (the ids, the zero
--- counters failed and cancel, updated_at, a node's created_at).
-local runDrop = {'id', 'thread', 'failed', 'cancel', 'updated_at'}
-local nodeDrop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op',
-  'ready_at', 'inc', 'progress', 'updated_at', 'created_at'}
--- What a RUNNING node of a one-node run can hold that a SUCCEEDED one
--- does not need, as this version's scripts store it: no remaining
--- dependencies, and a claim drops how an earlier attempt ended.
-local liveDrop = {'lease_until', 'heartbeat_at', 'ready_at', 'inc', 'progress'}
-
 -- retainRun gives runKey, each of nodeKeys (the run's node hashes) and each
 -- of otherKeys (its locator, when in this slot) the time to live ttl ms,
 -- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's
@@ -45,10 +33,23 @@ local liveDrop = {'lease_until', 'heartbeat_at', 'ready_at', 'inc', 'progress'}
 -- at its size. status is the run's status, as the caller read it.
 local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, byCommit)
   if status == 'SUCCEEDED' then
-    local drop = liveDrop
-    if not byCommit then
-      rcall('HDEL', runKey, unpack(runDrop))
-      drop = nodeDrop
+    -- The lists are built here, only the one used: building a table of
+    -- strings in every call cost a commit 4% of its instructions.
+    local drop
+    if byCommit then
+      -- What a RUNNING node of a one-node run can hold that a SUCCEEDED
+      -- one does not need, as these scripts store it: no remaining
+      -- dependencies, and a claim drops how an earlier attempt ended.
+      drop = {'lease_until', 'heartbeat_at', 'ready_at', 'inc', 'progress'}
+    else
+      -- What a SUCCEEDED run's hashes no longer need: a live node's
+      -- fields (its lease, when it was due, its run's incarnation, its
+      -- progress), and what a run stored before they were left out still
+      -- holds (the ids, the zero counters failed and cancel, updated_at,
+      -- a node's created_at).
+      rcall('HDEL', runKey, 'id', 'thread', 'failed', 'cancel', 'updated_at')
+      drop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op',
+        'ready_at', 'inc', 'progress', 'updated_at', 'created_at'}
     end
     for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(drop)) end
   end
