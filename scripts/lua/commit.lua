@@ -179,7 +179,7 @@ if terminal >= tonumber(r[2]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', '0', 'worker', worker, 'at', nowS, 'status', status)
   if retainTTL > 0 and status == 'SUCCEEDED' and r[2] == '1' then
-    -- Included here, not at the top: only this branch builds their tables.
+    -- Included here, not at the top: only this branch makes their functions.
 --@include stream
 --@include retain_run
     local locator = {}

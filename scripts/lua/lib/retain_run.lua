@@ -15,8 +15,8 @@
 -- that, the ids, the run's zero counters and the update times no reader
 -- used: one HDEL per hash, with nothing read first, drops them. The
 -- commit that retains a one-node run leaves its run hash alone and drops
--- from its node only what a live node holds (liveDrop): a field that is
--- not there costs HDEL a walk of the whole hash. Fields left by a run
+-- from its node only what a live node holds: a field that is not there
+-- costs HDEL a walk of the whole hash. Fields left by a run
 -- stored before an upgrade then stay until its time to live. Runs that
 -- can be retried keep every field.
 --
