@@ -16,10 +16,9 @@ import (
 // ownRedis is a redis-server the bench started for itself (-own-redis): no
 // persistence, nobody else's commands in its commandstats or its memory.
 type ownRedis struct {
-	cmd       *exec.Cmd
-	dir       string
-	url       string
-	callgrind bool // the server runs under valgrind's callgrind (-callgrind)
+	cmd *exec.Cmd
+	dir string
+	url string
 }
 
 // startOwnRedis starts the server, under valgrind's callgrind when
@@ -49,7 +48,7 @@ func startOwnRedis(ctx context.Context, callgrind bool) (*ownRedis, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("own redis: %w (is %s installed?)", err, args[0])
 	}
-	r := &ownRedis{cmd: cmd, dir: dir, url: fmt.Sprintf("redis://127.0.0.1:%d/0", port), callgrind: callgrind}
+	r := &ownRedis{cmd: cmd, dir: dir, url: fmt.Sprintf("redis://127.0.0.1:%d/0", port)}
 	if err := waitPing(ctx, fmt.Sprintf("127.0.0.1:%d", port), up); err != nil {
 		r.stop()
 		return nil, fmt.Errorf("own %w", err)
@@ -61,6 +60,7 @@ func startOwnRedis(ctx context.Context, callgrind bool) (*ownRedis, error) {
 // meanwhile, its networking and idle timers included, as callgrind counts
 // them: the same for the same binary and calls, however busy the host.
 // The count is zeroed before f and dumped after it (callgrind_control).
+// Only for a server started under callgrind.
 func (r *ownRedis) instructions(f func() error) (int64, error) {
 	pid := strconv.Itoa(r.cmd.Process.Pid)
 	if out, err := exec.Command("callgrind_control", "--zero", pid).CombinedOutput(); err != nil {
