@@ -108,7 +108,7 @@ slot: with -queues 1 bare Asynq's queue lives on one master.
 Instructions: -callgrind runs the bench's own redis-server under valgrind's
 callgrind (valgrind must be installed) and adds to the scripts section the
 instructions Redis executes per call. Times on a shared host drift by tens
-of percent; these counts repeat to within 1-2% whatever the host does, so a
+of percent; these counts repeat to within 1-3% whatever the host does, so a
 change of a few percent in a script shows. They leave out the kernel's
 share (reading and writing sockets), which weighs more in Asynq's cheap
 commands than in baton's scripts: compare baton with baton, not with Asynq.
