@@ -273,8 +273,7 @@ func (a *ackWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 		if len(cmds) != 2 || scriptOf(a.names, cmds[0]) != "commit" {
 			return err
 		}
-		ack := cmds[1].Args()
-		if cmds[1].Name() != "evalsha" || scriptOf(a.names, cmds[1]) != "" || len(ack) < 4 {
+		if cmds[1].Name() != "evalsha" || scriptOf(a.names, cmds[1]) != "" || scriptArg0(cmds[1]) == "" {
 			return err
 		}
 		if cmds[0].Err() == nil { // the acknowledgement may meet NOSCRIPT: Asynq sends it again alone
