@@ -479,7 +479,8 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 }
 
 // The scripts store no field at its default (no dependencies, no timeout,
-// no releases, no retry policy, no previous owner), nor what no reader
+// no releases, no retry policy, no previous owner, and until a claim or a
+// heartbeat no owner, claim, lease or progress), nor what no reader
 // uses, nor a locator for a run without a thread: a run stored before
 // that, with all of them written out, is still claimed, committed, read
 // and retained as a new one, so a fleet can be upgraded with runs live.
@@ -490,7 +491,8 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 		tb.submit(t, spec("fresh", node("a")))
 		h, err := rdb.HGetAll(tb.ctx, keys.Node("fresh", "fresh", "a")).Result()
 		require.NoError(t, err)
-		for _, f := range []string{"deps", "dependents", "descendants", "timeout_ms", "releases", "retry", "prev_owner"} {
+		for _, f := range []string{"deps", "dependents", "descendants", "timeout_ms", "releases", "retry", "prev_owner",
+			"owner", "claim", "lease_until", "progress"} {
 			require.NotContains(t, h, f, "a default is not stored")
 		}
 		for _, f := range []string{"created_at", "updated_at"} {
@@ -504,7 +506,7 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 		}
 		for id, set := range old {
 			set = append(set, "timeout_ms", 0, "releases", 0, "retry", "", "prev_owner", "",
-				"created_at", 1, "updated_at", 1)
+				"owner", "", "claim", "", "lease_until", 0, "progress", 0, "created_at", 1, "updated_at", 1)
 			require.NoError(t, rdb.HSet(tb.ctx, keys.Node("old", "old", id), set...).Err())
 		}
 		require.NoError(t, rdb.HSet(tb.ctx, keys.Run("old", "old"), "behind", "", "multitask", "", "updated_at", 1,
@@ -525,7 +527,8 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 		require.Equal(t, 1, n)
 		require.Equal(t, before, tb.getRun(t, "old"), "retained, it reads as before")
 		gone := map[string][]string{keys.Run("old", "old"): {"updated_at"},
-			keys.Node("old", "old", "a"): {"created_at", "updated_at"}, keys.Node("old", "old", "b"): {"created_at", "updated_at"}}
+			keys.Node("old", "old", "a"): {"created_at", "updated_at", "lease_until", "progress"},
+			keys.Node("old", "old", "b"): {"created_at", "updated_at", "lease_until", "progress"}}
 		loc, err := rdb.TTL(tb.ctx, keys.Locator("old")).Result()
 		require.NoError(t, err)
 		require.Greater(t, loc, 59*time.Minute, "its locator expires with it")
