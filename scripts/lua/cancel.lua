@@ -36,7 +36,7 @@ local channel = ARGV[5]
 
 local r = rcall('HMGET', runKey, 'status', 'cancel', 'total', 'inc')
 if not r[1] then return -1 end
-local runID = string.match(refPrefix, '^[^:]*:([^:]*):$') -- ids hold no ":"
+--@include ref
 
 -- push tells the owners of running nodes; only they have anything to stop.
 local function push(n)

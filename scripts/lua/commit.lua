@@ -81,7 +81,7 @@ local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
 local contClaim, contTTL, queues, kinds = ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11]
 local retainTTL = tonumber(ARGV[12])
 local lastDep = 6 + #ARGV - 12 -- KEYS[7..lastDep] are the dependents
-local threadID, runID = string.match(refPrefix, '^([^:]*):([^:]*):$') -- ids hold no ":"
+--@include ref
 local threadless = threadID == runID
 -- queued says, once the run has ended, whether a run of its thread waits
 -- in the thread's queue: only then has the caller a run to start (Promote).
