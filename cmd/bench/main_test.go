@@ -104,7 +104,11 @@ func TestSmallRun(t *testing.T) {
 	// How much CPU the host took: a share of 0–100%, in the text and the JSON.
 	require.Regexp(t, `host CPU steal during the drains: \d+%–\d+% of the machine's CPU time`, stdout)
 	require.Regexp(t, `"host_steal_max":(0|1|0\.\d+)[,}]`, stdout)
-	require.Regexp(t, `\(load [0-9.]+, steal \d+%\)`, stderr)
+	require.Regexp(t, `\(load [0-9.]+, steal \d+%, busy \d+%\)`, stderr)
+	// What the machine's CPU allows baton against asynq, and how busy it was.
+	require.Regexp(t, `baton +single +200 +\d+ +\d+ +\d+–\d+ +\d+\.\d\d +\d+\.\d\d +\d+% `, stdout)
+	require.Regexp(t, `"cpu_bound_x_asynq":\d+(\.\d+)?[,}]`, stdout)
+	require.Regexp(t, `"busy":(0|1|0\.\d+)[,}]`, stdout)
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })

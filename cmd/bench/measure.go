@@ -66,10 +66,15 @@ type result struct {
 	server       serverStats   // Redis's own, drain phase
 	proc         time.Duration // this process's CPU, drain phase
 	steal        float64       // share of the machine's CPU time the host took (steal), drain phase; -1: unknown
+	busy         float64       // share of the machine's CPU time in use (every process), drain phase; -1: unknown
 }
 
 func (r result) drainRate() float64  { return float64(r.nodes) / r.drain.Seconds() }
 func (r result) submitRate() float64 { return float64(r.nodes) / r.submit.Seconds() }
+
+// cpuPerNode is the CPU time, µs, Redis and this process spent per node in
+// the drain: on one machine, about all the work a node costs it.
+func (r result) cpuPerNode() float64 { return us(r.server.cpu+r.proc) / float64(r.nodes) }
 
 // bench runs measurements against one target.
 type bench struct {
@@ -143,7 +148,8 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 		return res, fmt.Errorf("drain: %w", err)
 	}
 	res.proc = procCPU() - cpu1
-	res.steal = readHostCPU().stealSince(host1)
+	host2 := readHostCPU()
+	res.steal, res.busy = host2.stealSince(host1), host2.busySince(host1)
 	c2 := b.t.count.snapshot()
 	s2, err := b.t.serverStats(ctx)
 	if err != nil {
@@ -232,11 +238,13 @@ func procCPU() time.Duration {
 }
 
 // hostCPU is the machine's CPU time in clock ticks, from /proc/stat's
-// "cpu" line: all of it, and what the hypervisor gave other guests while
-// this one wanted to run (steal). A drain during which the host steals a
-// large share ran on a machine slower than its figures say, by an amount
-// that differs from one system's round to the other's.
-type hostCPU struct{ total, steal uint64 }
+// "cpu" line: all of it, what no process used (idle, waiting for I/O), and
+// what the hypervisor gave other guests while this one wanted to run
+// (steal). A drain during which the host steals a large share ran on a
+// machine slower than its figures say, by an amount that differs from one
+// system's round to the other's. A drain that keeps every core busy is
+// bound by the CPU each node costs, not by a round trip.
+type hostCPU struct{ total, idle, steal uint64 }
 
 // readHostCPU reads it; the zero value off Linux.
 func readHostCPU() hostCPU {
@@ -258,7 +266,10 @@ func readHostCPU() hostCPU {
 		if i < 8 { // user … steal; guest time is counted in user already
 			h.total += n
 		}
-		if i == 7 {
+		switch i {
+		case 3, 4: // idle, iowait
+			h.idle += n
+		case 7:
 			h.steal = n
 		}
 	}
@@ -271,6 +282,16 @@ func (h hostCPU) stealSince(h0 hostCPU) float64 {
 		return -1
 	}
 	return float64(h.steal-h0.steal) / float64(h.total-h0.total)
+}
+
+// busySince is the share of CPU time some process ran since h0 (neither
+// idle nor stolen), or -1 when unknown.
+func (h hostCPU) busySince(h0 hostCPU) float64 {
+	if h.total <= h0.total || h0.total == 0 {
+		return -1
+	}
+	d := h.total - h0.total
+	return float64(d-(h.idle-h0.idle)-(h.steal-h0.steal)) / float64(d)
 }
 
 // parallel calls fn(i) for i in [0, count) from workers goroutines and

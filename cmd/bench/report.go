@@ -53,17 +53,18 @@ func baseline(rows []*row, mode string) *row {
 func printTable(w io.Writer, rows []*row) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tmode\tnodes\tsubmit/s\tdrain/s\tmin–max\t×asynq\tRT/node submit\tRT/node drain\tRT/node total\tredis cmds/node\tredis µs/node\tbench µs/node\t")
+	fmt.Fprintln(tw, "system\tmode\tnodes\tsubmit/s\tdrain/s\tmin–max\t×asynq\tCPU-bound ×asynq\tbusy\tRT/node submit\tRT/node drain\tRT/node total\tredis cmds/node\tredis µs/node\tbench µs/node\t")
 	for _, r := range rows {
 		m := r.median()
 		lo, hi := r.spread()
-		ratio := "—"
+		ratio, bound := "—", "—"
 		if b := baseline(rows, r.mode); r.system == "baton" && b != nil {
 			ratio = fmt.Sprintf("%.2f", m.drainRate()/b.median().drainRate())
+			bound = fmt.Sprintf("%.2f", b.median().cpuPerNode()/m.cpuPerNode())
 		}
 		n := float64(m.nodes)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f–%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t\n",
-			r.system, r.mode, m.nodes, m.submitRate(), m.drainRate(), lo, hi, ratio,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f–%.0f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t\n",
+			r.system, r.mode, m.nodes, m.submitRate(), m.drainRate(), lo, hi, ratio, bound, pct(m.busy),
 			float64(m.submitRT.rtts)/n, float64(m.drainRT.rtts)/n, float64(m.submitRT.rtts+m.drainRT.rtts)/n,
 			float64(m.server.calls)/n, us(m.server.cpu)/n, us(m.proc)/n)
 	}
@@ -73,6 +74,12 @@ submit/s   nodes enqueued (runs submitted) per second while the queue was paused
 drain/s    nodes (tasks) per second from the first delivery to the last task's end
            (baton: and every finished run retained)
 ×asynq     baton's drain/s over asynq's (flat for single and wide, chain for chain)
+CPU-bound  asynq's CPU per node (Redis's and this process's, the columns on the right) over
+ ×asynq    baton's: the ×asynq the machine's cores allow when both drains keep them busy. A
+           ×asynq near it says the drains were bound by CPU; above it, that asynq's was bound
+           by something else first (its one dequeue loop's round trip)
+busy       share of the machine's CPU time some process used during the drain (not idle,
+           not taken by the host)
 RT/node    client round trips per node (a pipeline is one), counted by a go-redis hook;
            the drain includes both servers' background work (heartbeats, sweeps, forwarder)
 redis      commands Redis executed (commandstats, scripts' inner calls included) and its CPU,

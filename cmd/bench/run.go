@@ -98,8 +98,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 				return 1
 			}
 			rows[i].results = append(rows[i].results, res)
-			fmt.Fprintf(stderr, "round %d/%d  %-5s %-11s submit %7.0f/s  drain %7.0f/s  (load %s, steal %s)\n",
-				round, o.runs, sc.system(), sc.mode(), res.submitRate(), res.drainRate(), loadAverage(), pct(res.steal))
+			fmt.Fprintf(stderr, "round %d/%d  %-5s %-11s submit %7.0f/s  drain %7.0f/s  (load %s, steal %s, busy %s)\n",
+				round, o.runs, sc.system(), sc.mode(), res.submitRate(), res.drainRate(), loadAverage(), pct(res.steal), pct(res.busy))
 		}
 	}
 	if len(rows) > 0 {
