@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -51,6 +52,11 @@ func TestTakeoverAfterLeaseExpiry(t *testing.T) {
 		require.Less(t, lost, took, "heartbeat_lost precedes takeover")
 		require.Equal(t, "worker-a", evs[lost].Worker)
 		require.Equal(t, old.Epoch, evs[lost].Epoch)
+		// When the lost lease ran out, and how long before the takeover.
+		require.Equal(t, strconv.FormatInt(old.Until.UnixMilli(), 10), evs[lost].Details["lease_until"])
+		overdue, err := strconv.ParseInt(evs[lost].Details["overdue_ms"], 10, 64)
+		require.NoError(t, err, "overdue_ms %q", evs[lost].Details["overdue_ms"])
+		require.Greater(t, overdue, grace.Milliseconds(), "taken over only past the grace")
 		require.Equal(t, "worker-b", evs[took].Worker)
 		require.Equal(t, cur.Epoch, evs[took].Epoch)
 		require.Equal(t, "worker-a", evs[took].Details["prev_owner"])

@@ -99,7 +99,7 @@ if state == 'RUNNING' then
   prevOwner = f[7]
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'heartbeat_lost',
     'node', nodeID, 'epoch', prevEpoch, 'worker', prevOwner, 'at', nowS,
-    'lease_until', leaseUntil, 'overdue_ms', now - leaseUntil)
+    'lease_until', f[3], 'overdue_ms', int(now - leaseUntil))
 end
 
 -- The epoch only ever grows: it is raised only by a claim (here, and a
