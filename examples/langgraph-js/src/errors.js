@@ -47,6 +47,31 @@ export class BatonFencedError extends BatonError {
   }
 }
 
+/**
+ * The saver learnt, without writing, that its lease is no longer the node's
+ * current claim: the node was claimed again (another worker took it over),
+ * it is no longer RUNNING, its run was cancelled, or its lease ran out on
+ * Redis's clock because the runner stopped renewing it (paused, partitioned,
+ * dead). `reason` says which. It is a BatonFencedError: the attempt must
+ * stop, and every later call of the saver throws it again.
+ */
+export class BatonLeaseLostError extends BatonFencedError {
+  constructor(message, details = {}) {
+    super(message, details);
+    this.name = "BatonLeaseLostError";
+    /** "claimed_again", "not_running", "cancelled", "lease_expired", "node_missing", "unconfirmed" or "refused" (a write was refused). */
+    this.reason = details.reason;
+  }
+}
+
+/**
+ * The exit code of an exec node's process that stopped because it lost its
+ * lease (EX_TEMPFAIL of sysexits.h). The exec kind records such an exit as a
+ * lost attempt, as it does a lease its runner lost: not a failure of the
+ * node, and never committed. Every baton integration uses this same code.
+ */
+export const EXIT_LEASE_LOST = 75;
+
 /** Makes the error for a script's negative code. */
 export function codeError(op, code, lease) {
   const what = CODES[String(code)] ?? `unknown code ${code}`;

@@ -12,11 +12,13 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import { Redis } from "ioredis";
 
-import { BatonError, codeError, isFenced } from "./errors.js";
+import { BatonError, EXIT_LEASE_LOST, codeError, isFenced } from "./errors.js";
 import { validateID, validateNS } from "./ids.js";
 import { Keys } from "./keys.js";
 import { checkLease, leaseFromEnv } from "./lease.js";
 import { scripts } from "./scripts.js";
+import { refOnlyWhileBusy } from "./socket.js";
+import { ClaimWatch } from "./watch.js";
 
 /** Defaults, the same as fence.Options' and the runner's. */
 export const DEFAULTS = Object.freeze({
@@ -62,6 +64,17 @@ function unwrap(text) {
 }
 
 /**
+ * The checkpoint metadata key under which a saver of one lease records the
+ * run that wrote the checkpoint (the store records it too, beside the
+ * checkpoint). runNode decides between resuming and starting by it.
+ */
+export const RUN_METADATA_KEY = "baton_run";
+
+function sameClaim(a, b) {
+  return a.thread === b.thread && a.run === b.run && a.node === b.node && a.epoch === b.epoch && a.claim === b.claim;
+}
+
+/**
  * A LangGraph `BaseCheckpointSaver` backed by baton's fenced checkpoint
  * store. Writes (put, putWrites, deleteThread) run baton's own scripts
  * (checkpoint.lua, checkpoint_writes.lua, checkpoint_delete.lua), which
@@ -73,14 +86,25 @@ function unwrap(text) {
  * BATON_THREAD_ID), checkpoint_ns is baton's namespace ("" is the root
  * graph), checkpoint_id is the checkpoint id; the store adds a version per
  * namespace and records the run, node, epoch and worker of every write.
+ *
+ * Losing the lease: when a write is refused, or the claim watch (option
+ * `watch`, on for `fromEnv()`) reads that the claim is gone, the saver
+ * aborts `signal` with a BatonFencedError, every later call throws that
+ * error, and with `onLost: "exit"` (the default of `fromEnv()`) the process
+ * exits at once with code 75, EXIT_LEASE_LOST, which the exec kind records
+ * as a lost attempt.
  */
 export class BatonSaver extends BaseCheckpointSaver {
   #redis;
   #ownsRedis;
+  #unref = () => {};
   #keys;
   #leaseFor;
   #opts;
   #abort = new AbortController();
+  #lost;
+  #onLost;
+  #watch;
 
   /**
    * @param {object} options
@@ -93,6 +117,8 @@ export class BatonSaver extends BaseCheckpointSaver {
    * @param {number} [options.maxBytes] cap per checkpoint and per putWrites (1 MiB)
    * @param {number} [options.eventMaxLen] event stream MAXLEN (10000)
    * @param {import("@langchain/langgraph-checkpoint").SerializerProtocol} [options.serde]
+   * @param {boolean | {intervalMs?: number}} [options.watch] watch the lease's claim without writing (needs lease); default false, true for fromEnv()
+   * @param {"exit" | "abort" | ((err: BatonFencedError) => void)} [options.onLost] what losing the lease does besides aborting `signal` and failing every later call: "exit" ends the process with code 75 (the default of fromEnv()), "abort" nothing more (the default), a function is called once
    */
   constructor(options) {
     super(options?.serde);
@@ -103,6 +129,8 @@ export class BatonSaver extends BaseCheckpointSaver {
     }
     this.#ownsRedis = typeof o.redis === "string";
     this.#redis = this.#ownsRedis ? new Redis(o.redis, { lazyConnect: false }) : o.redis;
+    // A client the saver made never keeps a finished program alive.
+    if (this.#ownsRedis) this.#unref = refOnlyWhileBusy(this.#redis);
     this.#keys = new Keys(o.prefix ?? DEFAULTS.prefix);
     if (o.lease !== undefined) {
       const lease = checkLease(o.lease);
@@ -125,6 +153,22 @@ export class BatonSaver extends BaseCheckpointSaver {
       maxBytes: o.maxBytes ?? DEFAULTS.maxBytes,
       eventMaxLen: o.eventMaxLen ?? DEFAULTS.eventMaxLen,
     };
+    const onLost = o.onLost ?? "abort";
+    if (onLost !== "exit" && onLost !== "abort" && typeof onLost !== "function") {
+      throw new BatonError(`baton: onLost: want "exit", "abort" or a function, got ${JSON.stringify(onLost)}`);
+    }
+    this.#onLost = onLost;
+    if (o.watch) {
+      if (!this.lease) throw new BatonError("baton: watch needs a lease (one claim to watch), not leaseFor");
+      this.#watch = new ClaimWatch({
+        redis: this.#redis,
+        nodeKey: this.#keys.node(this.lease.thread, this.lease.run, this.lease.node),
+        runKey: this.#keys.run(this.lease.thread, this.lease.run),
+        lease: this.lease,
+        intervalMs: typeof o.watch === "object" ? o.watch.intervalMs : undefined,
+        onLost: (err) => this.#lose(err),
+      }).start();
+    }
   }
 
   /**
@@ -137,17 +181,69 @@ export class BatonSaver extends BaseCheckpointSaver {
   static fromEnv(options = {}, env = process.env) {
     const url = options.redis ?? env.BATON_REDIS_URL;
     if (!url) throw new BatonError("baton: BATON_REDIS_URL is not set: BatonSaver.fromEnv() runs inside a baton exec node");
-    return new BatonSaver({ prefix: env.BATON_PREFIX || DEFAULTS.prefix, lease: leaseFromEnv(env), ...options, redis: url });
+    return new BatonSaver({
+      prefix: env.BATON_PREFIX || DEFAULTS.prefix,
+      lease: leaseFromEnv(env),
+      watch: true,
+      onLost: "exit",
+      ...options,
+      redis: url,
+    });
   }
 
   /**
-   * Aborted with the BatonFencedError of the first refused write. Pass it
-   * to invoke/stream ({signal: saver.signal}) so the graph stops at once,
-   * not only when LangGraph next waits for the saver.
+   * Aborted with the BatonFencedError of the first refused write, or the
+   * BatonLeaseLostError of the claim watch. Pass it to invoke/stream
+   * ({signal: saver.signal}) so the graph stops at once, not only when
+   * LangGraph next calls the saver.
    * @returns {AbortSignal}
    */
   get signal() {
     return this.#abort.signal;
+  }
+
+  /** The error the lease was lost with, or undefined while it holds. */
+  get lost() {
+    return this.#lost;
+  }
+
+  /**
+   * Reads the node once and reports whether the lease is still its current,
+   * live claim; loses the lease (as the watch does) when it is not.
+   * @returns {Promise<boolean>}
+   */
+  async checkClaim() {
+    this.#throwIfLost();
+    if (!this.lease) throw new BatonError("baton: checkClaim needs a lease, not leaseFor");
+    const w =
+      this.#watch ??
+      new ClaimWatch({
+        redis: this.#redis,
+        nodeKey: this.#keys.node(this.lease.thread, this.lease.run, this.lease.node),
+        runKey: this.#keys.run(this.lease.thread, this.lease.run),
+        lease: this.lease,
+        onLost: () => {},
+      });
+    const v = await w.check();
+    if (v.lost) this.#lose(v.lost);
+    return !v.lost;
+  }
+
+  /** The lease is gone: abort, fail from now on, and exit or tell as onLost says. */
+  #lose(err) {
+    if (this.#lost) return;
+    this.#lost = err;
+    this.#watch?.stop();
+    this.#abort.abort(err);
+    if (this.#onLost === "exit") {
+      process.stderr.write(`${err.message}; exiting with code ${EXIT_LEASE_LOST} (lease lost)\n`);
+      process.exit(EXIT_LEASE_LOST);
+    }
+    if (typeof this.#onLost === "function") this.#onLost(err);
+  }
+
+  #throwIfLost() {
+    if (this.#lost) throw this.#lost;
   }
 
   /** The ioredis client the saver uses. */
@@ -155,9 +251,13 @@ export class BatonSaver extends BaseCheckpointSaver {
     return this.#redis;
   }
 
-  /** Quits the Redis client if the saver made it. */
+  /** Stops the claim watch and quits the Redis client if the saver made it. */
   async close() {
-    if (this.#ownsRedis) await this.#redis.quit();
+    this.#watch?.stop();
+    if (this.#ownsRedis && this.#redis.status !== "end") {
+      this.#unref();
+      await this.#redis.quit().catch(() => this.#redis.disconnect());
+    }
   }
 
   /** Turns a script's reply into its result array, or throws its refusal. */
@@ -165,13 +265,18 @@ export class BatonSaver extends BaseCheckpointSaver {
     if (typeof v === "number" || (Array.isArray(v) && v[0] < 0)) {
       const code = typeof v === "number" ? v : v[0];
       const err = codeError(op, code, lease);
-      if (isFenced(err) && !this.#abort.signal.aborted) this.#abort.abort(err);
+      if (isFenced(err)) {
+        // A saver of one lease has lost it; one serving many (leaseFor) only says so.
+        if (this.lease !== undefined && sameClaim(lease, this.lease)) this.#lose(err);
+        else if (!this.#abort.signal.aborted) this.#abort.abort(err);
+      }
       throw err;
     }
     return v;
   }
 
   async put(config, checkpoint, metadata, _newVersions) {
+    this.#throwIfLost();
     const thread = config?.configurable?.thread_id;
     if (thread === undefined) {
       throw new BatonError('baton: put: config.configurable has no "thread_id" (the run\'s thread, BATON_THREAD_ID)');
@@ -184,7 +289,7 @@ export class BatonSaver extends BaseCheckpointSaver {
     const lease = await this.#leaseFor(thread);
     const [[dt, db], [mt, mb]] = await Promise.all([
       this.serde.dumpsTyped(copyCheckpoint(checkpoint)),
-      this.serde.dumpsTyped(metadata ?? {}),
+      this.serde.dumpsTyped(this.lease === undefined ? (metadata ?? {}) : { ...metadata, [RUN_METADATA_KEY]: lease.run }),
     ]);
     const data = envelope(dt, db);
     const meta = envelope(mt, mb);
@@ -202,6 +307,7 @@ export class BatonSaver extends BaseCheckpointSaver {
   }
 
   async putWrites(config, writes, taskId, taskPath) {
+    this.#throwIfLost();
     const thread = config?.configurable?.thread_id;
     const id = config?.configurable?.checkpoint_id;
     if (thread === undefined) throw new BatonError('baton: putWrites: config.configurable has no "thread_id"');
@@ -242,6 +348,7 @@ export class BatonSaver extends BaseCheckpointSaver {
    * reused afterwards.
    */
   async deleteThread(threadId) {
+    this.#throwIfLost();
     validateID("thread_id", threadId);
     const lease = await this.#leaseFor(threadId);
     const k = this.#keys;
@@ -272,6 +379,7 @@ export class BatonSaver extends BaseCheckpointSaver {
   }
 
   async getTuple(config) {
+    this.#throwIfLost();
     const thread = config?.configurable?.thread_id;
     if (thread === undefined) return undefined;
     validateID("thread_id", thread);
@@ -291,6 +399,7 @@ export class BatonSaver extends BaseCheckpointSaver {
   }
 
   async *list(config, options = {}) {
+    this.#throwIfLost();
     const { before, filter } = options;
     let limit = options.limit;
     const want = config?.configurable ?? {};

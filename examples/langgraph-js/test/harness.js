@@ -118,6 +118,16 @@ export class Batonctl {
     return this.request({ op: "takeover", prefix, lease, worker, ttl_ms: ttlMs });
   }
 
+  /** Renews lease for ttlMs from now, as a runner's heartbeat does. */
+  heartbeat(prefix, lease, ttlMs) {
+    return this.request({ op: "heartbeat", prefix, lease, ttl_ms: ttlMs });
+  }
+
+  /** Cancels lease's run. */
+  cancel(prefix, lease) {
+    return this.request({ op: "cancel", prefix, lease });
+  }
+
   /** Commits lease's node, ending its run. */
   commit(prefix, lease) {
     return this.request({ op: "commit", prefix, lease });
@@ -153,6 +163,44 @@ export class LeaseBook {
     }
     return l;
   }
+}
+
+/** The environment the exec kind gives its command, for a lease. */
+export function execEnv(redisURL, prefix, lease) {
+  return {
+    BATON_REDIS_URL: redisURL,
+    BATON_PREFIX: prefix,
+    BATON_FENCING_TOKEN: lease.token,
+    BATON_THREAD_ID: lease.thread,
+    BATON_WORKER_ID: lease.worker,
+    BATON_RUN_ID: lease.run,
+    BATON_NODE_ID: lease.node,
+    BATON_EPOCH: String(lease.epoch),
+  };
+}
+
+/**
+ * Runs `node file` with env added to this process's environment; resolves
+ * when it exits with {code, stdout, stderr, ms} (ms: from start to exit).
+ */
+export function runScript(file, env, { timeoutMs = 20_000 } = {}) {
+  return new Promise((ok, fail) => {
+    const started = performance.now();
+    const proc = spawn(process.execPath, [file], { cwd: packageDir, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    let stdout = "";
+    let stderr = "";
+    proc.stdout.on("data", (b) => (stdout += b));
+    proc.stderr.on("data", (b) => (stderr += b));
+    const timer = setTimeout(() => {
+      proc.kill("SIGKILL");
+      fail(new Error(`${file} did not exit within ${timeoutMs} ms; stderr:\n${stderr}`));
+    }, timeoutMs);
+    proc.on("error", fail);
+    proc.on("exit", (code, signal) => {
+      clearTimeout(timer);
+      ok({ code, signal, stdout, stderr, ms: performance.now() - started });
+    });
+  });
 }
 
 /** Deletes every key under prefix. */

@@ -11,6 +11,10 @@
 //	    claim the lease's node again once its lease has expired: epoch+1
 //	{"op":"commit","prefix":"p","lease":{...}}
 //	    commit the lease's node, ending its run
+//	{"op":"heartbeat","prefix":"p","lease":{...},"ttl_ms":...}
+//	    renew the lease, as the runner's heartbeater does
+//	{"op":"cancel","prefix":"p","lease":{...}}
+//	    cancel the lease's run, as enqueue cancel does
 //
 // Answers: {"lease":{...}} or {"error":"..."}. REDIS_URL names the Redis.
 package main
@@ -141,6 +145,22 @@ func do(ctx context.Context, rdb redis.UniversalClient, req request) (*lease, er
 			}
 			return fromFence(c.Lease), nil
 		}
+	case "heartbeat":
+		if req.Lease == nil {
+			return nil, errors.New("heartbeat: lease missing")
+		}
+		if _, err := store.Heartbeat(ctx, req.Lease.fence(), ttl, -1); err != nil {
+			return nil, err
+		}
+		return req.Lease, nil
+	case "cancel":
+		if req.Lease == nil {
+			return nil, errors.New("cancel: lease missing")
+		}
+		if _, err := store.Cancel(ctx, req.Lease.Run, "batonctl", "batonctl"); err != nil {
+			return nil, err
+		}
+		return req.Lease, nil
 	case "commit":
 		if req.Lease == nil {
 			return nil, errors.New("commit: lease missing")
