@@ -1,12 +1,16 @@
-// Command gen copies the scripts BatonSaver calls from scripts/lua into
-// examples/langgraph-js/lua, expanded exactly as Redis runs them
-// (lua.Source), so the npm package ships them and never edits them by hand.
-// TestGeneratedLuaIsSource fails when a copy differs from its source.
+// Command gen copies the scripts the LangGraph savers call from scripts/lua
+// into examples/langgraph-js/lua (the npm package) and
+// examples/langgraph-py/baton_langgraph/lua (the Python package), expanded
+// exactly as Redis runs them (lua.Source), so both packages ship them and
+// nobody edits them by hand. TestGeneratedLuaIsSource fails when a copy
+// differs from its source.
 //
-//	go run ./examples/langgraph-js/gen   # from the repository root
+//	go run ./examples/langgraph-js/gen   # from the repository root: both copies
+//	go run ./examples/langgraph-js/gen -out DIR   # only into DIR
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,23 +21,40 @@ import (
 
 //go:generate go run .
 
-// scripts are the operations BatonSaver runs: a checkpoint (put), a task's
+// scripts are the operations both BatonSavers run: a checkpoint (put), a task's
 // pending writes (putWrites), and deleting a thread's checkpoints
 // (deleteThread, mode lease).
 var scripts = []string{"checkpoint", "checkpoint_writes", "checkpoint_delete"}
 
 func main() {
-	if err := write(outDir()); err != nil {
-		fmt.Fprintln(os.Stderr, "gen:", err)
-		os.Exit(1)
+	out := flag.String("out", "", "write the scripts only into this folder (default: both packages)")
+	flag.Parse()
+	dirs := outDirs()
+	if *out != "" {
+		dirs = []string{*out}
+	}
+	for _, dir := range dirs {
+		if err := write(dir); err != nil {
+			fmt.Fprintln(os.Stderr, "gen:", err)
+			os.Exit(1)
+		}
 	}
 }
 
-// outDir is examples/langgraph-js/lua, found from this file's place, so the
-// command works from any working directory.
-func outDir() string {
+// outDirs are the packages' script folders, examples/langgraph-js/lua and
+// examples/langgraph-py/baton_langgraph/lua, found from this file's place,
+// so the command works from any working directory.
+func outDirs() []string {
+	return []string{
+		filepath.Join(examplesDir(), "langgraph-js", "lua"),
+		filepath.Join(examplesDir(), "langgraph-py", "baton_langgraph", "lua"),
+	}
+}
+
+// examplesDir is the repository's examples folder.
+func examplesDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "lua")
+	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 func write(dir string) error {

@@ -1,0 +1,40 @@
+"""baton for LangGraph (Python): a checkpointer fenced by baton's leases,
+run_node for agent nodes, and a client of baton's HTTP API.
+
+    from baton_langgraph import BatonSaver, run_node
+
+    graph = builder.compile(checkpointer=BatonSaver.from_env())
+    run_node(graph)
+"""
+
+from .errors import (
+    EXIT_LEASE_LOST,
+    BatonError,
+    BatonFencedError,
+    BatonLeaseLostError,
+    LeaseLostError,
+    is_fenced,
+)
+from .keys import Keys, shard_of
+from .lease import Lease, lease_from_env, parse_token
+from .node import RUN_KEY, arun_node, progress, run_node
+from .saver import BatonSaver
+
+__all__ = [
+    "EXIT_LEASE_LOST",
+    "RUN_KEY",
+    "BatonError",
+    "BatonFencedError",
+    "BatonLeaseLostError",
+    "BatonSaver",
+    "Keys",
+    "Lease",
+    "LeaseLostError",
+    "arun_node",
+    "is_fenced",
+    "lease_from_env",
+    "parse_token",
+    "progress",
+    "run_node",
+    "shard_of",
+]

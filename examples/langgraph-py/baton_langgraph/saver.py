@@ -1,0 +1,698 @@
+"""BatonSaver: a LangGraph checkpointer whose every write is fenced by a baton
+lease, in baton's own checkpoint store (the keys and scripts the Go store and
+the LangGraph.js saver use)."""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import os
+import sys
+import threading
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal
+
+import redis as redis_sync
+import redis.asyncio as redis_async
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    get_checkpoint_id,
+    get_checkpoint_metadata,
+    writes_sort_key,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+
+from . import scripts
+from .errors import EXIT_LEASE_LOST, BatonError, LeaseLostError, code_error, is_fenced
+from .ids import validate_id, validate_ns
+from .keys import Keys
+from .lease import Lease, lease_from_env
+from .watch import ClaimWatcher
+
+HISTORY = 100
+"""Checkpoints kept per thread and namespace, the newest (as fence.Options)."""
+RETENTION_MS = 30 * 24 * 3600 * 1000
+"""How long a thread's checkpoints live after their last write; 0 keeps them."""
+MAX_BYTES = 1 << 20
+"""Cap on a checkpoint's data plus metadata, and on one put_writes, bytes."""
+EVENT_MAX_LEN = 10000
+"""Approximate MAXLEN of a run's event stream."""
+
+# A stored value is a JSON envelope around what the serializer made, the same
+# as the LangGraph.js saver's: {"serde":"json","value":<JSON>} keeps JSON
+# readable by baton's own tools, {"serde":"<type>","base64":"..."} holds the
+# rest (LangGraph Python's serde makes msgpack).
+_JSON_HEAD = '{"serde":"json","value":'
+_COMPACT = (",", ":")
+
+
+def _envelope(kind: str, data: bytes) -> str:
+    if kind == "json":
+        return _JSON_HEAD + data.decode() + "}"
+    return json.dumps({"serde": kind, "base64": base64.b64encode(data).decode()}, separators=_COMPACT)
+
+
+def _unwrap(text: object) -> tuple[str, bytes] | None:
+    """Splits an envelope into (type, data); None when text is not one
+    (another tool's checkpoint, e.g. an exec node's ::checkpoint line)."""
+    if not isinstance(text, str):
+        return None
+    if text.startswith(_JSON_HEAD) and text.endswith("}"):
+        return "json", text[len(_JSON_HEAD) : -1].encode()
+    try:
+        v = json.loads(text)
+    except ValueError:
+        return None
+    return _unwrap_obj(v)
+
+
+def _unwrap_obj(v: object) -> tuple[str, bytes] | None:
+    if not isinstance(v, dict) or not isinstance(v.get("serde"), str):
+        return None
+    if v["serde"] == "json":
+        return "json", json.dumps(v.get("value"), separators=_COMPACT, ensure_ascii=False).encode()
+    if not isinstance(v.get("base64"), str):
+        return None
+    return v["serde"], base64.b64decode(v["base64"])
+
+
+def _code_of(reply: object) -> int | None:
+    """The negative code of a script's refusal, or None for a success."""
+    if isinstance(reply, int):
+        return reply
+    if isinstance(reply, list) and reply and isinstance(reply[0], int) and reply[0] < 0:
+        return reply[0]
+    return None
+
+
+LeaseFor = Callable[[str], "Lease | Any"]
+
+
+class BatonSaver(BaseCheckpointSaver[int]):
+    """A LangGraph ``BaseCheckpointSaver`` backed by baton's fenced checkpoint store.
+
+    Writes (put, put_writes, delete_thread and their async twins) run baton's
+    own scripts (checkpoint.lua, checkpoint_writes.lua, checkpoint_delete.lua),
+    which accept them only from the current claim (epoch and claim id) of a
+    RUNNING node of the thread's active run. A refused write raises
+    ``BatonFencedError``; from then on every call raises ``LeaseLostError``,
+    and with ``on_lost="exit"`` (what ``from_env`` chooses) the process ends
+    at once with exit code 75 (``EXIT_LEASE_LOST``). Reads are plain reads of the
+    keys the Go store reads.
+
+    Mapping: LangGraph's thread_id is baton's thread (BATON_THREAD_ID),
+    checkpoint_ns is baton's namespace ("" is the root graph), checkpoint_id
+    the checkpoint id; the store adds a version per namespace and records the
+    run, node, epoch and worker of every write.
+
+    Args:
+        redis: a Redis URL (the saver then makes and owns its sync and async
+            clients) or a ``redis.Redis`` client (decode_responses=True).
+        aredis: a ``redis.asyncio.Redis`` client for the async methods, when
+            ``redis`` is a client.
+        prefix: baton's key prefix (the runner's BATON_PREFIX), default "baton".
+        lease: the lease every write carries; its thread is the only one this
+            saver writes to.
+        lease_for: instead of lease, the lease of a thread's writes, asked for
+            at each write (sync, or async for the async methods): a test
+            harness, or a process that owns several threads' claims.
+        history, retention_ms, max_bytes, event_max_len: as fence.Options
+            (100 checkpoints, 30 days, 1 MiB, 10000 events).
+        serde: LangGraph's serializer; default LangGraph's JsonPlusSerializer.
+        watch: watch the lease's claim in a daemon thread (one read per
+            heartbeat interval, never a write) and treat its loss as a refusal.
+        watch_interval: seconds between the watcher's reads; default a third
+            of the claim's lease, as the runner's heartbeat.
+        on_lost: "raise" (default) or "exit": end the process with EXIT_LEASE_LOST
+            as soon as the claim is known lost.
+    """
+
+    def __init__(
+        self,
+        *,
+        redis: str | redis_sync.Redis,
+        aredis: redis_async.Redis | None = None,
+        prefix: str = "baton",
+        lease: Lease | None = None,
+        lease_for: LeaseFor | None = None,
+        history: int = HISTORY,
+        retention_ms: int = RETENTION_MS,
+        max_bytes: int = MAX_BYTES,
+        event_max_len: int = EVENT_MAX_LEN,
+        serde: SerializerProtocol | None = None,
+        watch: bool = False,
+        watch_interval: float | None = None,
+        on_lost: Literal["raise", "exit"] = "raise",
+    ) -> None:
+        super().__init__(serde=serde)
+        if not redis:
+            raise BatonError("baton: BatonSaver needs redis: a Redis URL or a redis.Redis client")
+        if (lease is None) == (lease_for is None):
+            raise BatonError("baton: BatonSaver needs exactly one of lease and lease_for: every write carries a lease")
+        if lease is not None and not isinstance(lease, Lease):
+            raise BatonError(f"baton: lease: want a baton_langgraph.Lease, got {type(lease).__name__}")
+        if on_lost not in ("raise", "exit"):
+            raise BatonError(f"baton: on_lost {on_lost!r}: want 'raise' or 'exit'")
+        if watch and lease is None:
+            raise BatonError("baton: watch needs a lease: it watches that one claim")
+        self._url = redis if isinstance(redis, str) else None
+        self._redis = redis_sync.Redis.from_url(redis, decode_responses=True) if self._url else redis
+        self._aredis = aredis
+        self._owns_aredis = False
+        self.keys = Keys(prefix)
+        self.lease = lease
+        self._lease_for = lease_for
+        self._history, self._retention_ms = int(history), int(retention_ms)
+        self._max_bytes, self._event_max_len = int(max_bytes), int(event_max_len)
+        self.on_lost = on_lost
+        self._lost: BaseException | None = None
+        self._lost_lock = threading.Lock()
+        self._watcher: ClaimWatcher | None = None
+        if watch:
+            # Its own connection, with a timeout: a read that hangs must not
+            # keep the watcher from judging the lease by its last deadline.
+            client = (redis_sync.Redis.from_url(self._url, decode_responses=True, socket_timeout=2,
+                                                socket_connect_timeout=2) if self._url else self._redis)
+            self._watcher = ClaimWatcher(client, self.keys, lease, self._lose, interval=watch_interval)
+            self._watcher.start()
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> BatonSaver:
+        """The saver of the exec node this process runs as, safe by default.
+
+        Reads what the runner gives its command: BATON_REDIS_URL, BATON_PREFIX,
+        BATON_FENCING_TOKEN, BATON_THREAD_ID and BATON_WORKER_ID. It watches
+        its claim, and ends the process with exit code 75 once the claim is
+        gone or a write is refused (``on_lost="raise"`` to handle it instead).
+        It never keeps a finished process alive: the watcher is a daemon
+        thread and no connection holds the interpreter.
+        """
+        env = os.environ if env is None else env
+        url = overrides.pop("redis", None) or env.get("BATON_REDIS_URL")
+        if not url:
+            raise BatonError("baton: BATON_REDIS_URL is not set: BatonSaver.from_env() runs inside a baton exec node")
+        opts: dict[str, Any] = {
+            "prefix": env.get("BATON_PREFIX") or "baton",
+            "lease": lease_from_env(env),
+            "watch": True,
+            "on_lost": "exit",
+        }
+        opts.update(overrides)
+        return cls(redis=url, **opts)
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @property
+    def lost(self) -> BaseException | None:
+        """Why this saver lost its claim, or None while it holds it."""
+        return self._lost
+
+    def close(self) -> None:
+        """Stops the watcher and closes the sync client the saver made."""
+        if self._watcher is not None:
+            self._watcher.stop()
+        if self._url:
+            self._redis.close()
+
+    async def aclose(self) -> None:
+        """close(), and closes the async client the saver made."""
+        self.close()
+        if self._owns_aredis and self._aredis is not None:
+            await self._aredis.aclose()
+            self._aredis = None
+
+    def __enter__(self) -> BatonSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> BatonSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    def _async_client(self) -> redis_async.Redis:
+        if self._aredis is None:
+            if not self._url:
+                raise BatonError("baton: async methods need aredis (a redis.asyncio.Redis) when redis is a client")
+            self._aredis = redis_async.Redis.from_url(self._url, decode_responses=True)
+            self._owns_aredis = True
+        return self._aredis
+
+    # -- losing the claim ----------------------------------------------------
+
+    def _lose(self, err: BaseException) -> None:
+        """Records the first reason the claim is gone; with on_lost="exit"
+        ends the process (whatever thread calls it, in whatever step)."""
+        with self._lost_lock:
+            if self._lost is None:
+                self._lost = err
+        if self.on_lost == "exit":
+            exit_lost(err)
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise LeaseLostError(f"baton: this saver lost its claim: {self._lost}",
+                                 reason=getattr(self._lost, "reason", "refused"),
+                                 code=getattr(self._lost, "code", None), op=getattr(self._lost, "op", None)) from self._lost
+
+    def _reply(self, op: str, lease: Lease, v: Any) -> Any:
+        code = _code_of(v)
+        if code is not None:
+            err = code_error(op, code, lease)
+            if is_fenced(err):
+                self._lose(err)
+            raise err
+        return v
+
+    def _lease_sync(self, thread: str) -> Lease:
+        if self.lease is not None:
+            return self._own_thread(thread)
+        lease = self._lease_for(thread)  # type: ignore[misc]
+        if inspect.isawaitable(lease):
+            raise BatonError("baton: lease_for returned an awaitable: the sync methods need a sync lease_for")
+        return self._checked(lease)
+
+    async def _lease_async(self, thread: str) -> Lease:
+        if self.lease is not None:
+            return self._own_thread(thread)
+        lease = self._lease_for(thread)  # type: ignore[misc]
+        if inspect.isawaitable(lease):
+            lease = await lease
+        return self._checked(lease)
+
+    def _own_thread(self, thread: str) -> Lease:
+        assert self.lease is not None
+        if thread != self.lease.thread:
+            raise BatonError(
+                f"baton: thread_id {thread!r} is not this lease's thread {self.lease.thread!r}: "
+                "a node writes only to its run's thread (BATON_THREAD_ID)"
+            )
+        return self.lease
+
+    @staticmethod
+    def _checked(lease: object) -> Lease:
+        if isinstance(lease, Mapping):
+            lease = Lease.from_dict(lease)
+        if not isinstance(lease, Lease):
+            raise BatonError(f"baton: lease_for: want a Lease, got {type(lease).__name__}")
+        return lease
+
+    def _ns_keys(self, lease: Lease, ns: str) -> list[str]:
+        k = self.keys
+        return [
+            k.node(lease.thread, lease.run, lease.node),
+            k.events(lease.thread, lease.run),
+            k.active(lease.thread),
+            k.checkpoints(lease.thread),
+            *k.checkpoint_ns(lease.thread, ns),
+        ]
+
+    # -- put ----------------------------------------------------------------
+
+    def _put_prep(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata) -> tuple:
+        self._check()
+        conf = (config or {}).get("configurable") or {}
+        thread = conf.get("thread_id")
+        if thread is None:
+            raise BatonError("baton: put: config['configurable'] has no 'thread_id' (the run's thread, BATON_THREAD_ID)")
+        validate_id("thread_id", thread)
+        ns = validate_ns(conf.get("checkpoint_ns") or "")
+        cid = validate_id("checkpoint id", checkpoint.get("id"))
+        parent = conf.get("checkpoint_id") or ""
+        if parent:
+            validate_id("parent checkpoint_id", parent)
+        data = _envelope(*self.serde.dumps_typed(checkpoint))
+        meta = _envelope(*self.serde.dumps_typed(get_checkpoint_metadata(config, metadata or {})))
+        size = len(data.encode()) + len(meta.encode())
+        if size > self._max_bytes:
+            raise BatonError(f"baton: checkpoint {cid}: {size} bytes, at most {self._max_bytes}", code=-15, op="checkpoint")
+        return thread, ns, cid, parent, data, meta
+
+    def _put_call(self, lease: Lease, ns: str, cid: str, parent: str, data: str, meta: str) -> tuple[list, list]:
+        return self._ns_keys(lease, ns), [
+            lease.node, lease.run, lease.thread, lease.worker, lease.epoch, lease.claim,
+            ns, cid, parent, data, meta,
+            self._history, self._retention_ms, self._max_bytes, self._event_max_len,
+        ]
+
+    @staticmethod
+    def _put_result(thread: str, ns: str, cid: str) -> RunnableConfig:
+        return {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": cid}}
+
+    def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+            new_versions: ChannelVersions) -> RunnableConfig:
+        thread, ns, cid, parent, data, meta = self._put_prep(config, checkpoint, metadata)
+        lease = self._lease_sync(thread)
+        keys, args = self._put_call(lease, ns, cid, parent, data, meta)
+        self._reply("checkpoint", lease, scripts.CHECKPOINT.run(self._redis, keys, args))
+        return self._put_result(thread, ns, cid)
+
+    async def aput(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+                   new_versions: ChannelVersions) -> RunnableConfig:
+        thread, ns, cid, parent, data, meta = self._put_prep(config, checkpoint, metadata)
+        lease = await self._lease_async(thread)
+        keys, args = self._put_call(lease, ns, cid, parent, data, meta)
+        self._reply("checkpoint", lease, await scripts.CHECKPOINT.arun(self._async_client(), keys, args))
+        return self._put_result(thread, ns, cid)
+
+    # -- put_writes ---------------------------------------------------------
+
+    def _writes_prep(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                     task_path: str) -> tuple:
+        self._check()
+        conf = (config or {}).get("configurable") or {}
+        thread, cid = conf.get("thread_id"), conf.get("checkpoint_id")
+        if thread is None:
+            raise BatonError("baton: put_writes: config['configurable'] has no 'thread_id'")
+        if cid is None:
+            raise BatonError("baton: put_writes: config['configurable'] has no 'checkpoint_id'")
+        validate_id("thread_id", thread)
+        validate_id("checkpoint_id", cid)
+        ns = validate_ns(conf.get("checkpoint_ns") or "")
+        if not isinstance(task_id, str) or task_id == "":
+            raise BatonError("baton: put_writes: task id is empty")
+        pairs = []
+        for i, (channel, value) in enumerate(writes):
+            idx = WRITES_IDX_MAP.get(channel, i)
+            # The record baton keeps (fence.PendingWrite, plus the task's path).
+            head = json.dumps({"task": task_id, "idx": idx, "channel": channel, "path": task_path or ""},
+                              separators=_COMPACT, ensure_ascii=False)[:-1]
+            pairs.append([idx, f'{head},"value":{_envelope(*self.serde.dumps_typed(value))}}}'])
+        arg = json.dumps(pairs, separators=_COMPACT, ensure_ascii=False)
+        size = len(arg.encode())
+        if size > self._max_bytes:
+            raise BatonError(f"baton: writes of task {task_id}: {size} bytes, at most {self._max_bytes}",
+                             code=-15, op="checkpoint_writes")
+        return thread, ns, cid, arg, bool(pairs)
+
+    def _writes_call(self, lease: Lease, ns: str, cid: str, task_id: str, arg: str) -> tuple[list, list]:
+        return self._ns_keys(lease, ns), [
+            lease.node, lease.run, lease.thread, lease.worker, lease.epoch, lease.claim,
+            ns, cid, task_id, arg, self._retention_ms, self._max_bytes, self._event_max_len,
+        ]
+
+    def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                   task_path: str = "") -> None:
+        thread, ns, cid, arg, any_writes = self._writes_prep(config, writes, task_id, task_path)
+        lease = self._lease_sync(thread)
+        if not any_writes:
+            return
+        keys, args = self._writes_call(lease, ns, cid, task_id, arg)
+        self._reply("checkpoint_writes", lease, scripts.CHECKPOINT_WRITES.run(self._redis, keys, args))
+
+    async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
+                          task_path: str = "") -> None:
+        thread, ns, cid, arg, any_writes = self._writes_prep(config, writes, task_id, task_path)
+        lease = await self._lease_async(thread)
+        if not any_writes:
+            return
+        keys, args = self._writes_call(lease, ns, cid, task_id, arg)
+        self._reply("checkpoint_writes", lease, await scripts.CHECKPOINT_WRITES.arun(self._async_client(), keys, args))
+
+    # -- delete_thread ------------------------------------------------------
+
+    def _delete_call(self, lease: Lease, thread: str, active: str | None, names: list[str]) -> tuple[list, list]:
+        k = self.keys
+        keys = [
+            k.active(thread),
+            k.run(thread, active) if active else k.checkpoints(thread),
+            k.checkpoints(thread),
+            k.node(lease.thread, lease.run, lease.node),
+            k.events(lease.thread, lease.run),
+        ]
+        for ns in names:
+            keys.extend(k.checkpoint_ns(thread, ns))
+        return keys, [
+            "lease", lease.run, active or "",
+            lease.thread, lease.node, lease.worker, lease.epoch, lease.claim, self._event_max_len,
+            *names,
+        ]
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Deletes every checkpoint and pending write of the thread, in every
+        namespace, fenced like a write: only the thread's active run's current
+        claim may (checkpoint_delete.lua, mode lease). Versions are not reused."""
+        self._check()
+        validate_id("thread_id", thread_id)
+        lease = self._lease_sync(thread_id)
+        for attempt in range(6):
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.get(self.keys.active(thread_id))
+            pipe.hkeys(self.keys.checkpoints(thread_id))
+            active, names = pipe.execute()
+            keys, args = self._delete_call(lease, thread_id, active, list(names))
+            v = scripts.CHECKPOINT_DELETE.run(self._redis, keys, args)
+            if v == -23 and attempt < 5:
+                continue  # the thread changed between the read and the script
+            self._reply("checkpoint_delete", lease, v)
+            return
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """The async delete_thread."""
+        self._check()
+        validate_id("thread_id", thread_id)
+        lease = await self._lease_async(thread_id)
+        client = self._async_client()
+        for attempt in range(6):
+            pipe = client.pipeline(transaction=True)
+            pipe.get(self.keys.active(thread_id))
+            pipe.hkeys(self.keys.checkpoints(thread_id))
+            active, names = await pipe.execute()
+            keys, args = self._delete_call(lease, thread_id, active, list(names))
+            v = await scripts.CHECKPOINT_DELETE.arun(client, keys, args)
+            if v == -23 and attempt < 5:
+                continue
+            self._reply("checkpoint_delete", lease, v)
+            return
+
+    # -- reads --------------------------------------------------------------
+
+    def _tuple_fields(self, versions: Sequence[str]) -> list[str]:
+        return [f"{v}:{s}" for v in versions for s in ("d", "m", "i", "w")]
+
+    def _build_tuples(self, thread: str, ns: str, versions: Sequence[str], vals: Sequence[str | None]) -> list[tuple]:
+        """(tuple parts, pending-write fields) of each version still stored
+        and written by a LangGraph saver, in order."""
+        out = []
+        for i in range(len(versions)):
+            data, meta, info, fields = vals[4 * i : 4 * i + 4]
+            if info is None:
+                continue  # trimmed meanwhile
+            d = _unwrap(data)
+            if d is None:
+                continue  # not a LangGraph checkpoint (an exec node's ::checkpoint line)
+            rec = json.loads(info)
+            m = _unwrap(meta)
+            try:
+                names = json.loads(fields) if fields else []
+            except ValueError:
+                names = []
+            if not isinstance(names, list):
+                names = []  # Redis's cjson stores an empty list as {}
+            out.append((rec, self.serde.loads_typed(d), None if m is None else self.serde.loads_typed(m), names))
+        return out
+
+    def _pending(self, recs: Sequence[str | None]) -> list[tuple[str, str, Any]]:
+        parsed = [json.loads(r) for r in recs if r is not None]
+        parsed.sort(key=lambda r: writes_sort_key(r.get("path") or "", r["task"], r["idx"]))
+        out = []
+        for r in parsed:
+            u = _unwrap_obj(r.get("value"))
+            out.append((r["task"], r["channel"], r.get("value") if u is None else self.serde.loads_typed(u)))
+        return out
+
+    @staticmethod
+    def _tuple(thread: str, ns: str, rec: dict, checkpoint: Any, metadata: Any, pending: list) -> CheckpointTuple:
+        parent = rec.get("parent") or None
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": rec["id"]}},
+            checkpoint=checkpoint,
+            metadata=metadata,
+            parent_config=(
+                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None
+            ),
+            pending_writes=pending,
+        )
+
+    def _tuples(self, thread: str, ns: str, versions: Sequence[str]) -> list[CheckpointTuple]:
+        if not versions:
+            return []
+        _, data_key, _, writes_key = self.keys.checkpoint_ns(thread, ns)
+        built = self._build_tuples(thread, ns, versions, self._redis.hmget(data_key, self._tuple_fields(versions)))
+        return [
+            self._tuple(thread, ns, rec, cp, md, self._pending(self._redis.hmget(writes_key, names)) if names else [])
+            for rec, cp, md, names in built
+        ]
+
+    async def _atuples(self, thread: str, ns: str, versions: Sequence[str]) -> list[CheckpointTuple]:
+        if not versions:
+            return []
+        client = self._async_client()
+        _, data_key, _, writes_key = self.keys.checkpoint_ns(thread, ns)
+        built = self._build_tuples(thread, ns, versions, await client.hmget(data_key, self._tuple_fields(versions)))
+        out = []
+        for rec, cp, md, names in built:
+            pending = self._pending(await client.hmget(writes_key, names)) if names else []
+            out.append(self._tuple(thread, ns, rec, cp, md, pending))
+        return out
+
+    def _get_prep(self, config: RunnableConfig) -> tuple | None:
+        self._check()
+        conf = (config or {}).get("configurable") or {}
+        thread = conf.get("thread_id")
+        if thread is None:
+            return None
+        validate_id("thread_id", thread)
+        ns = validate_ns(conf.get("checkpoint_ns") or "")
+        cid = get_checkpoint_id(config)
+        if cid:
+            validate_id("checkpoint_id", cid)
+        return thread, ns, cid
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        prep = self._get_prep(config)
+        if prep is None:
+            return None
+        thread, ns, cid = prep
+        versions_key, _, ids_key, _ = self.keys.checkpoint_ns(thread, ns)
+        if cid:
+            version = self._redis.hget(ids_key, cid)
+        else:
+            top = self._redis.zrevrange(versions_key, 0, 0)
+            version = top[0] if top else None
+        if version is None:
+            return None
+        tuples = self._tuples(thread, ns, [version])
+        return tuples[0] if tuples else None
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        prep = self._get_prep(config)
+        if prep is None:
+            return None
+        thread, ns, cid = prep
+        client = self._async_client()
+        versions_key, _, ids_key, _ = self.keys.checkpoint_ns(thread, ns)
+        if cid:
+            version = await client.hget(ids_key, cid)
+        else:
+            top = await client.zrevrange(versions_key, 0, 0)
+            version = top[0] if top else None
+        if version is None:
+            return None
+        tuples = await self._atuples(thread, ns, [version])
+        return tuples[0] if tuples else None
+
+    def _list_prep(self, config: RunnableConfig | None, before: RunnableConfig | None) -> tuple:
+        self._check()
+        want = (config or {}).get("configurable") or {}
+        if want.get("thread_id") is not None:
+            validate_id("thread_id", want["thread_id"])
+        if want.get("checkpoint_ns") is not None:
+            validate_ns(want["checkpoint_ns"])
+        before_id = get_checkpoint_id(before) if before else None
+        return want, before_id
+
+    def _keep(self, want: Mapping, before_id: str | None, filter: Mapping | None, info: str | None,
+              meta: str | None) -> bool:
+        if info is None:
+            return False  # trimmed meanwhile
+        rec = json.loads(info)
+        if want.get("checkpoint_id") and rec["id"] != want["checkpoint_id"]:
+            return False
+        if before_id and not rec["id"] < before_id:
+            return False
+        if filter:
+            m = _unwrap(meta)
+            if m is None:
+                return False
+            metadata = self.serde.loads_typed(m) or {}
+            if not all(metadata.get(k) == v for k, v in filter.items()):
+                return False
+        return True
+
+    _PAGE = 64
+
+    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
+        want, before_id = self._list_prep(config, before)
+        threads = [want["thread_id"]] if want.get("thread_id") is not None else self._threads()
+        for thread in threads:
+            names = ([want["checkpoint_ns"]] if want.get("checkpoint_ns") is not None
+                     else sorted(self._redis.hkeys(self.keys.checkpoints(thread))))
+            for ns in names:
+                versions_key, data_key, _, _ = self.keys.checkpoint_ns(thread, ns)
+                versions = self._redis.zrevrange(versions_key, 0, -1)
+                for i in range(0, len(versions), self._PAGE):
+                    page = versions[i : i + self._PAGE]
+                    # Ids and metadata first: most filters are decided by them.
+                    vals = self._redis.hmget(data_key, [f"{v}:{s}" for v in page for s in ("i", "m")])
+                    keep = [v for j, v in enumerate(page)
+                            if self._keep(want, before_id, filter, vals[2 * j], vals[2 * j + 1])]
+                    for tup in self._tuples(thread, ns, keep):
+                        if limit is not None:
+                            if limit <= 0:
+                                return
+                            limit -= 1
+                        yield tup
+
+    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
+                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
+        want, before_id = self._list_prep(config, before)
+        client = self._async_client()
+        threads = [want["thread_id"]] if want.get("thread_id") is not None else await self._athreads()
+        for thread in threads:
+            names = ([want["checkpoint_ns"]] if want.get("checkpoint_ns") is not None
+                     else sorted(await client.hkeys(self.keys.checkpoints(thread))))
+            for ns in names:
+                versions_key, data_key, _, _ = self.keys.checkpoint_ns(thread, ns)
+                versions = await client.zrevrange(versions_key, 0, -1)
+                for i in range(0, len(versions), self._PAGE):
+                    page = versions[i : i + self._PAGE]
+                    vals = await client.hmget(data_key, [f"{v}:{s}" for v in page for s in ("i", "m")])
+                    keep = [v for j, v in enumerate(page)
+                            if self._keep(want, before_id, filter, vals[2 * j], vals[2 * j + 1])]
+                    for tup in await self._atuples(thread, ns, keep):
+                        if limit is not None:
+                            if limit <= 0:
+                                return
+                            limit -= 1
+                        yield tup
+
+    def _threads(self) -> list[str]:
+        """Every thread that has (or had) checkpoints under the prefix."""
+        out = set()
+        for key in self._redis.scan_iter(match=self.keys.thread_pattern(), count=1000):
+            t = self.keys.thread_of(key)
+            if t is not None:
+                out.add(t)
+        return sorted(out)
+
+    async def _athreads(self) -> list[str]:
+        out = set()
+        async for key in self._async_client().scan_iter(match=self.keys.thread_pattern(), count=1000):
+            t = self.keys.thread_of(key)
+            if t is not None:
+                out.add(t)
+        return sorted(out)
+
+
+def exit_lost(err: BaseException) -> None:
+    """Ends the process with EXIT_LEASE_LOST at once, from any thread: the attempt
+    must not run one more step. Buffered output is flushed first; nothing
+    else (no finally blocks, no atexit) runs, since it could do work."""
+    try:
+        sys.stderr.write(f"{err}; exiting with code {EXIT_LEASE_LOST}\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(EXIT_LEASE_LOST)
