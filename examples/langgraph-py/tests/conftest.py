@@ -1,0 +1,58 @@
+"""Session fixtures: one redis-server and one batonctl build for every test."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+
+import pytest
+import redis
+
+from harness import Batonctl, RedisServer, drop_prefix, go_build, tmpdir
+
+_n = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    srv = RedisServer()
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_url(redis_server) -> str:
+    return redis_server.url
+
+
+@pytest.fixture(scope="session")
+def bin_dir():
+    d = tmpdir()
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def batonctl_bin(bin_dir) -> str:
+    return go_build("./examples/langgraph-js/internal/batonctl", bin_dir, "batonctl")
+
+
+@pytest.fixture(scope="session")
+def ctl(batonctl_bin, redis_url):
+    c = Batonctl(batonctl_bin, redis_url)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def rdb(redis_url):
+    c = redis.Redis.from_url(redis_url, decode_responses=True)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def prefix(rdb):
+    p = f"py{next(_n)}"
+    yield p
+    drop_prefix(rdb, p)
