@@ -1,0 +1,161 @@
+"""A saver made by from_env() is safe with LangGraph's defaults: it never
+keeps a finished program alive, and it ends a program whose claim is gone
+with exit code 75, even in a step that never calls it. And run_node, the
+whole main of an agent node: resume or start by who wrote the thread's
+latest checkpoint. Each case runs a real Python process with the exec
+kind's environment."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from baton_langgraph import EXIT_LEASE_LOST, RUN_KEY, BatonSaver, Lease
+from harness import PACKAGE_DIR, exec_env
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def start(script, env, **extra):
+    full = {**os.environ, **env, **extra, "PYTHONPATH": str(PACKAGE_DIR)}
+    return subprocess.Popen([sys.executable, str(FIXTURES / script)], env=full, cwd=PACKAGE_DIR,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc, timeout=30):
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def steps(log: Path) -> list[str]:
+    return log.read_text().split("\n")[:-1] if log.exists() else []
+
+
+@pytest.fixture
+def step_log(tmp_path):
+    return tmp_path / "steps.log"
+
+
+def test_a_finished_program_is_not_kept_alive(ctl, redis_url, prefix):
+    lease = ctl.claim(prefix, "t-done", "w")
+    t0 = time.monotonic()
+    code, out, err = finish(start("put_and_finish.py", exec_env(redis_url, prefix, lease)))
+    assert (code, out, err) == (0, "saved\n", "")
+    assert time.monotonic() - t0 < 10  # the lease is 10 minutes: nothing waited for it
+
+
+def test_a_program_whose_lease_runs_out_ends_with_75_within_the_lease(ctl, redis_url, prefix, step_log):
+    ttl = 3000  # nobody renews it: its runner is paused, as far as Redis can tell
+    lease = ctl.claim(prefix, "t-expire", "w", ttl)
+    t0 = time.monotonic()
+    code, out, err = finish(start("long_step.py", exec_env(redis_url, prefix, lease), STEP_LOG=str(step_log)))
+    elapsed = time.monotonic() - t0
+    assert code == EXIT_LEASE_LOST, err
+    assert "lease ran out" in err and "the runner stopped renewing it; exiting with code 75" in err
+    assert out == ""
+    assert [s.split()[0] for s in steps(step_log)] == ["start", "work"]  # no step after the loss
+    assert elapsed < ttl / 1000 + 1  # counted from the claim: the lease and a second
+
+
+def test_a_program_whose_node_was_taken_over_ends_with_75(ctl, redis_url, prefix, step_log):
+    lease = ctl.claim(prefix, "t-takeover", "w", 3000)
+    proc = start("long_step.py", exec_env(redis_url, prefix, lease), STEP_LOG=str(step_log))
+    ctl.takeover(prefix, lease, "w2")
+    code, _, err = finish(proc)
+    assert code == EXIT_LEASE_LOST
+    assert "lost: the node was claimed again (epoch 2)" in err or "its lease ran out" in err
+
+
+def test_a_renewed_program_runs_on_and_a_cancel_ends_it(ctl, redis_url, prefix, step_log):
+    ttl = 900
+    lease = ctl.claim(prefix, "t-renewed", "w", ttl)
+    proc = start("long_step.py", exec_env(redis_url, prefix, lease), STEP_LOG=str(step_log))
+    until = time.monotonic() + 3 * ttl / 1000
+    while time.monotonic() < until:  # renew for three leases, as the runner's heartbeater does
+        ctl.heartbeat(prefix, lease, ttl)
+        time.sleep(ttl / 3000)  # the heartbeat's own period, not a wait for an outcome
+    assert proc.poll() is None
+    ctl.cancel(prefix, lease)
+    ctl.heartbeat(prefix, lease, ttl)
+    code, _, err = finish(proc)
+    assert code == EXIT_LEASE_LOST
+    assert "the run was cancelled" in err
+
+
+def test_from_env_names_what_is_missing_or_inconsistent(ctl, redis_url, prefix):
+    from baton_langgraph import BatonError
+
+    lease = ctl.claim(prefix, "env-thread", "worker-7")
+    env = exec_env(redis_url, prefix, lease)
+    with pytest.raises(BatonError, match="disagrees"):
+        BatonSaver.from_env({**env, "BATON_EPOCH": "9"})
+    with pytest.raises(BatonError, match="BATON_REDIS_URL"):
+        BatonSaver.from_env({**env, "BATON_REDIS_URL": ""})
+    with pytest.raises(BatonError, match="BATON_FENCING_TOKEN"):
+        BatonSaver.from_env({k: v for k, v in env.items() if k != "BATON_FENCING_TOKEN"})
+    s = BatonSaver.from_env(env, watch=False, on_lost="raise")
+    assert s.lease == Lease.from_dict(lease)
+    s.close()
+
+
+def run_agent(env, step_log, **extra):
+    return finish(start("agent.py", env, STEP_LOG=str(step_log), **extra))
+
+
+def test_run_node_starts_prints_its_result_and_does_not_run_a_finished_graph_again(ctl, rdb, redis_url, prefix,
+                                                                                    step_log):
+    lease = ctl.claim(prefix, "t-node", "w")
+    env = exec_env(redis_url, prefix, lease)
+    code, out, err = run_agent(env, step_log, GRAPH_INPUT=json.dumps({"topic": "fencing"}))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[:3] == ["::progress 33", "::progress 67", "::progress 100"]
+    result = json.loads(lines[3])
+    assert result == {"topic": "fencing", "steps": ["plan:fencing", "research:fencing", "write:fencing"]}
+    assert len(lines) == 4 and "step plan on fencing" in err  # the graph's prints went to stderr
+
+    # The same run again (its runner stopped before the commit): not run again.
+    code, out, err = run_agent(env, step_log, GRAPH_INPUT=json.dumps({"topic": "other"}))
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1]) == result
+    assert steps(step_log) == [f"{s} {lease['run']} 1" for s in ("plan", "research", "write")]
+
+    # Every checkpoint records the run.
+    s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(lease))
+    metas = [t.metadata for t in s.list({"configurable": {"thread_id": "t-node"}})]
+    assert metas and all(m[RUN_KEY] == lease["run"] for m in metas)
+
+
+def test_run_node_resumes_only_its_own_run_and_a_new_run_starts_with_its_input(ctl, redis_url, prefix, step_log,
+                                                                               tmp_path):
+    release = tmp_path / "release"
+    first = ctl.claim(prefix, "t-resume", "w-1", 5000)
+    proc = start("agent.py", exec_env(redis_url, prefix, first), STEP_LOG=str(step_log), SLOW_STEP="research",
+                 RELEASE=str(release), GRAPH_INPUT=json.dumps({"topic": "one"}))
+    while (line := proc.stderr.readline()) != "waiting in research\n":  # "plan" is saved
+        assert line, "the agent ended before reaching research"
+    # The first attempt stops in "research" past its lease; a takeover runs the node again.
+    ctl.heartbeat(prefix, first, 300)
+    again = ctl.takeover(prefix, first, "w-2")
+    code, _, err = finish(proc)
+    assert code == EXIT_LEASE_LOST, err
+    release.touch()
+    code, out, err = run_agent(exec_env(redis_url, prefix, again), step_log,
+                               GRAPH_INPUT=json.dumps({"topic": "ignored: this run resumes"}))
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["steps"] == ["plan:one", "research:one", "write:one"]
+    assert steps(step_log) == [f"plan {first['run']} 1", f"research {first['run']} 2", f"write {first['run']} 2"]
+    ctl.commit(prefix, again)
+
+    # A new run on the thread starts with its own input, on the thread's state.
+    second = ctl.claim(prefix, "t-resume", "w-3")
+    code, out, err = run_agent(exec_env(redis_url, prefix, second), step_log, GRAPH_INPUT=json.dumps({"topic": "two"}))
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1]) == {
+        "topic": "two", "steps": ["plan:one", "research:one", "write:one", "plan:two", "research:two", "write:two"]}
