@@ -73,9 +73,21 @@ const (
 // shell. The child sees the worker's environment, then the input's env,
 // then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
 // BATON_FENCING_TOKEN, BATON_WORKER_ID (the lease's owner),
-// BATON_THREAD_ID, BATON_CHECKPOINT_FILE, BATON_DEPS_FILE and, when
-// ExecOptions.RedisURL is set, BATON_REDIS_URL and BATON_PREFIX, which input
-// env cannot override. Stdin is empty.
+// BATON_CLAIM_ID, BATON_THREAD_ID, BATON_CHECKPOINT_FILE, BATON_DEPS_FILE
+// and, when ExecOptions.RedisURL is set, BATON_REDIS_URL, BATON_PREFIX,
+// BATON_NODE_KEY and BATON_RUN_KEY, which input env cannot override. Stdin
+// is empty.
+//
+// The lease: a command's worker may be paused (SIGSTOP, a frozen VM) while
+// the command runs on; no signal from the worker can reach it then. A
+// command that must not work on once its lease is gone reads its node:
+// HMGET BATON_NODE_KEY state epoch claim lease_until, HGET BATON_RUN_KEY
+// cancel, and TIME, about once per heartbeat interval. The lease is gone
+// when state is not RUNNING, epoch or claim differ from BATON_EPOCH and
+// BATON_CLAIM_ID, cancel is "1", or lease_until (ms) is not after TIME.
+// It then exits ExitLeaseLost (75), which is recorded as a lost attempt
+// (abandoned, not a failure of the node), as is exit 75 after a write the
+// store refused.
 //
 // BATON_DEPS_FILE names a JSON file {"dep-id": result, ...} with the
 // committed results of the node's direct dependencies ({} for a node
@@ -102,15 +114,17 @@ const (
 func Exec(opts ExecOptions) runner.Kind {
 	k := &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second), log: cmp.Or(opts.Logger, slog.Default())}
 	if opts.RedisURL != "" {
-		k.store = []string{"BATON_REDIS_URL=" + opts.RedisURL, "BATON_PREFIX=" + cmp.Or(opts.Prefix, "baton")}
+		k.prefix = cmp.Or(opts.Prefix, "baton")
+		k.store = []string{"BATON_REDIS_URL=" + opts.RedisURL, "BATON_PREFIX=" + k.prefix}
 	}
 	return k
 }
 
 type execKind struct {
-	grace time.Duration
-	log   *slog.Logger
-	store []string // BATON_REDIS_URL and BATON_PREFIX, when the options set them
+	grace  time.Duration
+	log    *slog.Logger
+	store  []string // BATON_REDIS_URL and BATON_PREFIX, when the options set them
+	prefix string   // the store's key prefix, when store is set
 }
 
 type execInput struct {
@@ -158,10 +172,15 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	if in.Command[0] == "" {
 		return nil, permanentf("exec", "command", "argv0 is empty")
 	}
-	env, err := execEnv(in.Env, t, k.store)
+	store := k.store
+	if store != nil {
+		store = append(slices.Clip(store), watchEnv(t, k.prefix)...)
+	}
+	env, err := execEnv(in.Env, t, store)
 	if err != nil {
 		return nil, err
 	}
+	lostAfter := lostWait(t.Lease) // measured before the command runs
 	name := in.Command[0]
 	if err := context.Cause(ctx); err != nil {
 		return nil, fmt.Errorf("exec %s: not started: %w", name, err)
@@ -282,6 +301,9 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		if dropped > 0 {
 			xe.Stderr = "..." + xe.Stderr
 		}
+		if xe.Code == ExitLeaseLost {
+			return nil, leaseLostExit(ctx, name, lostAfter, xe)
+		}
 		return nil, fmt.Errorf("exec %s: %w", name, xe)
 	}
 	tail, dropped := stdout.tail.Bytes()
@@ -308,6 +330,7 @@ func execEnv(in map[string]string, t *runner.Task, store []string) ([]string, er
 		"BATON_ATTEMPT="+strconv.FormatInt(l.Attempt, 10),
 		"BATON_EPOCH="+strconv.FormatInt(l.Epoch, 10),
 		"BATON_FENCING_TOKEN="+t.Token().String(),
+		"BATON_CLAIM_ID="+l.ClaimID,
 		"BATON_WORKER_ID="+l.Owner,
 	), store...), nil // exec keeps the last value of a duplicated name
 }
