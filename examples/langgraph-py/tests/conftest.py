@@ -56,3 +56,8 @@ def prefix(rdb):
     p = f"py{next(_n)}"
     yield p
     drop_prefix(rdb, p)
+
+
+@pytest.fixture(scope="session")
+def runner_bin(bin_dir) -> str:
+    return go_build("./cmd/runner", bin_dir, "runner")

@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import redis
 
 from baton_langgraph import Lease
@@ -156,3 +157,68 @@ def exec_env(redis_url: str, prefix: str, lease: dict) -> dict[str, str]:
 
 def tmpdir() -> str:
     return tempfile.mkdtemp(prefix="baton-py-")
+
+
+class Runner:
+    """One real runner process (cmd/runner) on the test's redis-server."""
+
+    def __init__(self, binary: str, redis_url: str, prefix: str, runner_id: str, *, log_dir: str,
+                 **env: str) -> None:
+        self.id = runner_id
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        full = {**os.environ, "REDIS_URL": redis_url, "BATON_PREFIX": prefix, "RUNNER_ID": runner_id,
+                "ADMIN_ADDR": f"127.0.0.1:{port}", "LOG_LEVEL": "warn", **env}
+        self.log = open(os.path.join(log_dir, f"runner-{runner_id}.log"), "w")
+        self.proc = subprocess.Popen([binary], env=full, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while True:  # polling a starting server: no event to wait on
+            try:
+                if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
+                    break
+            except Exception:
+                pass
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"runner {runner_id} did not start; see {self.log.name}")
+            time.sleep(0.05)
+
+    def pause(self) -> None:
+        os.kill(self.proc.pid, 19)  # SIGSTOP
+
+    def resume(self) -> None:
+        os.kill(self.proc.pid, 18)  # SIGCONT
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+
+
+def exited(pid: int) -> bool:
+    """Whether process pid has ended (a zombie its stopped parent has not reaped counts)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except FileNotFoundError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+def wait_until(cond, timeout: float, what: str, every: float = 0.02):
+    """Waits for a condition no event announces (a file's line, a process's
+    end); returns its first truthy value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = cond()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(every)
