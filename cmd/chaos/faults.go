@@ -32,9 +32,12 @@ var faultWeights = []struct {
 }
 
 // plan draws the fault schedule from the seed alone, so that a seed names a
-// schedule. Process faults never overlap on one runner, at least one runner
-// is free of them at any time, and Redis is killed at most once at a time.
-func plan(seed uint64, window time.Duration, runners int, t timing) []planned {
+// schedule. classes[i] is slot i's class (slots of one class serve the
+// same kinds). Process faults never overlap on one runner, at least one
+// runner of each class is free of them at any time, and Redis is killed at
+// most once at a time.
+func plan(seed uint64, window time.Duration, classes []int, t timing) []planned {
+	runners := len(classes)
 	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
 	total := 0
 	for _, w := range faultWeights {
@@ -84,8 +87,8 @@ func plan(seed uint64, window time.Duration, runners int, t timing) []planned {
 			redisBusy = at + p.dur + 3*time.Second
 		case p.kind == check.KindStop || p.kind == check.KindKill || p.kind == check.KindTerm:
 			free := 0
-			for _, b := range busy {
-				if b <= at {
+			for i, b := range busy {
+				if b <= at && classes[i] == classes[p.target] {
 					free++
 				}
 			}

@@ -80,13 +80,18 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	if h.down, err = startDownstream(ctx, bin, h.redis.URL(), out); err != nil {
 		return nil, err
 	}
-	for i := range cfg.runners {
+	var classes []int
+	for i := range cfg.runners + cfg.agents {
 		p, err := newProxy(h.redis.Addr())
 		if err != nil {
 			return nil, err
 		}
-		s := &runnerSlot{id: fmt.Sprintf("r%d", i+1), proxy: p, bin: bin, out: out, timing: h.timing,
-			log: log}
+		s := &runnerSlot{id: fmt.Sprintf("r%d", i+1), exe: "runner", proxy: p, bin: bin, out: out,
+			timing: h.timing, log: log}
+		if i >= cfg.runners { // the conversations' Go kind
+			s.id, s.exe, s.class = fmt.Sprintf("a%d", i-cfg.runners+1), "agent", 1
+		}
+		classes = append(classes, s.class)
 		h.runners = append(h.runners, s)
 		if err := s.start(); err != nil {
 			return nil, err
@@ -110,8 +115,12 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 		return nil, err
 	}
 	defer h.work.close()
+	var conv *conversations
+	if cfg.threads > 0 {
+		conv = newConversations(h.work.client, cfg.seed, cfg.threads, log, h.work.addRun)
+	}
 
-	sched := plan(cfg.seed, cfg.duration, cfg.runners, h.timing)
+	sched := plan(cfg.seed, cfg.duration, classes, h.timing)
 	log.Info("fault_window", "seed", cfg.seed, "duration", cfg.duration, "faults_planned", len(sched),
 		"runs", runs, "runners", cfg.runners, "out", out)
 	inj := &injector{h: h, log: log}
@@ -120,6 +129,10 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	wg.Add(2)
 	go func() { defer wg.Done(); inj.run(ctx, start, sched) }()
 	go func() { defer wg.Done(); h.work.submitAll(ctx, cfg.duration) }()
+	if conv != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); conv.run(ctx, cfg.duration) }()
+	}
 	wg.Wait()
 	select {
 	case <-ctx.Done():
@@ -149,8 +162,23 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	stop.Wait()
 	readCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
-	final := h.work.final(readCtx)
+	var threads *check.ThreadInput
+	var busy []string
+	if conv != nil {
+		busy = conv.busyRuns()
+	}
+	final := h.work.final(readCtx, busy)
 	h.down.stop()
+	var notes []string
+	if conv != nil {
+		if err := conv.readFinal(readCtx); err != nil {
+			notes = append(notes, "reading the threads' checkpoints at the end: "+err.Error())
+		}
+		threads = conv.input()
+		if err := writeLines(filepath.Join(out, "threads.json"), []*check.ThreadInput{threads}); err != nil {
+			return nil, err
+		}
+	}
 
 	faults := inj.Faults()
 	if err := writeLines(filepath.Join(out, "faults.jsonl"), faults); err != nil {
@@ -159,7 +187,8 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	if err := writeLines(filepath.Join(out, "runs.jsonl"), sortedFinal(final)); err != nil {
 		return nil, err
 	}
-	m := meta{Seed: cfg.seed, DurationS: cfg.duration.Seconds(), Runners: cfg.runners, Submitted: h.work.Accepted(),
+	m := meta{Seed: cfg.seed, DurationS: cfg.duration.Seconds(), Runners: cfg.runners, Agents: cfg.agents,
+		Threads: cfg.threads, Submitted: h.work.Accepted(),
 		Refused: h.work.Refused(), SettleMS: settleTook.Milliseconds(), ElapsedMS: time.Since(began).Milliseconds()}
 	if err := writeLines(filepath.Join(out, "meta.json"), []meta{m}); err != nil {
 		return nil, err
@@ -175,8 +204,9 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	log.Info("checking", "ops", len(ops), "admits", len(admits), "runs", len(final))
 	rep := check.Check(check.Input{Ops: ops, Faults: faults, Admits: admits, Submitted: h.work.Accepted(),
 		SubmitRefused: h.work.Refused(),
-		Runs:          final, Dependents: h.work.dependents(), OutDir: out,
+		Runs:          final, Dependents: h.work.dependents(), OutDir: out, Threads: threads,
 		Bounds: check.Bounds{LeaseTTL: h.timing.LeaseTTL, Grace: h.timing.Grace, Sweep: h.timing.Sweep, Slack: cfg.slack}})
+	rep.Notes = append(rep.Notes, notes...)
 	for _, s := range h.runners {
 		rep.Notes = append(rep.Notes, s.exits...)
 	}

@@ -5,12 +5,16 @@
 // schedule of faults drawn from the seed: runners paused past their lease,
 // killed or drained and restarted; connections reset, replies lost, traffic
 // stalled or swallowed; Redis killed and restarted from its AOF; duplicate
-// deliveries of live nodes. Then it heals everything, waits for the runs to
+// deliveries of live nodes. Beside those runs, a few conversations
+// (threads.go) submit runs to threads with every multitask strategy
+// (reject, enqueue, interrupt, rollback) and without a thread, cancel some,
+// and run Go nodes (on agent workers, cmd/chaos/agent) and exec nodes that
+// save a checkpoint every step. Then it heals everything, waits for the runs to
 // end, and checks what happened (package internal/chaos/check): the
 // runners' protocol histories against a model of the node register, and
 // the outcome against baton's guarantees.
 //
-//	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -out /tmp/chaos
+//	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -threads 6 -out /tmp/chaos
 //
 // -recheck DIR judges a finished run's out dir again (after a checker fix,
 // or for a post-mortem) without running anything.
@@ -41,6 +45,8 @@ type config struct {
 	duration time.Duration // the fault window
 	settle   time.Duration // the bounded wait for runs to end after it
 	runners  int
+	agents   int           // agent workers (the conversations' Go kind)
+	threads  int           // conversations; 0: none
 	runs     int           // 0: two runs per second of the window
 	out      string        // empty: a new temporary directory, kept for a post-mortem
 	slack    time.Duration // takeover bound's allowance for delivery
@@ -59,10 +65,12 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&cfg.duration, "duration", 5*time.Minute, "how long faults are injected")
 	fs.DurationVar(&cfg.settle, "settle", 90*time.Second, "how long to wait, after healing, for every run to end")
 	fs.IntVar(&cfg.runners, "runners", 3, "runner processes")
+	fs.IntVar(&cfg.threads, "threads", 6, "conversations: threads whose runs use every multitask strategy and save checkpoints (0: none)")
+	fs.IntVar(&cfg.agents, "agents", 2, "agent workers, serving the conversations' Go nodes (with -threads)")
 	fs.IntVar(&cfg.runs, "runs", 0, "runs to submit (0: two per second of the window)")
 	fs.StringVar(&cfg.out, "out", "", "directory for Redis's AOF, logs, histories and visualisations (default: a new temporary one)")
 	fs.DurationVar(&cfg.slack, "slack", time.Second, "allowance for delivery in the takeover bound")
-	fs.StringVar(&cfg.bin, "bin", "", "directory with prebuilt runner and downstream binaries (default: go build)")
+	fs.StringVar(&cfg.bin, "bin", "", "directory with prebuilt runner, downstream and agent binaries (default: go build)")
 	recheckDir := fs.String("recheck", "", "check a finished run's out dir again instead of running one")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -82,9 +90,13 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if cfg.runners < 2 || cfg.duration < 10*time.Second || fs.NArg() > 0 {
-		fmt.Fprintln(stderr, "chaos: want -runners >= 2, -duration >= 10s and no arguments")
+	if cfg.runners < 2 || cfg.duration < 10*time.Second || fs.NArg() > 0 || cfg.threads < 0 ||
+		(cfg.threads > 0 && cfg.agents < 2) {
+		fmt.Fprintln(stderr, "chaos: want -runners >= 2, -duration >= 10s, -threads >= 0, -agents >= 2 with threads, and no arguments")
 		return 2
+	}
+	if cfg.threads == 0 {
+		cfg.agents = 0
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "chaos")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -115,7 +127,7 @@ func prepareOut(out string) error {
 	}
 	old, _ := filepath.Glob(filepath.Join(out, "porcupine-*.html"))
 	for _, f := range append(old, filepath.Join(out, "admits.jsonl"), filepath.Join(out, "faults.jsonl"),
-		filepath.Join(out, "runs.jsonl"), filepath.Join(out, "meta.json")) {
+		filepath.Join(out, "runs.jsonl"), filepath.Join(out, "meta.json"), filepath.Join(out, "threads.json")) {
 		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
 			return err
 		}

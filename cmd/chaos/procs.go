@@ -18,7 +18,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// buildBinaries builds the runner and the downstream into a temporary
+// buildBinaries builds the runner, the downstream and the agent (the
+// Go-kind worker, cmd/chaos/agent) into a temporary
 // directory once: the faults hit real processes, built as operators build
 // them.
 func buildBinaries(ctx context.Context) (string, error) {
@@ -27,7 +28,8 @@ func buildBinaries(ctx context.Context) (string, error) {
 		return "", err
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", dir+string(os.PathSeparator),
-		"github.com/batonrun/baton/cmd/runner", "github.com/batonrun/baton/examples/downstream")
+		"github.com/batonrun/baton/cmd/runner", "github.com/batonrun/baton/examples/downstream",
+		"github.com/batonrun/baton/cmd/chaos/agent")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		_ = os.RemoveAll(dir)
 		return "", fmt.Errorf("go build: %w\n%s", err, out)
@@ -121,8 +123,13 @@ var defaultTiming = timing{LeaseTTL: 1500 * time.Millisecond, Heartbeat: 300 * t
 
 // runnerSlot is one runner of the fleet across its incarnations: the same
 // RUNNER_ID and proxy, a new process (and history file) after each restart.
+// A slot runs the stock runner (exe "runner") or the agent worker that
+// serves the conversations' Go kind (exe "agent", cmd/chaos/agent); both
+// read the same environment.
 type runnerSlot struct {
 	id      string
+	exe     string // binary in bin
+	class   int    // slots of one class serve the same kinds (faults.go)
 	proxy   *proxy
 	bin     string
 	out     string
@@ -154,7 +161,7 @@ func (s *runnerSlot) startLocked() error {
 		return err
 	}
 	t := s.timing
-	cmd := exec.Command(filepath.Join(s.bin, "runner"))
+	cmd := exec.Command(filepath.Join(s.bin, s.exe))
 	cmd.Env = append(os.Environ(),
 		"REDIS_URL=redis://"+s.proxy.Addr()+"/0", "RUNNER_ID="+s.id, "ADMIN_ADDR=",
 		"CONCURRENCY=4", "LOG_FORMAT=json", "LOG_LEVEL=info",

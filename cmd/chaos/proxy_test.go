@@ -101,9 +101,9 @@ func TestProxyFaults(t *testing.T) {
 // last free runner.
 func TestPlanIsSeededAndLeavesARunner(t *testing.T) {
 	t.Parallel()
-	a := plan(7, 5*time.Minute, 3, defaultTiming)
-	require.Equal(t, a, plan(7, 5*time.Minute, 3, defaultTiming))
-	require.NotEqual(t, a, plan(8, 5*time.Minute, 3, defaultTiming))
+	a := plan(7, 5*time.Minute, []int{0, 0, 0}, defaultTiming)
+	require.Equal(t, a, plan(7, 5*time.Minute, []int{0, 0, 0}, defaultTiming))
+	require.NotEqual(t, a, plan(8, 5*time.Minute, []int{0, 0, 0}, defaultTiming))
 	require.Greater(t, len(a), 100)
 	kinds := map[string]int{}
 	for _, p := range a {

@@ -17,6 +17,8 @@ type meta struct {
 	Seed      uint64            `json:"seed"`
 	DurationS float64           `json:"duration_s"`
 	Runners   int               `json:"runners"`
+	Agents    int               `json:"agents,omitempty"`
+	Threads   int               `json:"threads,omitempty"`
 	Submitted []string          `json:"submitted"`
 	Refused   map[string]string `json:"refused,omitempty"`
 	SettleMS  int64             `json:"settle_ms"`
@@ -44,6 +46,11 @@ func inputFrom(out string, slack time.Duration) (check.Input, meta, error) {
 		return in, m, err
 	}
 	if err := readLines(filepath.Join(out, "faults.jsonl"), func(f check.Fault) { in.Faults = append(in.Faults, f) }); err != nil {
+		return in, m, err
+	}
+	// threads.json: what the conversations recorded; absent without them.
+	if err := readLines(filepath.Join(out, "threads.json"), func(t *check.ThreadInput) { in.Threads = t }); err != nil &&
+		!os.IsNotExist(err) {
 		return in, m, err
 	}
 	err = readLines(filepath.Join(out, "runs.jsonl"), func(r finalRecord) {

@@ -48,6 +48,54 @@ type summary struct {
 	Nodes      int            `json:"nodes"`
 	Ops        int            `json:"ops"`
 	Violations int            `json:"violations"`
+	// Threads sums up the conversations; absent without them.
+	Threads *threadSummary `json:"threads,omitempty"`
+}
+
+// threadSummary is the conversations' part of the JSON line.
+type threadSummary struct {
+	Threads     int            `json:"threads"`
+	Runs        map[string]int `json:"runs"` // accepted, by strategy ("none": no thread)
+	Busy        map[string]int `json:"busy"` // refused: thread busy
+	Queued      int            `json:"queued"`
+	Withdrawn   int            `json:"withdrawn"`
+	Cancels     int            `json:"cancels"`
+	Checkpoints int            `json:"checkpoints"`
+	Rollbacks   int            `json:"rollbacks"`
+	Resumes     int            `json:"resumes_checked"`
+	Undecided   int            `json:"undecided"`
+	Violations  int            `json:"violations"`
+}
+
+// threadChecks are the thread checks' names (check.Violation.Check).
+var threadChecks = map[string]bool{"thread_active": true, "thread_queue": true, "interrupt": true, "rollback": true,
+	"resume": true, "ckpt_version": true, "ckpt_fence": true, "ckpt_lost": true}
+
+func (r *result) threadSummary() *threadSummary {
+	t := r.report.Threads
+	if t == nil {
+		return nil
+	}
+	out := &threadSummary{Threads: t.Threads, Runs: t.Runs, Busy: t.Busy, Queued: t.Queued, Withdrawn: t.Withdrawn,
+		Cancels: t.Cancels, Checkpoints: t.Checkpoints, Rollbacks: t.Rollbacks, Resumes: t.Resumes,
+		Undecided: t.Undecided}
+	for _, v := range r.report.Violations {
+		if threadChecks[v.Check] {
+			out.Violations++
+		}
+	}
+	return out
+}
+
+func countList(m map[string]int) string {
+	var s string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		s += fmt.Sprintf(" %s %d", k, m[k])
+	}
+	if s == "" {
+		return " none"
+	}
+	return s
 }
 
 // print writes the human summary, every violation, then the JSON line.
@@ -100,6 +148,14 @@ func (r *result) print(w io.Writer) {
 		check.Bounds{LeaseTTL: defaultTiming.LeaseTTL, Grace: defaultTiming.Grace, Sweep: defaultTiming.Sweep,
 			Slack: r.cfg.slack}.Takeover())
 	fmt.Fprintf(w, "  downstream: %d tokens admitted\n", rep.Admits)
+	if ts := r.threadSummary(); ts != nil {
+		t := rep.Threads
+		fmt.Fprintf(w, "  threads:    %d — runs by strategy:%s; refused busy:%s\n", ts.Threads, countList(ts.Runs), countList(ts.Busy))
+		fmt.Fprintf(w, "              %d queued (%d withdrawn), %d cancels; %d checkpoints accepted, %d read back\n",
+			ts.Queued, ts.Withdrawn, ts.Cancels, ts.Checkpoints, t.Sampled)
+		fmt.Fprintf(w, "              rollbacks applied %d (rolled_back events %d); attempt starts checked %d, undecided %d; thread violations %d\n",
+			ts.Rollbacks, t.RolledBackEvents, ts.Resumes, ts.Undecided, ts.Violations)
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -112,6 +168,6 @@ func (r *result) print(w io.Writer) {
 		}
 	}
 	line, _ := json.Marshal(summary{Seed: r.cfg.seed, DurationS: r.cfg.duration.Seconds(), Faults: counts,
-		Runs: len(r.final), Nodes: rep.Nodes, Ops: rep.Ops, Violations: len(rep.Violations)})
+		Runs: len(r.final), Nodes: rep.Nodes, Ops: rep.Ops, Violations: len(rep.Violations), Threads: r.threadSummary()})
 	fmt.Fprintln(w, string(line))
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ type workload struct {
 	mu       sync.Mutex
 	accepted []string
 	refused  map[string]string // run id -> why a submit of its spec was refused for good
+	extra    []*runner.RunSpec // runs the conversations submitted (threads.go)
 }
 
 func newWorkload(rdb redis.UniversalClient, seed uint64, runs int, downstream string, log *slog.Logger) (*workload, error) {
@@ -150,6 +152,15 @@ func (w *workload) submitAll(ctx context.Context, window time.Duration) {
 	}
 }
 
+// addRun counts a run another part of the workload (the conversations)
+// had accepted.
+func (w *workload) addRun(spec *runner.RunSpec) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.accepted = append(w.accepted, spec.ID)
+	w.extra = append(w.extra, spec)
+}
+
 // Accepted returns the ids of the runs whose submit was accepted.
 func (w *workload) Accepted() []string {
 	w.mu.Lock()
@@ -167,7 +178,10 @@ func (w *workload) Refused() map[string]string {
 // dependents maps run -> node -> its direct dependents, for the checker.
 func (w *workload) dependents() map[string]map[string][]string {
 	out := map[string]map[string][]string{}
-	for _, s := range w.specs {
+	w.mu.Lock()
+	specs := append(slices.Clone(w.specs), w.extra...)
+	w.mu.Unlock()
+	for _, s := range specs {
 		m := map[string][]string{}
 		for _, n := range s.Nodes {
 			for _, d := range n.Deps {
@@ -235,10 +249,15 @@ func (w *workload) waitTerminal(ctx context.Context, deadline time.Time) (open i
 
 func terminal(s string) bool { return s == "SUCCEEDED" || s == "FAILED" || s == "CANCELLED" }
 
-// final reads every accepted run with its events back from Redis.
-func (w *workload) final(ctx context.Context) map[string]check.RunFinal {
+// final reads every accepted run with its events back from Redis, and the
+// runs in also (whose submit was refused: found, they are a violation).
+func (w *workload) final(ctx context.Context, also []string) map[string]check.RunFinal {
 	out := map[string]check.RunFinal{}
-	for _, id := range w.Accepted() {
+	accepted := w.Accepted()
+	for i, id := range append(accepted, also...) {
+		if _, ok := out[id]; ok {
+			continue
+		}
 		var f check.RunFinal
 		f.Info, f.Err = w.client.Status(ctx, id)
 		if f.Err == nil {
@@ -246,6 +265,9 @@ func (w *workload) final(ctx context.Context) map[string]check.RunFinal {
 		}
 		if f.Err != nil && !errors.Is(f.Err, fence.ErrNotFound) {
 			f.Err = fmt.Errorf("reading it failed: %w", f.Err)
+		}
+		if i >= len(accepted) && f.Info == nil {
+			continue // refused and not stored, as it should be
 		}
 		out[id] = f
 	}

@@ -36,6 +36,9 @@ type Input struct {
 	OutDir string
 	// Timeout bounds the linearizability search in total. Zero: 2 minutes.
 	Timeout time.Duration
+	// Threads is what the conversation workload recorded; nil: it did not
+	// run, and the thread checks are skipped.
+	Threads *ThreadInput
 }
 
 // RunFinal is a run as read back from Redis after the fault run.
@@ -65,7 +68,10 @@ func (b Bounds) Takeover() time.Duration {
 
 // Violation is one broken guarantee.
 type Violation struct {
-	Check string // linearizable, terminal, lost_run, submit, commits, history, admit, takeover, attempts
+	// linearizable, terminal, lost_run, submit, commits, history, admit,
+	// takeover, attempts; the thread checks: thread_active, thread_queue,
+	// interrupt, rollback, resume, ckpt_version, ckpt_fence, ckpt_lost.
+	Check string
 	Run   string
 	Node  string
 	Msg   string
@@ -97,6 +103,8 @@ type Report struct {
 	// MaxTakeover is the longest takeover, less excluded fault windows.
 	MaxTakeover time.Duration
 	Admits      int // admitted tokens
+	// Threads sums up the conversation workload; nil when it did not run.
+	Threads *ThreadFigures
 }
 
 // Check runs every check on in.
@@ -123,6 +131,7 @@ func Check(in Input) Report {
 	r.Violations = append(r.Violations, checkAdmits(in.Admits, in.Runs, &r)...)
 	r.Violations = append(r.Violations, checkTakeovers(in, &r)...)
 	r.Violations = append(r.Violations, checkAttempts(in)...)
+	r.Violations = append(r.Violations, checkThreads(in, &r)...)
 	return r
 }
 

@@ -38,4 +38,27 @@
 //     explained by a fault of its owner's process (or a partition longer
 //     than the lease), i.e. when retries of lost replies or short stalls
 //     burnt it.
+//   - Thread checks (threads.go, threadcheck.go, threadresume.go), on what
+//     the conversation workload recorded (ThreadInput) and the runs'
+//     events on Redis's clock: at most one active run per thread at any
+//     time (started/run_finished); every queued run started or was
+//     withdrawn, and a withdrawn one never started; an interrupt or
+//     rollback queued behind a RUNNING run cancelled it; checkpoint
+//     versions strictly increasing per thread and namespace, never reused
+//     (checkpointed events, and the versions read back); every accepted
+//     checkpoint saved while its run was the thread's active run, by the
+//     current claim of its node (the epoch claimed and not yet ended or
+//     taken over; the claim id, from the data's fencing token, one the
+//     histories granted that epoch); every attempt started from the
+//     thread's newest checkpoint, the rolled-back runs' removed, which is
+//     the interrupted run's last one after an interrupt and the newest
+//     from before the rolled-back run after a rollback (each checkpoint's
+//     data, a Step, says what its attempt resumed from); and at the end
+//     no rolled-back run's checkpoint is left, the newest is the one that
+//     rule says, and none is missing that the history cap cannot explain.
+//     Rollback targets and removal times follow the contract
+//     (threads-spec): a rollback run queued behind a RUNNING run A
+//     targets it, and A's checkpoints go at the first start after A
+//     ended unless every rollback targeting A was cancelled before.
+//     Orders within one ms of Redis's clock are not judged (Undecided).
 package check
