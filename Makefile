@@ -4,7 +4,7 @@
 GO       ?= go
 TIMEOUT  ?= 15m
 
-.PHONY: all build test test-short test-js demo bench chaos lint clean
+.PHONY: all build test test-short test-js test-py demo bench chaos lint clean
 
 all: build test
 
@@ -15,6 +15,7 @@ build:
 # real redis-server processes, the race detector on.
 test:
 	@$(MAKE) --no-print-directory test-js
+	@$(MAKE) --no-print-directory test-py
 	$(GO) vet ./...
 	BATON_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
 	cd examples/eino && BATON_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
@@ -41,6 +42,28 @@ test-js:
 			npm ci --no-audit --no-fund; \
 		fi && \
 		npm test; \
+	fi
+
+# The LangGraph Python package (examples/langgraph-py): LangGraph's
+# conformance suite, the saver's fencing, run_node and an end-to-end test on
+# real runners, all on a redis-server they start. Needs python3 >= 3.11;
+# without it it says so and skips (fails if BATON_REQUIRE_PYTHON is set, as
+# in CI). Installs the locked dependencies (with their hashes) into
+# examples/langgraph-py/.venv when missing or older than the lock.
+PY_DIR := examples/langgraph-py
+PYTHON ?= python3
+test-py:
+	@if ! command -v $(PYTHON) >/dev/null 2>&1 || ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+		echo "test-py: SKIPPED: python3 >= 3.11 is missing; the LangGraph Python tests did not run"; \
+		if [ -n "$$BATON_REQUIRE_PYTHON" ]; then echo "test-py: BATON_REQUIRE_PYTHON is set: failing" >&2; exit 1; fi; \
+	else \
+		cd $(PY_DIR) && \
+		if [ ! -f .venv/.installed ] || [ requirements.lock -nt .venv/.installed ]; then \
+			$(PYTHON) -m venv .venv && \
+			.venv/bin/pip install -q --require-hashes --no-deps -r requirements.lock && \
+			touch .venv/.installed; \
+		fi && \
+		.venv/bin/python -m pytest -q; \
 	fi
 
 # Embedded Redis, three workers in one process, one paused past its lease.
