@@ -61,3 +61,21 @@ def prefix(rdb):
 @pytest.fixture(scope="session")
 def runner_bin(bin_dir) -> str:
     return go_build("./cmd/runner", bin_dir, "runner")
+
+
+@pytest.fixture
+def start_runner(runner_bin, redis_url, prefix, tmp_path):
+    """Starts real runners on the test's prefix; all stopped at the test's end."""
+    from harness import Runner
+
+    started = []
+
+    def start(runner_id: str, **env: str) -> Runner:
+        env = {"LEASE_TTL": "2s", "GRACE": "200ms", "SWEEP_INTERVAL": "200ms", "CONCURRENCY": "4", **env}
+        r = Runner(runner_bin, redis_url, prefix, runner_id, log_dir=str(tmp_path), **env)
+        started.append(r)
+        return r
+
+    yield start
+    for r in started:
+        r.stop()

@@ -16,24 +16,15 @@ import time
 import pytest
 
 from baton_langgraph.client import BatonClient
-from harness import PACKAGE_DIR, Runner, exited, wait_until
+from harness import PACKAGE_DIR, exited, wait_until
 
 LEASE_TTL = 2.0
 STEPS = ["plan", "research", "analyze", "write", "check", "publish"]
 
 
 @pytest.fixture
-def fleet(runner_bin, redis_url, prefix, tmp_path):
-    env = {"LEASE_TTL": f"{int(LEASE_TTL * 1000)}ms", "GRACE": "200ms", "SWEEP_INTERVAL": "200ms",
-           "CONCURRENCY": "2"}
-    runners = []
-    try:
-        for rid in ("py-r1", "py-r2"):
-            runners.append(Runner(runner_bin, redis_url, prefix, rid, log_dir=str(tmp_path), **env))
-        yield {r.id: r for r in runners}
-    finally:
-        for r in runners:
-            r.stop()
+def fleet(start_runner):
+    return {rid: start_runner(rid, LEASE_TTL=f"{int(LEASE_TTL * 1000)}ms") for rid in ("py-r1", "py-r2")}
 
 
 def agent_node(step_log, **env):

@@ -1,0 +1,88 @@
+"""The HTTP client, sync and async, against a real runner's API: every call
+answers what the API says, and every refusal is an exception naming what was
+wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from baton_langgraph.client import (
+    AsyncBatonClient,
+    BadRequestError,
+    BatonClient,
+    ConflictError,
+    NotFoundError,
+    UnauthorizedError,
+)
+from baton_langgraph.errors import BatonError
+
+TOKEN = "s3cret-token-for-tests"
+
+
+@pytest.fixture
+def api(start_runner):
+    return start_runner("py-api", API_TOKEN=TOKEN)
+
+
+def sleep_run(run_id, thread, seconds="30s", multitask=None):
+    spec = {"id": run_id, "thread": thread, "nodes": [{"id": "wait", "kind": "sleep", "input": {"duration": seconds}}]}
+    if multitask:
+        spec["multitask"] = multitask
+    return spec
+
+
+def test_sync_client_submits_follows_cancels_retries_and_reads_threads(api):
+    with BatonClient(api.url, token=TOKEN) as c:
+        sub = c.submit({"id": "c-1", "thread": "t-client", "nodes": [
+            {"id": "a", "kind": "noop"}, {"id": "b", "kind": "noop", "deps": ["a"]}]})
+        assert (sub["id"], sub["created"]) == ("c-1", True)
+        followed = list(c.follow("c-1"))
+        assert followed[-1] == {"type": "end", "id": "c-1", "status": "SUCCEEDED"}
+        listed = c.events("c-1")["events"]
+        assert [e["id"] for e in followed[:-1]] == [e["id"] for e in listed]  # every event, in order
+        status = c.status("c-1")
+        assert status["status"] == "SUCCEEDED" and [n["state"] for n in status["nodes"]] == ["SUCCEEDED"] * 2
+        assert c.thread("t-client")["thread"] == "t-client"
+        assert c.checkpoints("t-client")["checkpoints"] == []
+        assert any(r["id"] == "c-1" for r in c.runs())
+
+        c.submit(sleep_run("c-2", "t-cancel"))
+        cancelled = c.cancel("c-2", reason="changed my mind")
+        assert cancelled["id"] == "c-2" and cancelled["already"] is False
+        assert c.wait("c-2")["status"] == "CANCELLED"
+        retried = c.retry("c-2", idempotency_key="again-1")
+        assert retried["status"] == "RUNNING" and c.retry("c-2", idempotency_key="again-1")["already"] is True
+        c.cancel("c-2")
+
+        with pytest.raises(NotFoundError, match="HTTP 404"):
+            c.status("no-such-run")
+        with pytest.raises(BadRequestError) as e:
+            c.submit({"nodes": [{"id": "x", "kind": "noop"}], "multitask": "sideways", "thread": "t"})
+        assert any(p["field"] == "multitask" for p in e.value.problems)
+        c.submit(sleep_run("c-3", "t-busy"))
+        with pytest.raises(ConflictError):
+            c.submit(sleep_run("c-4", "t-busy", multitask="reject"))
+        c.cancel("c-3")
+        with pytest.raises(BatonError, match="invalid id"):
+            c.status("../etc")
+    with BatonClient(api.url, token="wrong") as c, pytest.raises(UnauthorizedError):
+        c.status("c-1")
+
+
+async def test_async_client_does_the_same(api):
+    async with AsyncBatonClient(api.url, token=TOKEN) as c:
+        sub = await c.submit({"id": "ac-1", "thread": "t-async", "nodes": [{"id": "a", "kind": "noop"}]})
+        assert sub["id"] == "ac-1"
+        followed = [e async for e in c.follow("ac-1")]
+        assert followed[-1]["status"] == "SUCCEEDED"
+        assert [e["id"] for e in followed[:-1]] == [e["id"] for e in (await c.events("ac-1"))["events"]]
+        assert (await c.wait("ac-1"))["status"] == "SUCCEEDED"
+        assert (await c.thread("t-async"))["thread"] == "t-async"
+        await c.submit(sleep_run("ac-2", "t-async-2"))
+        assert (await c.cancel("ac-2"))["id"] == "ac-2"
+        assert (await c.wait("ac-2"))["status"] == "CANCELLED"
+        with pytest.raises(NotFoundError):
+            await c.status("nope")
+    async with AsyncBatonClient(api.url) as c:
+        with pytest.raises(UnauthorizedError):
+            await c.runs()
