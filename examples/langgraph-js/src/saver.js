@@ -162,8 +162,8 @@ export class BatonSaver extends BaseCheckpointSaver {
       if (!this.lease) throw new BatonError("baton: watch needs a lease (one claim to watch), not leaseFor");
       this.#watch = new ClaimWatch({
         redis: this.#redis,
-        nodeKey: this.#keys.node(this.lease.thread, this.lease.run, this.lease.node),
-        runKey: this.#keys.run(this.lease.thread, this.lease.run),
+        nodeKey: this.#nodeKey(),
+        runKey: this.#runKey(),
         lease: this.lease,
         intervalMs: typeof o.watch === "object" ? o.watch.intervalMs : undefined,
         onLost: (err) => this.#lose(err),
@@ -181,7 +181,7 @@ export class BatonSaver extends BaseCheckpointSaver {
   static fromEnv(options = {}, env = process.env) {
     const url = options.redis ?? env.BATON_REDIS_URL;
     if (!url) throw new BatonError("baton: BATON_REDIS_URL is not set: BatonSaver.fromEnv() runs inside a baton exec node");
-    return new BatonSaver({
+    const saver = new BatonSaver({
       prefix: env.BATON_PREFIX || DEFAULTS.prefix,
       lease: leaseFromEnv(env),
       watch: true,
@@ -189,6 +189,13 @@ export class BatonSaver extends BaseCheckpointSaver {
       ...options,
       redis: url,
     });
+    // The runner names the node's key (BATON_NODE_KEY): the layout this
+    // package computes must be the same, or the watch would read nothing.
+    if (env.BATON_NODE_KEY && options.prefix === undefined && env.BATON_NODE_KEY !== saver.#nodeKey()) {
+      void saver.close();
+      throw new BatonError(`baton: BATON_NODE_KEY ${env.BATON_NODE_KEY} is not the key this saver computes (${saver.#nodeKey()}): a key layout mismatch`);
+    }
+    return saver;
   }
 
   /**
@@ -219,14 +226,22 @@ export class BatonSaver extends BaseCheckpointSaver {
       this.#watch ??
       new ClaimWatch({
         redis: this.#redis,
-        nodeKey: this.#keys.node(this.lease.thread, this.lease.run, this.lease.node),
-        runKey: this.#keys.run(this.lease.thread, this.lease.run),
+        nodeKey: this.#nodeKey(),
+        runKey: this.#runKey(),
         lease: this.lease,
         onLost: () => {},
       });
     const v = await w.check();
     if (v.lost) this.#lose(v.lost);
     return !v.lost;
+  }
+
+  #nodeKey() {
+    return this.#keys.node(this.lease.thread, this.lease.run, this.lease.node);
+  }
+
+  #runKey() {
+    return this.#keys.run(this.lease.thread, this.lease.run);
   }
 
   /** The lease is gone: abort, fail from now on, and exit or tell as onLost says. */
