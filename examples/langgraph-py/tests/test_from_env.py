@@ -8,11 +8,13 @@ kind's environment."""
 from __future__ import annotations
 
 import json
+import operator
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Annotated, TypedDict
 
 import pytest
 
@@ -104,6 +106,10 @@ def test_from_env_names_what_is_missing_or_inconsistent(ctl, redis_url, prefix):
     s.close()
 
 
+class S(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
 def run_agent(env, step_log, **extra):
     return finish(start("agent.py", env, STEP_LOG=str(step_log), **extra))
 
@@ -159,3 +165,22 @@ def test_run_node_resumes_only_its_own_run_and_a_new_run_starts_with_its_input(c
     assert code == 0, err
     assert json.loads(out.splitlines()[-1]) == {
         "topic": "two", "steps": ["plan:one", "research:one", "write:one", "plan:two", "research:two", "write:two"]}
+
+
+def test_run_node_gives_a_graph_compiled_without_a_checkpointer_the_nodes_saver(ctl, redis_url, prefix, capsys):
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.graph import END, START, StateGraph
+
+    from baton_langgraph import BatonError, run_node
+
+    builder = StateGraph(S).add_node("a", lambda s: {"log": ["a"]}).add_edge(START, "a").add_edge("a", END)
+    lease = ctl.claim(prefix, "t-bare", "w")
+    env = exec_env(redis_url, prefix, lease)
+    assert run_node(builder.compile(), {"log": []}, env=env) == {"log": ["a"]}
+    assert capsys.readouterr().out == '{"log": ["a"]}\n'
+    s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(lease))
+    assert s.get_tuple({"configurable": {"thread_id": "t-bare"}}).metadata[RUN_KEY] == lease["run"]
+    with pytest.raises(BatonError, match="not a BatonSaver"):
+        run_node(builder.compile(checkpointer=InMemorySaver()), {"log": []}, env=env)
+    with pytest.raises(BatonError, match="BATON_RUN_ID"):
+        run_node(builder.compile(), {"log": []}, env={})
