@@ -129,7 +129,9 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	wg.Add(2)
 	go func() { defer wg.Done(); inj.run(ctx, start, sched) }()
 	go func() { defer wg.Done(); h.work.submitAll(ctx, cfg.duration) }()
+	stopSampling := func() {}
 	if conv != nil {
+		stopSampling = conv.startSampling(ctx)
 		wg.Add(1)
 		go func() { defer wg.Done(); conv.run(ctx, cfg.duration) }()
 	}
@@ -151,6 +153,7 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	settled := time.Now()
 	open := h.work.waitTerminal(ctx, settled.Add(cfg.settle))
 	settleTook := time.Since(settled)
+	stopSampling()
 	log.Info("settled", "open_runs", open, "took", settleTook.Round(time.Millisecond))
 
 	// Drain the fleet so every history is complete, then read the outcome.

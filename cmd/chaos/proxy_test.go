@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/chaos/check"
 )
 
 // upstream is a line server that counts the requests it ran and answers
@@ -111,4 +113,27 @@ func TestPlanIsSeededAndLeavesARunner(t *testing.T) {
 		require.LessOrEqual(t, p.at+p.dur, 5*time.Minute)
 	}
 	require.Len(t, kinds, 9, "every kind is drawn: %v", kinds)
+}
+
+// With agent workers beside the runners, a process fault never takes the
+// last free slot of either class: the conversations' Go nodes always have
+// a worker.
+func TestPlanLeavesAWorkerOfEachClass(t *testing.T) {
+	t.Parallel()
+	classes := []int{0, 0, 0, 1, 1}
+	for _, seed := range []uint64{7, 11, 42} {
+		sched := plan(seed, 5*time.Minute, classes, defaultTiming)
+		var agentFaults []planned
+		for _, p := range sched {
+			if (p.kind == check.KindStop || p.kind == check.KindKill || p.kind == check.KindTerm) && classes[p.target] == 1 {
+				agentFaults = append(agentFaults, p)
+			}
+		}
+		require.NotEmpty(t, agentFaults, "seed %d: agents are faulted too", seed)
+		for i := 1; i < len(agentFaults); i++ {
+			prev := agentFaults[i-1]
+			require.GreaterOrEqual(t, agentFaults[i].at, prev.at+prev.dur+defaultTiming.Shutdown+time.Second,
+				"seed %d: two agent workers faulted at once", seed)
+		}
+	}
 }

@@ -58,8 +58,7 @@ func newConversations(client *runner.Client, seed uint64, threads int, log *slog
 	return c
 }
 
-// run drives every conversation over the first 80% of the window and
-// samples checkpoints until ctx ends or the conversations are done.
+// run drives every conversation over the first 80% of the window.
 func (c *conversations) run(ctx context.Context, window time.Duration) {
 	until := time.Now().Add(window * 8 / 10)
 	var wg sync.WaitGroup
@@ -67,12 +66,16 @@ func (c *conversations) run(ctx context.Context, window time.Duration) {
 		wg.Add(1)
 		go func() { defer wg.Done(); c.converse(ctx, k, t, until) }()
 	}
-	sampling, stop := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); c.sample(sampling) }()
 	wg.Wait()
-	stop()
-	<-done
+}
+
+// startSampling samples the threads' checkpoints (sample) until the
+// function it returns is called; that waits for the sampler to stop.
+func (c *conversations) startSampling(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); c.sample(ctx) }()
+	return func() { cancel(); <-done }
 }
 
 // converse is one thread's conversation. Even threads open with a run
@@ -83,10 +86,17 @@ func (c *conversations) converse(ctx context.Context, k int, thread string, unti
 	var mine []string // accepted runs, newest last
 	for n := 0; time.Now().Before(until) && ctx.Err() == nil; n++ {
 		if n > 0 {
+			// Now and then a user sends messages in a burst: a rollback
+			// and an interrupt queued behind one run, a cancel right
+			// after a submit.
+			gap := 150*time.Millisecond + time.Duration(rng.IntN(2200))*time.Millisecond
+			if rng.IntN(4) == 0 {
+				gap = time.Duration(rng.IntN(60)) * time.Millisecond
+			}
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(150*time.Millisecond + time.Duration(rng.IntN(2200))*time.Millisecond):
+			case <-time.After(gap):
 			}
 		}
 		if n > 1 && len(mine) > 0 && rng.IntN(7) == 0 {
