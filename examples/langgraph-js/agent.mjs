@@ -1,26 +1,25 @@
 // A LangGraph.js agent run as a baton exec node: `node agent.mjs`.
 //
 // The graph has six deterministic steps (no LLM: each step derives its part
-// from the previous ones) and checkpoints after every super-step in baton's
-// fenced store, through BatonSaver.fromEnv(). Any attempt of the node, on
-// any worker, resumes from the last checkpoint; a worker that lost its node
-// (paused past its lease, then taken over) has its next write refused and
-// stops, so the thread's state is only ever advanced by the current owner.
+// from the previous ones). runNode is its whole main program: it checkpoints
+// every super-step in baton's fenced store (BatonSaver.fromEnv()), resumes
+// where an earlier attempt of this run stopped (a takeover, a retry, a
+// shutdown), prints the final state as the node's result, and ends the
+// process with code 75 when its lease is gone (its runner paused past the
+// lease, the node taken over, the run cancelled), even in the middle of a
+// step.
 //
 // Input (the node's input.env): AGENT_TOPIC (default "fencing"),
-// AGENT_STEP_MS (how long each step works, default 200). Output: the final
-// state as one JSON line on stdout, which becomes the node's result.
+// AGENT_STEP_MS (how long each step works, default 200).
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 
-import { BatonSaver, isFenced } from "@baton/langgraph-saver";
+import { runNode } from "@baton/langgraph-saver";
 
-const saver = BatonSaver.fromEnv(); // BATON_REDIS_URL, BATON_PREFIX, the lease, the thread
 const stepMs = Number(process.env.AGENT_STEP_MS ?? 200);
 const me = { epoch: Number(process.env.BATON_EPOCH), worker: process.env.BATON_WORKER_ID, pid: process.pid };
 const log = (msg) => process.stderr.write(`agent[e${me.epoch} ${me.worker} pid ${me.pid}]: ${msg}\n`);
 
 const State = Annotation.Root({
-  run: Annotation(),
   topic: Annotation(),
   // Who ran each step: the epoch shows which claim computed it.
   steps: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
@@ -57,36 +56,6 @@ const graph = new StateGraph(State)
   .addEdge("analyze", "write")
   .addEdge("write", "check")
   .addEdge("check", "publish")
-  .addEdge("publish", END)
-  .compile({ checkpointer: saver });
+  .addEdge("publish", END);
 
-// thread_id is the run's thread: baton's checkpoints belong to it. "sync"
-// durability saves each super-step before the next starts, and the saver's
-// signal stops the graph at once if a write is refused.
-const config = { configurable: { thread_id: saver.lease.thread }, durability: "sync", signal: saver.signal };
-const run = process.env.BATON_RUN_ID;
-
-try {
-  const saved = await graph.getState(config);
-  let final;
-  if (saved.values?.run === run && saved.next.length > 0) {
-    log(`resuming at ${saved.next.join(",")} from checkpoint ${saved.config.configurable.checkpoint_id}`);
-    final = await graph.invoke(null, config);
-  } else if (saved.values?.run === run) {
-    log("this run's graph already finished; its state is the result");
-    final = saved.values;
-  } else {
-    log("starting the graph");
-    final = await graph.invoke({ run, topic: process.env.AGENT_TOPIC ?? "fencing" }, config);
-  }
-  process.stdout.write(JSON.stringify(final) + "\n");
-} catch (err) {
-  if (isFenced(err) || isFenced(err?.cause) || isFenced(saver.signal.reason)) {
-    log(`stopped: ${saver.signal.reason?.message ?? err.message}`);
-    process.exitCode = 3;
-  } else {
-    throw err;
-  }
-} finally {
-  await saver.close();
-}
+await runNode(graph, { input: ({ env }) => ({ topic: env.AGENT_TOPIC ?? "fencing" }) });

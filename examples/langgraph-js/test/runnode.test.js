@@ -1,0 +1,146 @@
+// runNode decides between resuming and starting by who wrote the thread's
+// newest checkpoint: only a graph this same run started is resumed, a new
+// run starts with its own input on the thread's state, and a graph this
+// run already finished is not run again.
+import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
+import { Redis } from "ioredis";
+import { inject, vi } from "vitest";
+
+import { BatonSaver, EXIT_LEASE_LOST, runNode } from "../src/index.js";
+import { Batonctl, dropPrefix } from "./harness.js";
+
+let redis;
+let ctl;
+let n = 0;
+let prefix;
+let printed;
+
+beforeAll(() => {
+  redis = new Redis(inject("redisURL"));
+  ctl = new Batonctl(inject("batonctl"), inject("redisURL"));
+});
+afterAll(async () => {
+  await ctl.close();
+  await redis.quit();
+});
+beforeEach(() => {
+  n += 1;
+  prefix = `node${n}`;
+  printed = [];
+  const write = process.stdout.write.bind(process.stdout);
+  vi.spyOn(process.stdout, "write").mockImplementation((s, ...rest) => {
+    if (typeof s === "string" && s.startsWith("{")) {
+      printed.push(JSON.parse(s));
+      return true;
+    }
+    return write(s, ...rest);
+  });
+  vi.spyOn(process.stderr, "write").mockImplementation(() => true);
+});
+afterEach(async () => {
+  vi.restoreAllMocks();
+  await dropPrefix(redis, prefix);
+});
+
+/**
+ * A three-step graph that answers its question; ran counts the steps run,
+ * failAt names a step that throws once (a crash mid-graph).
+ */
+function agent(ran, failAt = new Set()) {
+  const State = Annotation.Root({
+    question: Annotation(),
+    log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
+    answer: Annotation(),
+  });
+  const step = (name, f) => async (s) => {
+    ran.push(name);
+    if (failAt.delete(name)) throw new Error(`${name} crashed`);
+    return { log: [`${name}:${s.question}`], ...f?.(s) };
+  };
+  return new StateGraph(State)
+    .addNode("read", step("read"))
+    .addNode("think", step("think"))
+    .addNode("reply", step("reply", (s) => ({ answer: `re ${s.question}` })))
+    .addEdge(START, "read")
+    .addEdge("read", "think")
+    .addEdge("think", "reply")
+    .addEdge("reply", END);
+}
+
+const saverOf = (lease) => new BatonSaver({ redis, prefix, lease, onLost: "abort" });
+
+describe("runNode", () => {
+  it("starts a fresh graph with the run's input and prints the final state", async () => {
+    const lease = await ctl.claim(prefix, "t-fresh", "w");
+    const ran = [];
+    const out = await runNode(agent(ran), { saver: saverOf(lease), exit: false, input: ({ run }) => ({ question: run }) });
+    expect(out.code).toBe(0);
+    expect(ran).toEqual(["read", "think", "reply"]);
+    expect(printed).toEqual([{ question: lease.run, log: [`read:${lease.run}`, `think:${lease.run}`, `reply:${lease.run}`], answer: `re ${lease.run}` }]);
+    const saved = await saverOf(lease).getTuple({ configurable: { thread_id: "t-fresh" } });
+    expect(saved.metadata.baton_run).toBe(lease.run);
+  });
+
+  it("resumes a graph this run started, after a takeover", async () => {
+    const a = await ctl.claim(prefix, "t-resume", "w-a", 300);
+    const ran = [];
+    const first = await runNode(agent(ran, new Set(["think"])), { saver: saverOf(a), exit: false, input: { question: "q1" } });
+    expect(first.code).toBe(1); // a crash: a failed attempt
+    const b = await ctl.takeover(prefix, a, "w-b");
+    const out = await runNode(agent(ran), { saver: saverOf(b), exit: false, input: { question: "ignored" } });
+    expect(out).toMatchObject({ code: 0, resumed: true });
+    expect(ran).toEqual(["read", "think", "think", "reply"]); // read is not run again
+    expect(printed.at(-1)).toEqual({ question: "q1", log: ["read:q1", "think:q1", "reply:q1"], answer: "re q1" });
+  });
+
+  it("does not run again a graph this run finished before its commit; its state is the result", async () => {
+    const a = await ctl.claim(prefix, "t-done", "w-a", 300);
+    const ran = [];
+    await runNode(agent(ran), { saver: saverOf(a), exit: false, input: { question: "q1" } });
+    // The runner stopped before committing; another takes the node over.
+    const b = await ctl.takeover(prefix, a, "w-b");
+    const out = await runNode(agent(ran), { saver: saverOf(b), exit: false, input: { question: "q1" } });
+    expect(out).toMatchObject({ code: 0, done: true });
+    expect(ran).toEqual(["read", "think", "reply"]);
+    expect(printed).toHaveLength(2);
+    expect(printed[1]).toEqual(printed[0]);
+  });
+
+  it("answers a new run's own input on the thread's state, not the graph an earlier run left unfinished", async () => {
+    const i1 = await ctl.claim(prefix, "t-chat", "w");
+    const ran = [];
+    const first = await runNode(agent(ran, new Set(["think"])), { saver: saverOf(i1), exit: false, input: { question: "q1" } });
+    expect(first.code).toBe(1); // i1 stops mid-graph (as when interrupted) ...
+    await ctl.commit(prefix, i1); // ... and its run ends
+    const i2 = await ctl.claim(prefix, "t-chat", "w");
+    const out = await runNode(agent(ran), { saver: saverOf(i2), exit: false, input: { question: "q2" } });
+    expect(out).toMatchObject({ code: 0, resumed: false, done: false });
+    expect(printed.at(-1).answer).toBe("re q2");
+    // The thread's state carried over: i1's read is in the log before i2's steps.
+    expect(printed.at(-1).log).toEqual(["read:q1", "read:q2", "think:q2", "reply:q2"]);
+  });
+
+  it("maps a lost lease to exit code 75 and prints no result", async () => {
+    const a = await ctl.claim(prefix, "t-lost", "w-a", 300);
+    const State = Annotation.Root({ x: Annotation() });
+    let release;
+    const gate = new Promise((r) => (release = r));
+    const graph = new StateGraph(State)
+      .addNode("slow", async () => {
+        await gate;
+        return { x: 1 };
+      })
+      .addNode("after", async () => ({ x: 2 }))
+      .addEdge(START, "slow")
+      .addEdge("slow", "after")
+      .addEdge("after", END);
+    const saver = saverOf(a);
+    const running = runNode(graph, { saver, exit: false, input: { x: 0 } });
+    await ctl.takeover(prefix, a, "w-b");
+    release();
+    const out = await running;
+    expect(out.code).toBe(EXIT_LEASE_LOST);
+    expect(saver.signal.aborted).toBe(true);
+    expect(printed).toEqual([]);
+  });
+});
