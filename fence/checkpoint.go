@@ -177,14 +177,15 @@ func (s *Store) PutWrites(ctx context.Context, l Lease, ns, id, task string, wri
 	return int(asInt(r[0])), nil
 }
 
-// DeleteCheckpoints deletes every checkpoint of thread. It is refused with
-// ErrThreadBusy while the thread has an active run. Versions are not
-// reused afterwards.
+// DeleteCheckpoints deletes every checkpoint of thread, with its pending
+// writes. It is refused with ErrThreadBusy while the thread's active run is
+// RUNNING (a run without a thread is the active run of the thread of its
+// id). Versions are not reused afterwards.
 func (s *Store) DeleteCheckpoints(ctx context.Context, thread string) (int, error) {
 	if err := ValidateID("thread", thread); err != nil {
 		return 0, err
 	}
-	return s.deleteCheckpoints(ctx, thread, "thread", "")
+	return s.deleteCheckpointsAs(ctx, thread, "thread", "", nil)
 }
 
 // DeleteThreadCheckpoints deletes every checkpoint of l's thread from
@@ -199,11 +200,6 @@ func (s *Store) DeleteThreadCheckpoints(ctx context.Context, l Lease) (int, erro
 	return s.deleteCheckpointsAs(ctx, l.Thread, "lease", l.Run, &l)
 }
 
-// deleteCheckpoints runs checkpoint_delete.lua in mode thread or run.
-func (s *Store) deleteCheckpoints(ctx context.Context, thread, mode, run string) (int, error) {
-	return s.deleteCheckpointsAs(ctx, thread, mode, run, nil)
-}
-
 // deleteCheckpointsAs runs checkpoint_delete.lua, reading the thread's
 // namespaces and active run first and again when they changed meanwhile.
 // l is the caller's lease in mode lease, else nil.
@@ -211,7 +207,7 @@ func (s *Store) deleteCheckpointsAs(ctx context.Context, thread, mode, run strin
 	// Mode lease names the caller's node and events; the other modes pass
 	// a key of the thread in their place, so every key stays in its slot.
 	nodeKey, evKey := s.keys.Checkpoints(thread), s.keys.Checkpoints(thread)
-	lease := []any{"", "", "", "", ""}
+	lease := []any{thread, "", "", "", ""}
 	if l != nil {
 		nodeKey, evKey = s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Events(l.Thread, l.Run)
 		lease = []any{l.Thread, l.Node, l.Owner, l.Epoch, l.ClaimID}
@@ -225,11 +221,8 @@ func (s *Store) deleteCheckpointsAs(ctx context.Context, thread, mode, run strin
 		if err != nil {
 			return 0, fmt.Errorf("delete checkpoints of %s: %w", thread, err)
 		}
-		activeKey := s.keys.Checkpoints(thread)
-		if active != "" {
-			activeKey = s.keys.Run(thread, active)
-		}
-		keys := []string{s.keys.Active(thread), activeKey, s.keys.Checkpoints(thread), nodeKey, evKey}
+		// The active run: the key's, else the run whose id is the thread.
+		keys := []string{s.keys.Active(thread), s.keys.Run(thread, cmp.Or(active, thread)), s.keys.Checkpoints(thread), nodeKey, evKey}
 		args := append(append([]any{mode, run, active}, lease...), s.maxlen)
 		for _, ns := range names {
 			k := s.keys.CheckpointNS(thread, ns)

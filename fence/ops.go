@@ -75,13 +75,19 @@ type SubmitResult struct {
 
 // Submit creates a run and its nodes atomically. Submitting the same run id
 // with the same digest again returns the existing run; another digest is
-// ErrRunConflict.
+// ErrRunConflict. A run without a thread is a run of the thread of its own
+// id with strategy "reject": it is refused (ErrThreadBusy) while that
+// thread is busy. A strategy on a run without a thread is ErrInvalidData.
 func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) {
 	thread := a.Thread
 	if thread == "" {
 		thread = a.Run
 	}
 	multitask := ""
+	if a.Thread == "" && a.Multitask != "" {
+		return SubmitResult{}, fmt.Errorf("submit %s: multitask %q: %w: a strategy needs a thread (a run without one is refused while the thread of its id is busy)",
+			a.Run, a.Multitask, ErrInvalidData)
+	}
 	if a.Thread != "" && a.Thread != a.Run {
 		multitask = cmp.Or(a.Multitask, "reject")
 		switch multitask {
@@ -96,10 +102,30 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	inc := newIncarnation()
+	own := thread == a.Run
+	var active *string // nil: not read yet
+	if !own {
+		// A run of a thread has its run hash outside the run id's slot:
+		// claim the run id first (locator.lua), so a run id can never live
+		// under two threads, and read the thread's active run.
+		owner, cur, err := s.claimRunID(ctx, a.Run, thread)
+		if err != nil {
+			return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+		}
+		if owner != thread {
+			return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
+		}
+		active = &cur
+	}
+	// a.Scripter carries a run that starts at once as far as can be told
+	// (no active run read); once it carried a try, it carries the next
+	// too, so it knows its first node's task went ahead of a refused try.
+	trip := a.Scripter != nil && (active == nil || *active == "")
 	for try := 0; ; try++ {
-		res, err := s.submit(ctx, a, thread, multitask, inc, nodes)
+		res, cur, err := s.submit(ctx, a, thread, multitask, inc, nodes, active, trip)
 		if errors.Is(err, errActiveChanged) && try < 5 {
-			continue // another submit to the thread won the race: read again
+			active = &cur // another submit to the thread won the race: read again
+			continue
 		}
 		return res, err
 	}
@@ -107,49 +133,55 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 
 // claimRunID claims run for thread (locator.lua) and reads the thread's
 // active run, in one round trip (two slots, so a pipeline, not a script).
-// owner is the thread that holds run now: thread, unless another does.
+// owner is the thread that holds run now: thread, unless another does; a
+// thread whose id is a run of another thread is refused, as that other
+// thread.
 func (s *Store) claimRunID(ctx context.Context, run, thread string) (owner, active string, err error) {
-	var get *redis.StringCmd
+	var get, threadLoc *redis.StringCmd
 	claim, err := s.pipeScript(ctx, s.rdb, "locator", []string{s.keys.Locator(run), s.keys.Run(run, run)},
-		[]any{thread, run}, func(pipe redis.Pipeliner) { get = pipe.Get(ctx, s.keys.Active(thread)) })
+		[]any{thread, run}, func(pipe redis.Pipeliner) {
+			get = pipe.Get(ctx, s.keys.Active(thread))
+			threadLoc = pipe.Get(ctx, s.keys.Locator(thread))
+		})
 	if err != nil {
 		return "", "", err
 	}
 	if err := claim.Err(); err != nil {
 		return "", "", err
 	}
-	if err := get.Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return "", "", err
+	for _, c := range []*redis.StringCmd{get, threadLoc} {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return "", "", err
+		}
+	}
+	if other := threadLoc.Val(); other != "" && other != thread {
+		return "", "", fmt.Errorf("thread %q is the id of a run of thread %q: %w", thread, other, ErrRunConflict)
 	}
 	return asString(claim.Val()), get.Val(), nil
 }
 
-func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc string, nodes []byte) (SubmitResult, error) {
+// submit runs submit.lua once. active is the thread's active-run key as
+// read (nil: not read; a run without a thread assumes none, and the script
+// says when it is wrong). It returns the key as the script found it with
+// errActiveChanged.
+func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc string, nodes []byte, active *string, trip bool) (SubmitResult, string, error) {
 	// A run without a thread has no locator: its run hash, in the run id's
 	// slot, is found by id, and the script checks that no locator there
-	// names the id for a thread; the submit is one round trip. A run of a
-	// thread has its run hash outside the run id's slot: claim the run id
-	// first (locator.lua), so a run id can never live under two threads,
-	// and read the thread's active run.
+	// names the id for a thread; the submit is one round trip.
 	own := thread == a.Run
 	locKey, activeRun := s.keys.Locator(a.Run), ""
+	if active != nil {
+		activeRun = *active
+	}
 	if !own {
-		owner, active, err := s.claimRunID(ctx, a.Run, thread)
-		if err != nil {
-			return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
-		}
-		if owner != thread {
-			return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, owner, ErrRunConflict)
-		}
-		activeRun, locKey = active, s.keys.Active(thread) // the script leaves KEYS[9] alone
+		locKey = s.keys.Active(thread) // the script leaves KEYS[9] alone
 	}
-	activeKey := s.keys.Run(thread, a.Run)
-	if activeRun != "" {
-		activeKey = s.keys.Run(thread, activeRun)
-	}
+	// The active run: the key's, else the run whose id is the thread.
+	activeID := cmp.Or(activeRun, thread)
 	shard := ShardOf(thread)
 	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(shard),
-		s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(shard), s.keys.Runs(shard), locKey}
+		s.keys.Active(thread), s.keys.Run(thread, activeID), s.keys.Queue(thread), s.keys.Queued(shard), s.keys.Runs(shard), locKey,
+		s.keys.Events(thread, activeID), s.keys.Finished(shard)}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
@@ -157,31 +189,48 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	if !a.StartAt.IsZero() {
 		startAt = a.StartAt.UnixMilli()
 	}
+	args := []any{a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
+		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own), s.keys.CancelChannel(), ""}
+	if multitask == "interrupt" || multitask == "rollback" {
+		// The script cancels the active run: it takes its nodes, and checks
+		// that they are the ones read here.
+		raw, err := s.rdb.HGet(ctx, s.keys.Run(thread, activeID), "nodes").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return SubmitResult{}, "", fmt.Errorf("submit %s: read active run %s: %w", a.Run, activeID, err)
+		}
+		var ids []string
+		_ = json.Unmarshal([]byte(raw), &ids) // none: the script finds no run to cancel
+		args[13] = raw
+		for _, id := range ids {
+			keys = append(keys, s.keys.Node(thread, activeID, id))
+			args = append(args, id)
+		}
+	}
 	var via redis.Scripter = s.rdb
-	if a.Scripter != nil && activeRun == "" {
+	if trip {
 		via = a.Scripter
 	}
-	v, err := s.scripts["submit"].Run(ctx, via, keys, a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own)).Result()
+	v, err := s.scripts["submit"].Run(ctx, via, keys, args...).Result()
 	if err != nil {
-		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+		return SubmitResult{}, "", fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	code, rest, err := reply(v)
-	if errors.Is(err, ErrRunConflict) && len(rest) > 0 {
-		return SubmitResult{}, fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, asString(rest[0]), err)
-	}
-	if errors.Is(err, ErrThreadBusy) {
-		return SubmitResult{}, fmt.Errorf("submit %s: thread %s is running %s: %w", a.Run, thread, asString(rest[0]), err)
-	}
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("submit %s: %w", a.Run, err)
+	switch {
+	case errors.Is(err, errActiveChanged):
+		return SubmitResult{}, asString(rest[0]), fmt.Errorf("submit %s: %w", a.Run, err)
+	case errors.Is(err, ErrRunConflict) && len(rest) > 0:
+		return SubmitResult{}, "", fmt.Errorf("submit %s: thread %q, exists under %q: %w", a.Run, thread, asString(rest[0]), err)
+	case errors.Is(err, ErrThreadBusy):
+		return SubmitResult{}, "", fmt.Errorf("submit %s: thread %s is running %s: %w", a.Run, thread, asString(rest[0]), err)
+	case err != nil:
+		return SubmitResult{}, "", fmt.Errorf("submit %s: %w", a.Run, err)
 	}
 	res := SubmitResult{Thread: thread, Created: code == 1, Status: asString(rest[0]), Incarnation: asString(rest[1]),
 		Behind: asString(rest[2]), Ready: asStrings(rest[4:])}
 	if start := asInt(rest[3]); start > 0 {
 		res.Start = time.UnixMilli(start)
 	}
-	return res, nil
+	return res, "", nil
 }
 
 // Claimed is a successful claim: the lease and what the worker needs to run

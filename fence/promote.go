@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,42 +20,47 @@ type Promoted struct {
 
 // Promote starts the thread's next queued run once its active run has
 // ended: the head of the queue becomes the active run, RUNNING, with its
-// root nodes READY. A head whose strategy is "rollback" first has the
-// checkpoints of the run it follows deleted, so the thread's state is what
-// it was before that run. Heads cancelled while queued are dropped. It
-// returns nil when nothing started: the queue is empty or the active run
-// has not ended. Safe to call any number of times from any number of
-// processes; each call is a few round trips.
+// root nodes READY. In the same atomic step, a rollback run still queued
+// whose target is the ended active run has that run's writes removed from
+// the thread's checkpoints first (promote.lua), so the thread's state is
+// what it was before that run whichever run starts next. Heads cancelled
+// while queued are dropped. It returns nil when nothing started: the queue
+// is empty or the active run has not ended. Safe to call any number of
+// times from any number of processes; each call is a few round trips.
 func (s *Store) Promote(ctx context.Context, thread, who string) (*Promoted, error) {
 	for try := 0; try < 20; try++ {
 		pipe := s.rdb.Pipeline()
 		activeCmd := pipe.Get(ctx, s.keys.Active(thread))
-		headCmd := pipe.LIndex(ctx, s.keys.Queue(thread), 0)
+		queueCmd := pipe.LRange(ctx, s.keys.Queue(thread), 0, -1)
+		nsCmd := pipe.HKeys(ctx, s.keys.Checkpoints(thread))
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("promote %s: %w", thread, err)
 		}
-		active, head := activeCmd.Val(), headCmd.Val()
-		if head == "" {
+		active, queue, names := activeCmd.Val(), queueCmd.Val(), nsCmd.Val()
+		if len(queue) == 0 {
 			return nil, nil
 		}
-		h, err := s.rdb.HMGet(ctx, s.keys.Run(thread, head), "nodes", "multitask").Result()
-		if err != nil {
+		head := queue[0]
+		raw, err := s.rdb.HGet(ctx, s.keys.Run(thread, head), "nodes").Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
 			return nil, fmt.Errorf("promote %s: %w", thread, err)
 		}
 		var ids []string
-		_ = json.Unmarshal([]byte(asString(h[0])), &ids) // a head whose keys expired has none: it is dropped
-		if asString(h[1]) == "rollback" && active != "" {
-			if _, err := s.deleteCheckpoints(ctx, thread, "run", active); err != nil {
-				return nil, fmt.Errorf("promote %s: roll back %s: %w", thread, active, err)
-			}
+		_ = json.Unmarshal([]byte(raw), &ids) // a head whose keys expired has none: it is dropped
+		activeID := cmp.Or(active, thread) // the key's, else the run whose id is the thread
+		keys := []string{s.keys.Active(thread), s.keys.Run(thread, activeID), s.keys.Queue(thread),
+			s.keys.Queued(ShardOf(thread)), s.keys.Ready(ShardOf(thread)), s.keys.Checkpoints(thread),
+			s.keys.Events(thread, head), s.keys.Events(thread, activeID)}
+		args := []any{active, thread, Ref(thread, head, ""), s.maxlen, who, len(queue), len(names)}
+		for _, run := range queue {
+			keys = append(keys, s.keys.Run(thread, run))
+			args = append(args, run)
 		}
-		activeKey := s.keys.Active(thread)
-		if active != "" {
-			activeKey = s.keys.Run(thread, active)
+		for _, ns := range names {
+			k := s.keys.CheckpointNS(thread, ns)
+			keys = append(keys, k[0], k[1], k[2], k[3])
+			args = append(args, ns)
 		}
-		keys := []string{s.keys.Active(thread), activeKey, s.keys.Queue(thread), s.keys.Queued(ShardOf(thread)),
-			s.keys.Run(thread, head), s.keys.Events(thread, head), s.keys.Ready(ShardOf(thread))}
-		args := []any{active, head, thread, Ref(thread, head, ""), s.maxlen, who}
 		for _, id := range ids {
 			keys = append(keys, s.keys.Node(thread, head, id))
 			args = append(args, id)

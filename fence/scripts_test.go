@@ -88,7 +88,9 @@ var bindings = map[string]struct {
 	keysPerArg       int // keys listed per variadic ARGV; zero: 1
 	trailingKeys     int // keys that may follow the listed ones, at most
 }{
-	"submit":    {9, 12, true, false, 0, 0},
+	// submit: the new run's node keys (one per node of the JSON ARGV[5])
+	// follow the fixed keys, then the active run's, listed by ARGV[15..].
+	"submit":    {11, 14, true, true, 0, 1000},
 	"claim":     {5, 8, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
 	"commit":    {6, 12, true, true, 0, 1},
@@ -101,7 +103,9 @@ var bindings = map[string]struct {
 	"checkpoint":        {8, 15, false, false, 0, 0},
 	"checkpoint_writes": {8, 13, false, false, 0, 0},
 	"checkpoint_delete": {5, 9, true, true, 4, 0},
-	"promote":           {7, 6, true, true, 0, 0},
+	// promote: the queued runs and the head's nodes are listed one key per
+	// ARGV; each namespace listed has four keys (up to 100 namespaces).
+	"promote":           {8, 7, true, true, 0, 300},
 	"retry":             {5, 6, true, true, 0, 0},
 	"retain":            {3, 4, true, false, 0, 0},
 	"locator":           {2, 2, false, false, 0, 0},
@@ -225,7 +229,7 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.Sweep(ctx, SweepOptions{Limit: 1})
 	require.NoError(t, err)
 	_, err = s.DeleteCheckpoints(ctx, run)
-	require.NoError(t, err)
+	require.ErrorIs(t, err, ErrThreadBusy, "the retried run is RUNNING")
 	one := []NodeSpec{{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}
 	_, err = s.Submit(ctx, SubmitArgs{Run: thread + "-1", Thread: thread, Multitask: "enqueue", Digest: "d", Nodes: one})
 	require.NoError(t, err)

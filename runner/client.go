@@ -96,8 +96,9 @@ type Submitted struct {
 // Submit validates spec, stores the run atomically and enqueues its ready
 // nodes. A spec error is a *SpecError (errors.Is ErrInvalidSpec); the same
 // run id with another spec is fence.ErrRunConflict; a run for a busy thread
-// is fence.ErrThreadBusy (multitask reject) or QUEUED (enqueue, interrupt,
-// rollback; the last two cancel the active run). If enqueueing fails
+// is fence.ErrThreadBusy (multitask reject, or a run without a thread) or
+// QUEUED (enqueue, interrupt, rollback; the last two cancel the active run
+// in the same atomic step). If enqueueing fails
 // after the run was stored, the run is not lost: the sweeper enqueues its
 // READY nodes; the error is still returned.
 func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
@@ -175,11 +176,10 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 		}
 	}
 	if res.Status == "QUEUED" {
-		// interrupt and rollback cancel the active run; and if the thread's
-		// active run ended before anyone started the next, start it now.
-		if err := c.interruptActive(ctx, res, runID, spec.Multitask); err != nil {
-			errs = append(errs, err)
-		}
+		// The submit itself cancelled the active run (interrupt, rollback);
+		// if that ended it, or it had ended before anyone started the next,
+		// start the next now. Should this call not happen, the sweeper
+		// does it.
 		if _, err := advance(ctx, c.store, e, res.Thread, "client"); err != nil {
 			errs = append(errs, err)
 		}
@@ -297,8 +297,8 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 		return res, err
 	}
 	// The run ended at once (nothing was running): its thread's next run
-	// may start.
-	if thread, err := c.store.Locate(ctx, run); err == nil && thread != run {
+	// may start (a run without a thread is its own thread's).
+	if thread, err := c.store.Locate(ctx, run); err == nil {
 		if _, err := advance(ctx, c.store, enqueuer{client: c.asynq}, thread, "client"); err != nil {
 			return res, fmt.Errorf("run %s cancelled; start the thread's next run: %w", run, err)
 		}

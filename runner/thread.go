@@ -3,7 +3,6 @@ package runner
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -48,18 +47,4 @@ func (w *Worker) runEnded(ctx context.Context, l fence.Lease, status string) {
 	if run != "" {
 		w.log.Info("thread_run_started", "thread", l.Thread, "run_id", run, "after", l.Run)
 	}
-}
-
-// interruptActive cancels the run a new run of the thread was queued
-// behind, for the multitask strategies that interrupt it.
-func (c *Client) interruptActive(ctx context.Context, res fence.SubmitResult, run, multitask string) error {
-	if res.Status != "QUEUED" || res.Behind == "" || (multitask != "interrupt" && multitask != "rollback") {
-		return nil
-	}
-	verb := map[string]string{"interrupt": "interrupted", "rollback": "rolled back"}[multitask]
-	_, err := c.store.Cancel(ctx, res.Behind, fmt.Sprintf("%s by run %s", verb, run), "client")
-	if err != nil && !errors.Is(err, fence.ErrRunDone) {
-		return fmt.Errorf("run %s queued; cancel the active run %s: %w", run, res.Behind, err)
-	}
-	return nil
 }

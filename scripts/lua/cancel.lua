@@ -32,58 +32,19 @@ Returns
 local rcall = redis.call
 local runKey, evKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local reason, who, refPrefix, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local channel = ARGV[5]
-
-local r = rcall('HMGET', runKey, 'status', 'cancel', 'total', 'inc')
-if not r[1] then return -1 end
 --@include ref
+--@include cancel_run
 
--- push tells the owners of running nodes; only they have anything to stop.
-local function push(n)
-  if n == 0 or channel == '' or not runID then return end
-  local msg = runID
-  if r[4] and r[4] ~= '' then msg = msg .. '~' .. r[4] end
-  rcall('PUBLISH', channel, msg)
-end
-
-local running = 0
-if r[2] == '1' then
-  for i = 5, #KEYS do
-    if rcall('HGET', KEYS[i], 'state') == 'RUNNING' then running = running + 1 end
-  end
-  push(running)
-  return {2, r[1], running}
-end
-if r[1] ~= 'RUNNING' and r[1] ~= 'QUEUED' then return -22 end
-
-local t = rcall('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-rcall('HSET', runKey, 'cancel', 1, 'cancel_reason', reason)
-rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancel_requested',
-  'node', '', 'epoch', 0, 'worker', who, 'at', now, 'reason', reason)
-local ended = 0
+local nodes, ids = {}, {}
 for i = 5, #KEYS do
-  local s = rcall('HGET', KEYS[i], 'state')
-  if s == 'BLOCKED' or s == 'READY' then
-    local id = ARGV[i + 1]
-    rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', 'run cancelled: ' .. reason,
-      'finished_at', now)
-    rcall('ZREM', readyKey, refPrefix .. id)
-    rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
-      'node', id, 'epoch', 0, 'worker', who, 'at', now, 'reason', reason)
-    ended = ended + 1
-  elseif s == 'RUNNING' then
-    running = running + 1
-  end
+  nodes[#nodes + 1] = KEYS[i]
+  ids[#ids + 1] = ARGV[i + 1]
 end
-local terminal = rcall('HINCRBY', runKey, 'terminal', ended)
-local status = r[1]
-if terminal >= tonumber(r[3]) then
-  status = 'CANCELLED'
-  rcall('HSET', runKey, 'status', status, 'finished_at', now)
-  rcall('ZADD', finKey, now, refPrefix)
-  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
-    'node', '', 'epoch', 0, 'worker', who, 'at', now, 'status', status)
-end
-push(running)
+local t = rcall('TIME')
+local did, status, running = cancelRun({run = runKey, ev = evKey, ready = readyKey, fin = finKey,
+  prefix = refPrefix, id = runID, nodes = nodes, ids = ids, reason = reason, who = who, channel = ARGV[5],
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)})
+if did == 'missing' then return -1 end
+if did == 'finished' then return -22 end
+if did == 'already' then return {2, status, running} end
 return {1, status, running}

@@ -13,7 +13,9 @@ follows when every node is terminal.
 
 A retry of an accepted call (its reply was lost) finds the node ended by the
 same claim and mode (field end_op) and answers as the first time, changing
-nothing.
+nothing; also once the node was claimed again (a retry READY, or a re-run
+of the run): field end_claim remembers the claim's answer, and is read
+before the fence.
 
 KEYS[1]   node hash
 KEYS[2]   run hash
@@ -52,7 +54,7 @@ local delay, mode, grace = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local refPrefix, maxlen = ARGV[9], ARGV[10]
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'attempt', 'releases',
-  'max_attempts', 'lease_until', 'owner', 'end_op', 'ready_at')
+  'max_attempts', 'lease_until', 'owner', 'end_op', 'ready_at', 'end_claim')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -63,6 +65,14 @@ if mode == 'expire' then
   if f[2] ~= epoch then return -10 end
   if f[3] ~= claimID then return -11 end
 else
+  -- A retry of this claim's accepted fail (its reply was lost) answers as
+  -- the first time, before the fence: the node may have been claimed
+  -- again since (end_claim: "claim|code|ready_at").
+  local c, code, readyAt = string.match(f[11] or '', '^(.*)|(%d)|(%d*)$')
+  if c == claimID and (f[2] ~= epoch or f[3] ~= claimID) then
+    if code == '1' then return {1, tonumber(readyAt)} end
+    return {tonumber(code), rcall('HGET', runKey, 'status')}
+  end
   local stale = staleCode(f[2], f[3], 'fail')
   if stale then return stale end
 end
@@ -86,7 +96,7 @@ local attemptsLeft = tonumber(f[4]) - (tonumber(f[5]) or 0) < tonumber(f[6]) -- 
 if not cancelled and mode == 'retry' and attemptsLeft then
   local readyAt = now + delay
   rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg,
-    'end_op', 'fail')
+    'end_op', 'fail', 'end_claim', claimID .. '|1|' .. string.format('%d', readyAt))
   rcall('ZADD', readyKey, readyAt, refPrefix .. nodeID)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
@@ -111,6 +121,7 @@ local endOp = 'fail'
 if mode == 'expire' then endOp = 'expire' end
 rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now,
   'end_op', endOp)
+if mode ~= 'expire' then rcall('HSET', nodeKey, 'end_claim', claimID .. '|' .. code .. '|') end
 local ended = 1
 for i = 7, #KEYS do
   local s = rcall('HGET', KEYS[i], 'state')

@@ -3,7 +3,9 @@
 Used on graceful shutdown: the node is READY at once so another worker
 resumes it from its last checkpoint. In a cancelled run it is CANCELLED
 instead. A retry of an accepted release (its reply was lost) finds the node
-ended by the same claim (end_op = release) and answers as the first time.
+ended by the same claim (end_op = release) and answers as the first time;
+also once the node was claimed again, by field end_claim, read before the
+fence.
 
 KEYS[1] node hash
 KEYS[2] run hash
@@ -33,11 +35,19 @@ local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEY
 local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local reason, ref, maxlen = ARGV[5], ARGV[6], ARGV[7]
 
-local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'end_op')
+local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'end_op', 'end_claim')
 if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --@include fence_check
+-- A retry of this claim's accepted release (its reply was lost) answers as
+-- the first time, before the fence: the node may have been claimed again
+-- since (end_claim: "claim|code|").
+local c, code = string.match(f[5] or '', '^(.*)|(%d)|$')
+if c == claimID and (f[2] ~= epoch or f[3] ~= claimID) then
+  if code == '1' then return {1, ''} end
+  return {3, rcall('HGET', runKey, 'status')}
+end
 local stale = staleCode(f[2], f[3], 'release')
 if stale then return stale end
 if f[1] ~= 'RUNNING' then
@@ -49,7 +59,7 @@ rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('HINCRBY', nodeKey, 'releases', 1)
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release')
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release', 'end_claim', claimID .. '|1|')
   rcall('ZADD', readyKey, now, ref)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
@@ -57,7 +67,7 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
 end
 
 rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
-  'finished_at', now, 'end_op', 'release')
+  'finished_at', now, 'end_op', 'release', 'end_claim', claimID .. '|3|')
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
 local r = rcall('HMGET', runKey, 'total')

@@ -16,7 +16,9 @@ A run of a thread is retried only while it is still the thread's active
 run: once the thread has moved on to another run, re-running this one
 would run two of the thread's runs at once.
 
-Idempotent: the same retry id again finds its own earlier retry (code 2);
+Idempotent: the same retry id again finds its own earlier retry (code 2),
+however many retries under other ids came after it: every retry id is
+kept, as field "retry:<id>" of the run hash, for the run's retention;
 a run RUNNING already (retried under another id, or never finished) is
 left alone (code 3).
 
@@ -55,7 +57,7 @@ local runKey, evKey, readyKey, finKey, activeKey = KEYS[1], KEYS[2], KEYS[3], KE
 local runID, retryID, refPrefix, maxlen, threaded, who = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 local firstNode = 5 -- KEYS[firstNode + i] is node i's hash, ARGV[6 + i] its id
 
-local r = rcall('HMGET', runKey, 'status', 'retry_id')
+local r = rcall('HMGET', runKey, 'status', 'retry:' .. retryID)
 if not r[1] then return -1 end
 local status = r[1]
 
@@ -72,7 +74,7 @@ local function readyNodes(out)
   return out
 end
 
-if retryID ~= '' and r[2] == retryID then return readyNodes({2, status}) end
+if retryID ~= '' and r[2] then return readyNodes({2, status}) end
 if status == 'RUNNING' then return {3, status} end
 if status ~= 'FAILED' and status ~= 'CANCELLED' then return {-24, status} end
 if threaded == '1' then
@@ -121,7 +123,7 @@ for i = firstNode + 1, #KEYS do
   rcall('PERSIST', key)
 end
 
-rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'retry_id', retryID)
+rcall('HSET', runKey, 'status', 'RUNNING', 'terminal', nsucceeded, 'retry:' .. retryID, 1)
 rcall('HINCRBY', runKey, 'retries', 1)
 rcall('HDEL', runKey, 'finished_at', 'failed', 'cancel', 'cancel_reason') -- 0, 0, "": not stored
 rcall('PERSIST', runKey)

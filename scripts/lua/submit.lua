@@ -1,26 +1,38 @@
 --[[ submit: create a run and all its nodes in one atomic step.
 
-A run of a thread with a multitask strategy starts at once when the thread
-is idle: it becomes the thread's active run. When the thread is busy (its
-active run is RUNNING or QUEUED, or runs wait in its queue), "reject"
-refuses it, and the other strategies store it QUEUED, its nodes BLOCKED:
-"enqueue" at the back of the thread's queue, "interrupt" and "rollback" at
-the front (the caller then cancels the active run). promote.lua starts the
-queue's head once the active run has ended. Concurrent submits to a thread
-are serialised by the active-run check (-23: read again).
+A run without a thread is a run of the thread of its own id, with strategy
+"reject" (ARGV[8] ""). The thread's active run is the one its active-run
+key names; while that key is absent, the run whose id is the thread, if
+any. A thread is busy while its active run is RUNNING or runs wait in its
+queue. An idle thread starts the run at once: it becomes the active run.
+A busy thread refuses it under "reject" (and without a thread); the other
+strategies store it QUEUED, its nodes BLOCKED: "enqueue" at the back of the
+thread's queue, "interrupt" and "rollback" at the front, and these two
+cancel the active run in this same step (lib/cancel_run.lua); "rollback"
+also records that run as its target (field rollback_of), whose writes
+promote.lua removes once it ended, before the next run starts.
+promote.lua starts the queue's head once the active run has ended.
+Concurrent submits to a thread are serialised by the active-run check
+({-23, active}: read again).
 
 KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
 KEYS[4]   the thread's active-run key
-KEYS[5]   hash of the run ARGV[7] names (any key of the thread when none)
+KEYS[5]   hash of the active run ARGV[7] names; when ARGV[7] is "", the
+          hash of the run whose id is the thread
 KEYS[6]   the thread's queue (list of waiting run ids)
 KEYS[7]   queued-threads index (zset: thread -> ms when a run was queued)
 KEYS[8]   run listing index (zset: run id -> ms when created)
 KEYS[9]   the run id's locator (string: run id -> thread) when ARGV[12] is
           "1"; else any key of the thread (the caller claimed the run id,
           locator.lua)
-KEYS[10..] node hashes, one per node, in the order of ARGV[5]'s array
+KEYS[10]  event stream of the active run of KEYS[5] (any key of the
+          thread when none)
+KEYS[11]  finished index (zset: "thread:run:" -> ms when the run ended)
+KEYS[12..] node hashes, one per node, in the order of ARGV[5]'s array;
+          then, for "interrupt" and "rollback", the node hashes of the
+          active run of KEYS[5], in the order of ARGV[15..]
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -32,8 +44,8 @@ ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
         text ("" or absent: the worker's default), stored as the field
         retry for the worker to read when an attempt fails
 ARGV[6] event stream MAXLEN (approximate)
-ARGV[7] the thread's active run id as the caller read it ("" if none)
-ARGV[8] multitask strategy: "" (the run is its own thread), "reject",
+ARGV[7] the thread's active-run key as the caller read it ("" if absent)
+ARGV[8] multitask strategy: "" (no thread: the run's own), "reject",
         "enqueue", "interrupt" or "rollback"
 ARGV[9] incarnation: a new id for this submission, made by the caller, so
         that a run id reused after retention never continues the epochs
@@ -45,6 +57,11 @@ ARGV[11] start_in: ms after now, Redis's TIME, before which no root node
 ARGV[12] "1": the run is its own thread: it has no locator, and the id is
         refused when a locator (KEYS[9], in this slot) names it for a
         thread; the run hash, found by id, says the id is taken
+ARGV[13] Pub/Sub channel of the cancel push ("" for none; cancel.lua)
+ARGV[14] "interrupt" and "rollback": the active run's field "nodes" as the
+        caller read it ("" when none), to check that ARGV[15..] are its
+        nodes
+ARGV[15..] "interrupt" and "rollback": the active run's node ids
 
 Returns
   {1, status, incarnation, behind, start_ms, ready_id...}
@@ -60,9 +77,11 @@ Returns
                             before starts existed)
   -20                       the run exists with a different digest
   {-20, thread}             the run id is taken by a run of another thread
-  {-21, active_run_id}      reject: the thread's active run has not finished
-  -23                       the thread's active run changed since the caller
-                            read it: read again and retry
+  {-21, active_run_id}      reject (or no thread): the thread is busy
+  {-23, active}             the thread's active-run key is not what the
+                            caller read (active: what it is, "" if
+                            absent), or the active run's nodes are not:
+                            read again and retry
 ]]
 local rcall = redis.call
 --@include stream
@@ -75,7 +94,9 @@ local queueKey, queuedKey = KEYS[6], KEYS[7]
 local inc = ARGV[9]
 local startAt, startIn = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 local runsKey, locKey, ownLocator = KEYS[8], KEYS[9], ARGV[12] == '1'
-local firstNode = 9 -- KEYS[firstNode + i] is node i's hash
+local activeEvKey, finKey, channel = KEYS[10], KEYS[11], ARGV[13]
+local firstNode = 11 -- KEYS[firstNode + i] is node i's hash
+--@include cancel_run
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
 -- a userdata; lists are stored as JSON arrays whatever the input.
@@ -126,26 +147,46 @@ local start = math.max(now, startAt, now + startIn)
 local startS = int(start)
 
 local status, behind = 'RUNNING', ''
-if multitask ~= '' then
-  local cur = rcall('GET', activeKey) or ''
-  if cur ~= expectedActive then return -23 end
-  local busy = rcall('LLEN', queueKey) > 0
-  if cur ~= '' then
-    local st = rcall('HGET', activeRunKey, 'status')
-    if st == 'RUNNING' or st == 'QUEUED' then busy = true end
-  end
-  if busy then
-    if multitask == 'reject' then return {-21, cur} end
-    status, behind = 'QUEUED', cur
-    if multitask == 'enqueue' then
-      rcall('RPUSH', queueKey, runID)
-    else
-      rcall('LPUSH', queueKey, runID)
-    end
-    rcall('ZADD', queuedKey, 'NX', nowS, thread)
+local cur = rcall('GET', activeKey) or ''
+if cur ~= expectedActive then return {-23, cur} end
+-- The active run: the key's, else the run whose id is the thread (for a
+-- run without a thread, this one: not stored yet, as read above).
+local activeID, activeStatus = cur, false
+if cur ~= '' or multitask ~= '' then activeStatus = rcall('HGET', activeRunKey, 'status') end
+if cur == '' and activeStatus then activeID = thread end
+local busy = activeStatus == 'RUNNING' or rcall('LLEN', queueKey) > 0
+local cancels = busy and activeStatus == 'RUNNING' and (multitask == 'interrupt' or multitask == 'rollback')
+if cancels and (rcall('HGET', activeRunKey, 'nodes') or '') ~= ARGV[14] then return {-23, cur} end
+if busy then
+  if multitask == '' or multitask == 'reject' then return {-21, activeID} end
+  status, behind = 'QUEUED', activeID
+  if multitask == 'enqueue' then
+    rcall('RPUSH', queueKey, runID)
   else
-    rcall('SET', activeKey, runID)
+    rcall('LPUSH', queueKey, runID)
   end
+  rcall('ZADD', queuedKey, 'NX', nowS, thread)
+elseif cur ~= '' or multitask ~= '' then
+  -- A run without a thread is active while the key is absent: it writes
+  -- the key only to take it from another run.
+  rcall('SET', activeKey, runID)
+end
+
+-- interrupt and rollback cancel a RUNNING active run in this same step.
+local rollbackOf = ''
+if cancels then
+  local nodeKeys, nodeIDs = {}, {}
+  for i = 15, #ARGV do
+    nodeIDs[#nodeIDs + 1] = ARGV[i]
+    nodeKeys[#nodeKeys + 1] = KEYS[firstNode + #nodes + i - 14]
+  end
+  local verb = 'interrupted'
+  if multitask == 'rollback' then
+    verb, rollbackOf = 'rolled back', activeID
+  end
+  cancelRun({run = activeRunKey, ev = activeEvKey, ready = readyKey, fin = finKey,
+    prefix = thread .. ':' .. activeID .. ':', id = activeID, nodes = nodeKeys, ids = nodeIDs,
+    reason = verb .. ' by run ' .. runID, who = runID, channel = channel, now = nowS})
 end
 
 local ids = {}
@@ -175,6 +216,7 @@ local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode
   'terminal', '0', 'created_at', nowS, 'start_at', startS}
 optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
+optional(h, 'rollback_of', rollbackOf, '')
 rcall('HSET', runKey, unpack(h))
 rcall('ZADD', runsKey, 'NX', nowS, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',

@@ -1,0 +1,63 @@
+-- cancel_run: cancel a run, for cancel.lua and for the submit of a run that
+-- interrupts or rolls back its thread's active run (submit.lua), so the
+-- cancel and the submit are one atomic step. A script includes it after
+-- defining rcall and maxlen.
+--
+-- cancelRun(c) sets the run's cancel flag; its BLOCKED and READY nodes
+-- become CANCELLED at once; when nodes are RUNNING it PUBLISHes the run on
+-- c.channel so their owners stop (their heartbeat's cancel flag is the
+-- fallback). A run already cancelled only pushes again while nodes run.
+-- c: run (run hash), ev (its stream), ready (ready index), fin (finished
+-- index), prefix (ref prefix "thread:run:"), id (run id), nodes (node
+-- hashes) and ids (their ids, same order), reason, who, channel, now (ms).
+-- Returns what it did ("cancelled", "already", or "missing": no run hash,
+-- "finished": the run ended before), the run's status, and how many nodes
+-- are still RUNNING.
+local function cancelRun(c)
+  local r = rcall('HMGET', c.run, 'status', 'cancel', 'total', 'inc')
+  if not r[1] then return 'missing', '', 0 end
+  local function push(n)
+    if n == 0 or c.channel == '' or not c.id then return end
+    local msg = c.id
+    if r[4] and r[4] ~= '' then msg = msg .. '~' .. r[4] end
+    rcall('PUBLISH', c.channel, msg)
+  end
+  local running = 0
+  if r[2] == '1' then
+    for _, k in ipairs(c.nodes) do
+      if rcall('HGET', k, 'state') == 'RUNNING' then running = running + 1 end
+    end
+    push(running)
+    return 'already', r[1], running
+  end
+  if r[1] ~= 'RUNNING' and r[1] ~= 'QUEUED' then return 'finished', r[1], 0 end
+  local now = c.now
+  rcall('HSET', c.run, 'cancel', 1, 'cancel_reason', c.reason)
+  rcall('XADD', c.ev, 'MAXLEN', '~', maxlen, '*', 'type', 'cancel_requested',
+    'node', '', 'epoch', 0, 'worker', c.who, 'at', now, 'reason', c.reason)
+  local ended = 0
+  for i, k in ipairs(c.nodes) do
+    local s = rcall('HGET', k, 'state')
+    if s == 'BLOCKED' or s == 'READY' then
+      local id = c.ids[i]
+      rcall('HSET', k, 'state', 'CANCELLED', 'error', 'run cancelled: ' .. c.reason, 'finished_at', now)
+      rcall('ZREM', c.ready, c.prefix .. id)
+      rcall('XADD', c.ev, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
+        'node', id, 'epoch', 0, 'worker', c.who, 'at', now, 'reason', c.reason)
+      ended = ended + 1
+    elseif s == 'RUNNING' then
+      running = running + 1
+    end
+  end
+  local terminal = rcall('HINCRBY', c.run, 'terminal', ended)
+  local status = r[1]
+  if terminal >= tonumber(r[3]) then
+    status = 'CANCELLED'
+    rcall('HSET', c.run, 'status', status, 'finished_at', now)
+    rcall('ZADD', c.fin, now, c.prefix)
+    rcall('XADD', c.ev, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
+      'node', '', 'epoch', 0, 'worker', c.who, 'at', now, 'status', status)
+  end
+  push(running)
+  return 'cancelled', status, running
+end
