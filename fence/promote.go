@@ -47,7 +47,7 @@ func (s *Store) Promote(ctx context.Context, thread, who string) (*Promoted, err
 		}
 		var ids []string
 		_ = json.Unmarshal([]byte(raw), &ids) // a head whose keys expired has none: it is dropped
-		activeID := cmp.Or(active, thread) // the key's, else the run whose id is the thread
+		activeID := cmp.Or(active, thread)    // the key's, else the run whose id is the thread
 		keys := []string{s.keys.Active(thread), s.keys.Run(thread, activeID), s.keys.Queue(thread),
 			s.keys.Queued(ShardOf(thread)), s.keys.Ready(ShardOf(thread)), s.keys.Checkpoints(thread),
 			s.keys.Events(thread, head), s.keys.Events(thread, activeID)}

@@ -105,10 +105,10 @@ var bindings = map[string]struct {
 	"checkpoint_delete": {5, 9, true, true, 4, 0},
 	// promote: the queued runs and the head's nodes are listed one key per
 	// ARGV; each namespace listed has four keys (up to 100 namespaces).
-	"promote":           {8, 7, true, true, 0, 300},
-	"retry":             {5, 6, true, true, 0, 0},
-	"retain":            {3, 4, true, false, 0, 0},
-	"locator":           {2, 2, false, false, 0, 0},
+	"promote": {8, 7, true, true, 0, 300},
+	"retry":   {5, 6, true, true, 0, 0},
+	"retain":  {3, 4, true, false, 0, 0},
+	"locator": {2, 2, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
