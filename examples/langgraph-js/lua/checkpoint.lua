@@ -11,11 +11,19 @@ and never reused, even after checkpoints are deleted. Per namespace:
   versions  zset  version -> version (the history, newest kept)
   data      hash  "<v>:d" data, "<v>:m" metadata, "<v>:i" the record
                   (JSON: id, parent, run, node, epoch, worker, at),
-                  "<v>:w" the pending-write fields of that checkpoint
+                  "<v>:w" the pending-write fields of that checkpoint,
+                  "anchor" and "anchor_w" (lib/anchor.lua)
   ids       hash  checkpoint id -> version
   writes    hash  "<v>|<task>|<idx>" -> pending write (see checkpoint_writes)
 A retry with the same checkpoint id from the same claim (its reply was lost)
-returns the version it saved and changes nothing.
+returns the version it saved and changes nothing, even once the node was
+taken over or the run ended: the replay is recognised before the fence.
+
+The newest N are kept (ARGV[12]), and one more: the anchor of the run that
+writes (lib/anchor.lua), the newest checkpoint from before its first write
+to the namespace, so that a rollback of the run (lib/rollback.lua) finds
+the state from before it whatever N is. Every key of the thread's
+checkpoint state expires together (ARGV[13]).
 
 KEYS[1] node hash
 KEYS[2] run event stream
@@ -87,10 +95,38 @@ local function staleCode(storedEpoch, storedClaim, op, ...)
   if storedClaim ~= claimID then return rejectWrite(op, -11, storedEpoch, ...) end
   return nil
 end
+-- anchor: the checkpoint a run's rollback goes back to, for checkpoint.lua
+-- and checkpoint_writes.lua. A script includes it after defining rcall.
+--
+-- A namespace's data hash keeps, beside the versions' fields, the anchor
+-- of the run that wrote last: field "anchor" = "<run>|<version>", the
+-- newest version from before that run's first write in the namespace ("0":
+-- none), and field "anchor_w" = JSON array of the pending-write fields the
+-- run stored against checkpoints it did not write. Trimming spares the
+-- anchor's version (checkpoint.lua), and a rollback (lib/rollback.lua)
+-- removes what the anchor's run wrote back to it, so a rollback restores
+-- the state from before the run whatever the history cap.
+--
+-- anchorOf(dataKey, versionsKey, run) returns the run's anchor version
+-- (text), setting it at the run's first write to the namespace; an earlier
+-- run's anchor can no longer be rolled back to and is replaced.
+local function anchorOf(dataKey, versionsKey, run)
+  local a = rcall('HGET', dataKey, 'anchor')
+  if a then
+    local r, v = string.match(a, '^(.*)|(%d+)$')
+    if r == run then return v end
+  end
+  local top = rcall('ZREVRANGE', versionsKey, 0, 0)
+  local v = top[1] or '0'
+  rcall('HSET', dataKey, 'anchor', run .. '|' .. v)
+  rcall('HDEL', dataKey, 'anchor_w')
+  return v
+end
 local function refuse(code) return rejectWrite('checkpoint', code, f[2], 'ns', ns) end
-local stale = staleCode(f[2], f[3], 'checkpoint', 'ns', ns)
-if stale then return stale end
 
+-- A retry of a save this claim made (its reply was lost) answers as the
+-- first time, before the fence: the node may have been taken over or the
+-- run ended since, and the write was stored all the same.
 local existing = rcall('HGET', idsKey, id)
 if existing then
   local rec = cjson.decode(rcall('HGET', dataKey, existing .. ':i') or '{}')
@@ -98,11 +134,14 @@ if existing then
     return {2, tonumber(existing), rec.at}
   end
 end
+local stale = staleCode(f[2], f[3], 'checkpoint', 'ns', ns)
+if stale then return stale end
 if f[1] ~= 'RUNNING' then return refuse(-12) end
 local active = rcall('GET', activeKey)
 if active ~= runID and not (active == false and thread == runID) then return refuse(-14) end
 if #data + #meta > cap then return -15 end
 
+local anchor = anchorOf(dataKey, versionsKey, runID)
 local version = rcall('HINCRBY', threadKey, ns, 1)
 local v = tostring(version)
 rcall('ZADD', versionsKey, version, v)
@@ -113,24 +152,33 @@ rcall('HSET', idsKey, id, v)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'checkpointed',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'ns', ns, 'version', version)
 
--- Keep the newest `keep`: drop older records, their id and their writes.
+-- Keep the newest `keep`, and the run's anchor: drop older records, their
+-- id and their writes.
 local over = rcall('ZCARD', versionsKey) - keep
+if anchor ~= '0' and rcall('ZSCORE', versionsKey, anchor) then over = over - 1 end
 if over > 0 then
-  for _, old in ipairs(rcall('ZRANGE', versionsKey, 0, over - 1)) do
-    local rec = rcall('HGET', dataKey, old .. ':i')
-    if rec then
-      local oldID = cjson.decode(rec).id
-      if rcall('HGET', idsKey, oldID) == old then rcall('HDEL', idsKey, oldID) end
+  local dropped = {}
+  for _, old in ipairs(rcall('ZRANGE', versionsKey, 0, over)) do
+    if #dropped == over then break end
+    if old ~= anchor then
+      dropped[#dropped + 1] = old
+      local rec = rcall('HGET', dataKey, old .. ':i')
+      if rec then
+        local oldID = cjson.decode(rec).id
+        if rcall('HGET', idsKey, oldID) == old then rcall('HDEL', idsKey, oldID) end
+      end
+      local w = rcall('HGET', dataKey, old .. ':w')
+      if w then
+        for _, field in ipairs(cjson.decode(w)) do rcall('HDEL', writesKey, field) end
+      end
+      rcall('HDEL', dataKey, old .. ':d', old .. ':m', old .. ':i', old .. ':w')
     end
-    local w = rcall('HGET', dataKey, old .. ':w')
-    if w then
-      for _, field in ipairs(cjson.decode(w)) do rcall('HDEL', writesKey, field) end
-    end
-    rcall('HDEL', dataKey, old .. ':d', old .. ':m', old .. ':i', old .. ':w')
   end
-  rcall('ZREMRANGEBYRANK', versionsKey, 0, over - 1)
+  if #dropped > 0 then rcall('ZREM', versionsKey, unpack(dropped)) end
 end
 
+-- Every key of the namespace's state, and the thread's counters, expire
+-- together: a counter never expires before what it numbered.
 if retention > 0 then
   for i = 4, 8 do rcall('PEXPIRE', KEYS[i], retention) end
 end

@@ -1,10 +1,10 @@
---[[ checkpoint_delete: delete a thread's checkpoints, or those one run wrote.
+--[[ checkpoint_delete: delete a thread's checkpoints.
 
-mode "thread": every checkpoint of the thread, in every namespace; refused
-while the thread has an active run that has not finished.
-mode "run": the checkpoints ARGV[2] wrote (the newest of each namespace,
-back to the first written by another run), so the thread's state is what it
-was before that run: a rollback. Versions are never reused.
+mode "thread": every checkpoint of the thread, in every namespace, with
+their pending writes; refused while the thread's active run is RUNNING (a
+run without a thread is the active run of the thread of its id while the
+active-run key is absent). Versions are never reused. (A rollback removes
+only what one run wrote: promote.lua, lib/rollback.lua.)
 mode "lease": every checkpoint of the thread, as "thread", but from inside
 the thread's active run (a saver's deleteThread): accepted only from the
 current claim of a RUNNING node of that run, fenced exactly as
@@ -12,7 +12,8 @@ checkpoint.lua. Anything else changes nothing, records stale_rejected with
 op=checkpoint_delete, and returns the fencing code.
 
 KEYS[1]   the thread's active-run key
-KEYS[2]   hash of the run ARGV[3] names (any key of the thread when none)
+KEYS[2]   hash of the run ARGV[3] names; when ARGV[3] is "", the hash of
+          the run whose id is the thread
 KEYS[3]   the thread's checkpoint hash (ns -> last version assigned)
 KEYS[4]   mode lease: the caller's node hash (else any key of the thread)
 KEYS[5]   mode lease: the caller's run event stream (else any key of the
@@ -20,10 +21,10 @@ KEYS[5]   mode lease: the caller's run event stream (else any key of the
 KEYS[6..] per namespace of ARGV[10..], four keys: versions zset, data hash,
           ids hash, pending writes hash
 
-ARGV[1]   mode: thread | run | lease
-ARGV[2]   run id (modes run and lease)
+ARGV[1]   mode: thread | lease
+ARGV[2]   run id (mode lease)
 ARGV[3]   the thread's active run id as the caller read it ("" if none)
-ARGV[4]   mode lease: thread id
+ARGV[4]   thread id
 ARGV[5]   mode lease: node id
 ARGV[6]   mode lease: worker id
 ARGV[7]   mode lease: epoch the caller claimed under
@@ -49,7 +50,7 @@ local nodeKey, evKey = KEYS[4], KEYS[5]
 local thread, nodeID, worker, epoch, claimID, maxlen = ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8], ARGV[9]
 local firstNS = 10 -- ARGV[firstNS..] are the namespaces
 local now
-if mode ~= 'thread' and mode ~= 'run' and mode ~= 'lease' then
+if mode ~= 'thread' and mode ~= 'lease' then
   return redis.error_reply('checkpoint_delete: unknown mode ' .. tostring(mode))
 end
 
@@ -92,34 +93,17 @@ end
 
 if (rcall('GET', activeKey) or '') ~= expectedActive then return -23 end
 if rcall('HLEN', threadKey) ~= #ARGV - firstNS + 1 then return -23 end
-if mode == 'thread' and expectedActive ~= '' then
-  local st = rcall('HGET', activeRunKey, 'status')
-  if st == 'RUNNING' or st == 'PENDING' then return {-21, expectedActive} end
+if mode == 'thread' and rcall('HGET', activeRunKey, 'status') == 'RUNNING' then
+  local active = expectedActive
+  if active == '' then active = ARGV[4] end
+  return {-21, active}
 end
 
 local deleted = 0
 for i = firstNS, #ARGV do
   local k = 6 + (i - firstNS) * 4
-  local versionsKey, dataKey, idsKey, writesKey = KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]
-  if mode == 'thread' or mode == 'lease' then
-    deleted = deleted + rcall('ZCARD', versionsKey)
-    rcall('DEL', versionsKey, dataKey, idsKey, writesKey)
-  else
-    for _, v in ipairs(rcall('ZREVRANGE', versionsKey, 0, -1)) do
-      local rec = rcall('HGET', dataKey, v .. ':i')
-      if not rec then break end
-      rec = cjson.decode(rec)
-      if rec.run ~= runID then break end
-      if rcall('HGET', idsKey, rec.id) == v then rcall('HDEL', idsKey, rec.id) end
-      local w = rcall('HGET', dataKey, v .. ':w')
-      if w then
-        for _, field in ipairs(cjson.decode(w)) do rcall('HDEL', writesKey, field) end
-      end
-      rcall('HDEL', dataKey, v .. ':d', v .. ':m', v .. ':i', v .. ':w')
-      rcall('ZREM', versionsKey, v)
-      deleted = deleted + 1
-    end
-  end
+  deleted = deleted + rcall('ZCARD', KEYS[k])
+  rcall('DEL', KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3])
 end
 -- The thread's hash of counters stays, so a version is never reused.
 return {1, deleted}

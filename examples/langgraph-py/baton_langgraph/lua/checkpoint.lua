@@ -155,6 +155,7 @@ rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'checkpointed',
 -- Keep the newest `keep`, and the run's anchor: drop older records, their
 -- id and their writes.
 local over = rcall('ZCARD', versionsKey) - keep
+if anchor ~= '0' and rcall('ZSCORE', versionsKey, anchor) then over = over - 1 end
 if over > 0 then
   local dropped = {}
   for _, old in ipairs(rcall('ZRANGE', versionsKey, 0, over)) do
