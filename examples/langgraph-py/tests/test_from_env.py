@@ -12,6 +12,7 @@ import operator
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Annotated, TypedDict
@@ -52,17 +53,42 @@ def test_a_finished_program_is_not_kept_alive(ctl, redis_url, prefix):
     assert time.monotonic() - t0 < 10  # the lease is 10 minutes: nothing waited for it
 
 
+def renew_until_line(ctl, prefix, lease, ttl, proc, want):
+    """Renews the lease every third of it, as the runner's heartbeater does,
+    until the child prints want on stderr; returns the rest of stderr's reader."""
+    seen, lines = threading.Event(), []
+
+    def read():
+        for line in proc.stderr:
+            lines.append(line)
+            if line == want:
+                seen.set()
+        seen.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    while not seen.wait(ttl / 3000):
+        ctl.heartbeat(prefix, lease, ttl)
+    assert want in lines, "".join(lines)
+    return reader, lines
+
+
 def test_a_program_whose_lease_runs_out_ends_with_75_within_the_lease(ctl, redis_url, prefix, step_log):
-    ttl = 3000  # nobody renews it: its runner is paused, as far as Redis can tell
+    ttl = 3000
     lease = ctl.claim(prefix, "t-expire", "w", ttl)
+    proc = start("long_step.py", exec_env(redis_url, prefix, lease), STEP_LOG=str(step_log))
+    reader, lines = renew_until_line(ctl, prefix, lease, ttl, proc, "in work\n")
+    ctl.heartbeat(prefix, lease, ttl)  # the last renewal: its runner is paused from now on
     t0 = time.monotonic()
-    code, out, err = finish(start("long_step.py", exec_env(redis_url, prefix, lease), STEP_LOG=str(step_log)))
+    code = proc.wait(timeout=30)
     elapsed = time.monotonic() - t0
+    reader.join(10)
+    err = "".join(lines)
     assert code == EXIT_LEASE_LOST, err
     assert "lease ran out" in err and "the runner stopped renewing it; exiting with code 75" in err
-    assert out == ""
+    assert proc.stdout.read() == ""
     assert [s.split()[0] for s in steps(step_log)] == ["start", "work"]  # no step after the loss
-    assert elapsed < ttl / 1000 + 1  # counted from the claim: the lease and a second
+    assert elapsed < ttl / 1000 + 1  # the lease and a second
 
 
 def test_a_program_whose_node_was_taken_over_ends_with_75(ctl, redis_url, prefix, step_log):
@@ -75,7 +101,7 @@ def test_a_program_whose_node_was_taken_over_ends_with_75(ctl, redis_url, prefix
 
 
 def test_a_renewed_program_runs_on_and_a_cancel_ends_it(ctl, redis_url, prefix, step_log):
-    ttl = 900
+    ttl = 1500
     lease = ctl.claim(prefix, "t-renewed", "w", ttl)
     proc = start("long_step.py", exec_env(redis_url, prefix, lease), STEP_LOG=str(step_log))
     until = time.monotonic() + 3 * ttl / 1000
@@ -141,16 +167,15 @@ def test_run_node_starts_prints_its_result_and_does_not_run_a_finished_graph_aga
 def test_run_node_resumes_only_its_own_run_and_a_new_run_starts_with_its_input(ctl, redis_url, prefix, step_log,
                                                                                tmp_path):
     release = tmp_path / "release"
-    first = ctl.claim(prefix, "t-resume", "w-1", 5000)
+    first = ctl.claim(prefix, "t-resume", "w-1", 1500)
     proc = start("agent.py", exec_env(redis_url, prefix, first), STEP_LOG=str(step_log), SLOW_STEP="research",
                  RELEASE=str(release), GRAPH_INPUT=json.dumps({"topic": "one"}))
-    while (line := proc.stderr.readline()) != "waiting in research\n":  # "plan" is saved
-        assert line, "the agent ended before reaching research"
+    reader, lines = renew_until_line(ctl, prefix, first, 1500, proc, "waiting in research\n")  # "plan" is saved
     # The first attempt stops in "research" past its lease; a takeover runs the node again.
-    ctl.heartbeat(prefix, first, 300)
     again = ctl.takeover(prefix, first, "w-2")
-    code, _, err = finish(proc)
-    assert code == EXIT_LEASE_LOST, err
+    code = proc.wait(timeout=30)
+    reader.join(10)
+    assert code == EXIT_LEASE_LOST, "".join(lines)
     release.touch()
     code, out, err = run_agent(exec_env(redis_url, prefix, again), step_log,
                                GRAPH_INPUT=json.dumps({"topic": "ignored: this run resumes"}))
