@@ -58,4 +58,4 @@ const graph = new StateGraph(State)
   .addEdge("check", "publish")
   .addEdge("publish", END);
 
-await runNode(graph, { input: ({ env }) => ({ topic: env.AGENT_TOPIC ?? "fencing" }) });
+await runNode(graph, { input: (env) => ({ topic: env.AGENT_TOPIC ?? "fencing" }) });

@@ -1,6 +1,49 @@
 // runNode: the whole main program of an agent node.
+import { BatonError, EXIT_LEASE_LOST, isFenced } from "./errors.js";
 import { BatonSaver, RUN_METADATA_KEY } from "./saver.js";
-import { EXIT_LEASE_LOST, isFenced } from "./errors.js";
+
+/** The environment variable whose JSON is the graph's input when runNode is given none. */
+export const INPUT_ENV = "GRAPH_INPUT";
+
+/**
+ * Reports the node's progress (0-100) to the runner: a "::progress N" line
+ * on stdout, which runNode lets through while the graph runs.
+ */
+export function progress(percent) {
+  process.stdout.write(`::progress ${Math.max(0, Math.min(100, Math.round(percent)))}\n`);
+}
+
+/**
+ * Sends what the graph prints to stderr while fn runs, so that stdout holds
+ * only the node's result; "::" lines (::progress, ::checkpoint) still reach
+ * the runner.
+ */
+async function quietStdout(fn) {
+  const out = process.stdout;
+  const write = out.write;
+  out.write = function (chunk, ...rest) {
+    const text = typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8");
+    if (text.startsWith("::")) return write.call(out, chunk, ...rest);
+    return process.stderr.write(chunk, ...rest);
+  };
+  try {
+    return await fn();
+  } finally {
+    out.write = write;
+  }
+}
+
+function inputOf(input, env) {
+  if (typeof input === "function") return input(env);
+  if (input !== undefined) return input;
+  const raw = env[INPUT_ENV];
+  if (raw === undefined) return {};
+  try {
+    return JSON.parse(raw);
+  } catch (err) {
+    throw new BatonError(`baton: runNode: ${INPUT_ENV} is not JSON: ${err.message}`);
+  }
+}
 
 /**
  * Runs a LangGraph graph as one baton exec node, from start to exit:
@@ -18,7 +61,8 @@ import { EXIT_LEASE_LOST, isFenced } from "./errors.js";
  * - it invokes with `durability: "sync"` (each super-step saved before the
  *   next starts) and the saver's `signal`;
  * - it prints the result (the final state, or `options.output(state)`) as
- *   one JSON line on stdout, the node's result;
+ *   one JSON line on stdout, the node's result; what the graph prints goes
+ *   to stderr meanwhile (`progress(pct)` still reaches the runner);
  * - a lost lease (a refused write, or the claim watch) ends the process
  *   with code 75, EXIT_LEASE_LOST, which the exec kind records as a lost
  *   attempt; any other error is printed and exits 1, a failed attempt;
@@ -28,7 +72,7 @@ import { EXIT_LEASE_LOST, isFenced } from "./errors.js";
  *
  * @param {object} graph a StateGraph (compiled here with the saver), or a compiled graph (its checkpointer is set to the saver)
  * @param {object} [options]
- * @param {unknown | ((ctx: {env: Record<string, string|undefined>, run: string, thread: string}) => unknown)} [options.input] the graph's input for a fresh start, or a function that makes it; default {}
+ * @param {unknown | ((env: Record<string, string|undefined>) => unknown)} [options.input] the graph's input for a fresh start, or a function of the environment that makes it; default the JSON in GRAPH_INPUT, or {}
  * @param {(state: any) => unknown} [options.output] what to print of the final state; default the state
  * @param {object} [options.config] more of invoke's config (recursionLimit, configurable keys, callbacks); thread_id, durability and signal are runNode's
  * @param {BatonSaver} [options.saver] default BatonSaver.fromEnv()
@@ -52,22 +96,23 @@ export async function runNode(graph, options = {}) {
       durability: "sync",
       signal: saver.signal,
     };
-    const saved = await g.getState({ configurable: { thread_id: thread } });
-    const mine = saved?.metadata?.[RUN_METADATA_KEY] === run;
-    let final;
-    if (mine && saved.next.length > 0) {
-      log(`resuming run ${run} at ${saved.next.join(", ")} (checkpoint ${saved.config.configurable.checkpoint_id})`);
-      out.resumed = true;
-      final = await g.invoke(null, config);
-    } else if (mine) {
-      log(`run ${run} already finished its graph; its state is the result`);
-      out.done = true;
-      final = saved.values;
-    } else {
-      const input = typeof options.input === "function" ? await options.input({ env, run, thread }) : (options.input ?? {});
+    const final = await quietStdout(async () => {
+      const saved = await g.getState({ configurable: { thread_id: thread } });
+      const mine = saved?.metadata?.[RUN_METADATA_KEY] === run;
+      if (mine && saved.next.length > 0) {
+        log(`resuming run ${run} at ${saved.next.join(", ")} (checkpoint ${saved.config.configurable.checkpoint_id})`);
+        out.resumed = true;
+        return g.invoke(null, config);
+      }
+      if (mine) {
+        log(`run ${run} already finished its graph; its state is the result`);
+        out.done = true;
+        return saved.values;
+      }
+      const input = await inputOf(options.input, env);
       log(`starting the graph for run ${run} on thread ${thread}`);
-      final = await g.invoke(input, config);
-    }
+      return g.invoke(input, config);
+    });
     const result = options.output ? await options.output(final) : final;
     process.stdout.write(JSON.stringify(result ?? null) + "\n");
     out.result = result;

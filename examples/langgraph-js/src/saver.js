@@ -12,7 +12,7 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import { Redis } from "ioredis";
 
-import { BatonError, EXIT_LEASE_LOST, codeError, isFenced } from "./errors.js";
+import { BatonError, BatonLeaseLostError, EXIT_LEASE_LOST, codeError, isFenced } from "./errors.js";
 import { validateID, validateNS } from "./ids.js";
 import { Keys } from "./keys.js";
 import { checkLease, leaseFromEnv } from "./lease.js";
@@ -282,8 +282,9 @@ export class BatonSaver extends BaseCheckpointSaver {
       const err = codeError(op, code, lease);
       if (isFenced(err)) {
         // A saver of one lease has lost it; one serving many (leaseFor) only says so.
-        if (this.lease !== undefined && sameClaim(lease, this.lease)) this.#lose(err);
-        else if (!this.#abort.signal.aborted) this.#abort.abort(err);
+        if (this.lease !== undefined && sameClaim(lease, this.lease)) {
+          this.#lose(new BatonLeaseLostError(`${err.message}; the lease is lost`, { reason: "refused", op, code, cause: err }));
+        } else if (!this.#abort.signal.aborted) this.#abort.abort(err);
       }
       throw err;
     }

@@ -63,10 +63,10 @@ export function judge(lease, node, cancel, time) {
  * after the lease's deadline if no renewal moved it. Calls onLost once,
  * with the BatonLeaseLostError, when the claim is gone. Its timer never
  * keeps the process alive. A read that fails (Redis unreachable) is tried
- * again; when no read has confirmed the lease for longer than the lease
- * itself (measured from when the last good read started, as the runner's
- * self-fencing measures its renewals), the claim counts as lost
- * ("unconfirmed"): whatever happened meanwhile, it may have been taken over.
+ * again; meanwhile the watch trusts the deadline it last read, carried
+ * over to the local monotonic clock from when that read started, and no
+ * longer: past it the claim counts as lost ("unconfirmed"), since it may
+ * have been taken over meanwhile.
  */
 export class ClaimWatch {
   #redis;
@@ -77,7 +77,7 @@ export class ClaimWatch {
   #onLost;
   #timer;
   #stopped = false;
-  #confirmedAt; // performance.now() when the last good read started
+  #trustUntil; // performance.now() past which the last deadline read has passed
   #ttl; // the lease's TTL as last seen, ms
 
   /**
@@ -145,30 +145,31 @@ export class ClaimWatch {
     let next = this.#intervalMs ?? 1000;
     const started = performance.now();
     try {
-      const v = await this.#checkWithin(this.#ttl ?? 3 * next);
+      const v = await this.#checkWithin(Math.max(this.#ttl ?? 3 * next, MIN_INTERVAL_MS));
       if (this.#stopped) return;
       if (v.lost) {
         this.#lose(v.lost);
         return;
       }
-      this.#confirmedAt = started;
+      this.#trustUntil = started + (v.until - v.now);
       if (v.ttl !== undefined) this.#ttl = v.ttl;
       if (this.#intervalMs === undefined && this.#ttl !== undefined) next = this.#ttl / 3;
       // Look again right after the deadline unless a renewal moves it first.
       next = Math.min(next, v.until - v.now + AFTER_DEADLINE_MS);
     } catch (err) {
       if (this.#stopped) return;
-      const ttl = this.#ttl ?? 3 * next;
-      if (this.#confirmedAt !== undefined && performance.now() - this.#confirmedAt > ttl) {
+      if (this.#trustUntil !== undefined && performance.now() >= this.#trustUntil) {
         const l = this.#lease;
         this.#lose(
           new BatonLeaseLostError(
-            `baton: lease ${l.run}/${l.node}@${l.epoch} lost: not confirmed for longer than the lease (${Math.round(ttl)} ms): ${err?.message ?? err}`,
+            `baton: lease ${l.run}/${l.node}@${l.epoch} lost: its deadline passed while Redis could not be read: ${err?.message ?? err}`,
             { reason: "unconfirmed", op: "watch", cause: err },
           ),
         );
         return;
       }
+      // Look again by the deadline, whatever the pace.
+      if (this.#trustUntil !== undefined) next = Math.min(next, this.#trustUntil - performance.now() + AFTER_DEADLINE_MS);
     }
     this.#schedule(Math.max(MIN_INTERVAL_MS, Math.min(MAX_INTERVAL_MS, next)));
   }

@@ -85,20 +85,25 @@ describe("a stale BatonSaver", () => {
     const current = new BatonSaver({ redis, prefix, lease: cur });
     const before = await threadState(thread);
 
+    // Each late write is the first call of a saver of the old lease (once
+    // refused, a saver fails every later call without asking Redis).
     const late = [
-      ["checkpoint", () => stale.put(cfg, checkpoint(), meta, {})],
-      ["checkpoint_writes", () => stale.putWrites(cfg, [["answer", 0]], "task-b")],
-      ["checkpoint_writes", () => stale.putWrites(cfg, [["__error__", "late"]], "task-a")],
-      ["checkpoint_delete", () => stale.deleteThread(thread)],
+      ["checkpoint", (s) => s.put(cfg, checkpoint(), meta, {})],
+      ["checkpoint_writes", (s) => s.putWrites(cfg, [["answer", 0]], "task-b")],
+      ["checkpoint_writes", (s) => s.putWrites(cfg, [["__error__", "late"]], "task-a")],
+      ["checkpoint_delete", (s) => s.deleteThread(thread)],
     ];
-    for (const [op, write] of late) {
-      const err = await write().then(() => undefined, (e) => e);
+    for (const [i, [op, write]] of late.entries()) {
+      const s = i === 0 ? stale : new BatonSaver({ redis, prefix, lease: old });
+      const err = await write(s).then(() => undefined, (e) => e);
       expect(err).toBeInstanceOf(BatonFencedError);
       expect(err.code).toBe(-10);
       expect(err.op).toBe(op);
+      expect(s.signal.aborted).toBe(true);
+      expect(s.signal.reason).toBeInstanceOf(BatonFencedError);
+      expect(s.signal.reason.reason).toBe("refused");
     }
-    expect(stale.signal.aborted).toBe(true);
-    expect(stale.signal.reason).toBeInstanceOf(BatonFencedError);
+    await expect(stale.putWrites(cfg, [["answer", 1]], "task-d")).rejects.toBe(stale.signal.reason);
     expect(await threadState(thread)).toEqual(before);
     const rejected = (await events(old)).filter((e) => e.type === "stale_rejected");
     expect(rejected.map((e) => [e.op, e.epoch, e.worker, e.current_epoch])).toEqual(

@@ -73,7 +73,7 @@ describe("runNode", () => {
   it("starts a fresh graph with the run's input and prints the final state", async () => {
     const lease = await ctl.claim(prefix, "t-fresh", "w");
     const ran = [];
-    const out = await runNode(agent(ran), { saver: saverOf(lease), exit: false, input: ({ run }) => ({ question: run }) });
+    const out = await runNode(agent(ran), { saver: saverOf(lease), exit: false, env: { BATON_RUN_ID: lease.run }, input: (env) => ({ question: env.BATON_RUN_ID }) });
     expect(out.code).toBe(0);
     expect(ran).toEqual(["read", "think", "reply"]);
     expect(printed).toEqual([{ question: lease.run, log: [`read:${lease.run}`, `think:${lease.run}`, `reply:${lease.run}`], answer: `re ${lease.run}` }]);
