@@ -209,3 +209,26 @@ def test_run_node_gives_a_graph_compiled_without_a_checkpointer_the_nodes_saver(
         run_node(builder.compile(checkpointer=InMemorySaver()), {"log": []}, env=env)
     with pytest.raises(BatonError, match="BATON_RUN_ID"):
         run_node(builder.compile(), {"log": []}, env={})
+
+
+def test_an_interrupt_ends_the_node_with_the_interrupt_in_its_result_until_the_core_can_park(ctl, redis_url, prefix,
+                                                                                               capsys):
+    # Parking a node (WAITING) for interrupt() is not in baton's core yet: today
+    # the graph stops at the interrupt, run_node prints the state with the
+    # pending interrupt, and the node ends; the checkpoint keeps the interrupt.
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from baton_langgraph import run_node
+
+    def ask(state):
+        return {"log": [f"approved={interrupt('deploy to prod?')}"]}
+
+    builder = StateGraph(S).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
+    lease = ctl.claim(prefix, "t-hitl", "w")
+    result = run_node(builder.compile(), {"log": []}, env=exec_env(redis_url, prefix, lease))
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["log"] == [] and "deploy to prod?" in json.dumps(printed["__interrupt__"])
+    assert result["__interrupt__"][0].value == "deploy to prod?"
+    s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(lease))
+    assert s.get_tuple({"configurable": {"thread_id": "t-hitl"}}).checkpoint is not None
