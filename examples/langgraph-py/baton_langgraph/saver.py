@@ -8,7 +8,6 @@ import base64
 import inspect
 import json
 import os
-import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal
@@ -687,12 +686,20 @@ class BatonSaver(BaseCheckpointSaver[int]):
 
 
 def exit_lost(err: BaseException) -> None:
-    """Ends the process with EXIT_LEASE_LOST at once, from any thread: the attempt
-    must not run one more step. Buffered output is flushed first; nothing
-    else (no finally blocks, no atexit) runs, since it could do work."""
+    """Ends the process with EXIT_LEASE_LOST at once, from any thread: the
+    attempt must not run one more step. Nothing else runs (no finally
+    blocks, no atexit), since it could do work. Why is written to stderr
+    from a helper thread given half a second: a paused runner reads no pipe,
+    and a full one must not keep this process alive."""
+    msg = f"{err}; exiting with code {EXIT_LEASE_LOST}\n".encode(errors="replace")
+    writer = threading.Thread(target=_write_stderr, args=(msg,), daemon=True)
+    writer.start()
+    writer.join(0.5)
+    os._exit(EXIT_LEASE_LOST)
+
+
+def _write_stderr(msg: bytes) -> None:
     try:
-        sys.stderr.write(f"{err}; exiting with code {EXIT_LEASE_LOST}\n")
-        sys.stdout.flush()
-        sys.stderr.flush()
-    finally:
-        os._exit(EXIT_LEASE_LOST)
+        os.write(2, msg)
+    except OSError:
+        pass

@@ -13,7 +13,6 @@ on the local monotonic clock from when that read started, and no longer.
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +41,8 @@ class ClaimWatcher:
         self._thread = threading.Thread(target=self._loop, name=f"baton-watch-{lease.node}@{lease.epoch}", daemon=True)
         self.checks = 0
         """How many reads succeeded (for tests and logs)."""
+        self.last_error: Exception | None = None
+        """The last read that failed, if any."""
 
     def start(self) -> None:
         self._thread.start()
@@ -100,7 +101,9 @@ class ClaimWatcher:
                         f"Redis cannot be read ({e}) and the lease it last confirmed has run out",
                         reason="unconfirmed", op="watch"))
                     return
-                print(f"baton: watching the claim: {e}", file=sys.stderr)
+                # Not printed: a paused runner reads no pipe, and a full one
+                # must never block the watcher.
+                self.last_error = e
             else:
                 self.checks += 1
                 if err is not None:
