@@ -232,3 +232,18 @@ def test_an_interrupt_ends_the_node_with_the_interrupt_in_its_result_until_the_c
     assert result["__interrupt__"][0].value == "deploy to prod?"
     s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(lease))
     assert s.get_tuple({"configurable": {"thread_id": "t-hitl"}}).checkpoint is not None
+
+
+def test_a_lost_claim_ends_a_program_blocked_on_pipes_nobody_reads(ctl, redis_url, prefix, tmp_path):
+    ttl = 1500
+    marker = tmp_path / "flooding"
+    lease = ctl.claim(prefix, "t-flood", "w", ttl)
+    proc = start("flood.py", exec_env(redis_url, prefix, lease), MARKER=str(marker))  # its pipes are never read
+    while not marker.exists():  # renew, as the runner does, until the step floods its pipes
+        assert proc.poll() is None
+        ctl.heartbeat(prefix, lease, ttl)
+        time.sleep(ttl / 3000)
+    ctl.heartbeat(prefix, lease, ttl)
+    t0 = time.monotonic()
+    assert proc.wait(timeout=30) == EXIT_LEASE_LOST
+    assert time.monotonic() - t0 < ttl / 1000 + 1
