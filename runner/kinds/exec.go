@@ -70,7 +70,10 @@ const (
 //
 // Input: {"command": ["argv0", "arg", ...], "env": {"K": "V"}, "dir":
 // "path", "timeout": "30s"}; command is required and is not run through a
-// shell. The child sees the worker's environment, then the input's env,
+// shell. An env value may instead be {"$env": "NAME"} or {"$file":
+// "/path"}: the worker's own variable NAME or a file on the worker, read at
+// the start of each attempt, so that a credential is never stored with
+// the run (see envValue). The child sees the worker's environment, then the input's env,
 // then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
 // BATON_FENCING_TOKEN, BATON_WORKER_ID (the lease's owner),
 // BATON_CLAIM_ID, BATON_THREAD_ID, BATON_CHECKPOINT_FILE, BATON_DEPS_FILE
@@ -128,10 +131,10 @@ type execKind struct {
 }
 
 type execInput struct {
-	Command []string          `json:"command"`
-	Env     map[string]string `json:"env"`
-	Dir     string            `json:"dir"`
-	Timeout duration          `json:"timeout"`
+	Command []string            `json:"command"`
+	Env     map[string]envValue `json:"env"`
+	Dir     string              `json:"dir"`
+	Timeout duration            `json:"timeout"`
 }
 
 // ExitError is a command that ran and failed. It is exported so a program
@@ -315,13 +318,17 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 
 // execEnv is the worker's environment, then the input's, then the lease's
 // and the store's.
-func execEnv(in map[string]string, t *runner.Task, store []string) ([]string, error) {
+func execEnv(in map[string]envValue, t *runner.Task, store []string) ([]string, error) {
 	env := os.Environ()
 	for _, k := range slices.Sorted(maps.Keys(in)) {
-		if k == "" || strings.ContainsAny(k, "=\x00") || strings.ContainsRune(in[k], 0) {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
 			return nil, permanentf("exec", "env", "%q is not a valid variable", k)
 		}
-		env = append(env, k+"="+in[k])
+		v, err := in[k].resolve(k)
+		if err != nil {
+			return nil, err
+		}
+		env = append(env, k+"="+v)
 	}
 	l := t.Lease
 	return append(append(env,
