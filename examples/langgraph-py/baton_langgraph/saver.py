@@ -4,12 +4,11 @@ the LangGraph.js saver use)."""
 
 from __future__ import annotations
 
-import base64
 import inspect
 import json
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import redis as redis_sync
@@ -21,18 +20,17 @@ from langgraph.checkpoint.base import (
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
-    CheckpointTuple,
-    get_checkpoint_id,
     get_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import scripts
+from .envelope import COMPACT, envelope
 from .errors import EXIT_LEASE_LOST, BatonError, LeaseLostError, code_error, is_fenced
 from .ids import validate_id, validate_ns
 from .keys import Keys
 from .lease import Lease, lease_from_env
+from .reads import CheckpointReads
 from .watch import ClaimWatcher
 
 HISTORY = 100
@@ -43,43 +41,6 @@ MAX_BYTES = 1 << 20
 """Cap on a checkpoint's data plus metadata, and on one put_writes, bytes."""
 EVENT_MAX_LEN = 10000
 """Approximate MAXLEN of a run's event stream."""
-
-# A stored value is a JSON envelope around what the serializer made, the same
-# as the LangGraph.js saver's: {"serde":"json","value":<JSON>} keeps JSON
-# readable by baton's own tools, {"serde":"<type>","base64":"..."} holds the
-# rest (LangGraph Python's serde makes msgpack).
-_JSON_HEAD = '{"serde":"json","value":'
-_COMPACT = (",", ":")
-
-
-def _envelope(kind: str, data: bytes) -> str:
-    if kind == "json":
-        return _JSON_HEAD + data.decode() + "}"
-    return json.dumps({"serde": kind, "base64": base64.b64encode(data).decode()}, separators=_COMPACT)
-
-
-def _unwrap(text: object) -> tuple[str, bytes] | None:
-    """Splits an envelope into (type, data); None when text is not one
-    (another tool's checkpoint, e.g. an exec node's ::checkpoint line)."""
-    if not isinstance(text, str):
-        return None
-    if text.startswith(_JSON_HEAD) and text.endswith("}"):
-        return "json", text[len(_JSON_HEAD) : -1].encode()
-    try:
-        v = json.loads(text)
-    except ValueError:
-        return None
-    return _unwrap_obj(v)
-
-
-def _unwrap_obj(v: object) -> tuple[str, bytes] | None:
-    if not isinstance(v, dict) or not isinstance(v.get("serde"), str):
-        return None
-    if v["serde"] == "json":
-        return "json", json.dumps(v.get("value"), separators=_COMPACT, ensure_ascii=False).encode()
-    if not isinstance(v.get("base64"), str):
-        return None
-    return v["serde"], base64.b64decode(v["base64"])
 
 
 def _code_of(reply: object) -> int | None:
@@ -94,7 +55,7 @@ def _code_of(reply: object) -> int | None:
 LeaseFor = Callable[[str], "Lease | Any"]
 
 
-class BatonSaver(BaseCheckpointSaver[int]):
+class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
     """A LangGraph ``BaseCheckpointSaver`` backed by baton's fenced checkpoint store.
 
     Writes (put, put_writes, delete_thread and their async twins) run baton's
@@ -330,8 +291,8 @@ class BatonSaver(BaseCheckpointSaver[int]):
         parent = conf.get("checkpoint_id") or ""
         if parent:
             validate_id("parent checkpoint_id", parent)
-        data = _envelope(*self.serde.dumps_typed(checkpoint))
-        meta = _envelope(*self.serde.dumps_typed(get_checkpoint_metadata(config, metadata or {})))
+        data = envelope(*self.serde.dumps_typed(checkpoint))
+        meta = envelope(*self.serde.dumps_typed(get_checkpoint_metadata(config, metadata or {})))
         size = len(data.encode()) + len(meta.encode())
         if size > self._max_bytes:
             raise BatonError(f"baton: checkpoint {cid}: {size} bytes, at most {self._max_bytes}", code=-15, op="checkpoint")
@@ -385,9 +346,9 @@ class BatonSaver(BaseCheckpointSaver[int]):
             idx = WRITES_IDX_MAP.get(channel, i)
             # The record baton keeps (fence.PendingWrite, plus the task's path).
             head = json.dumps({"task": task_id, "idx": idx, "channel": channel, "path": task_path or ""},
-                              separators=_COMPACT, ensure_ascii=False)[:-1]
-            pairs.append([idx, f'{head},"value":{_envelope(*self.serde.dumps_typed(value))}}}'])
-        arg = json.dumps(pairs, separators=_COMPACT, ensure_ascii=False)
+                              separators=COMPACT, ensure_ascii=False)[:-1]
+            pairs.append([idx, f'{head},"value":{envelope(*self.serde.dumps_typed(value))}}}'])
+        arg = json.dumps(pairs, separators=COMPACT, ensure_ascii=False)
         size = len(arg.encode())
         if size > self._max_bytes:
             raise BatonError(f"baton: writes of task {task_id}: {size} bytes, at most {self._max_bytes}",
@@ -473,217 +434,6 @@ class BatonSaver(BaseCheckpointSaver[int]):
                 continue
             self._reply("checkpoint_delete", lease, v)
             return
-
-    # -- reads --------------------------------------------------------------
-
-    def _tuple_fields(self, versions: Sequence[str]) -> list[str]:
-        return [f"{v}:{s}" for v in versions for s in ("d", "m", "i", "w")]
-
-    def _build_tuples(self, thread: str, ns: str, versions: Sequence[str], vals: Sequence[str | None]) -> list[tuple]:
-        """(tuple parts, pending-write fields) of each version still stored
-        and written by a LangGraph saver, in order."""
-        out = []
-        for i in range(len(versions)):
-            data, meta, info, fields = vals[4 * i : 4 * i + 4]
-            if info is None:
-                continue  # trimmed meanwhile
-            d = _unwrap(data)
-            if d is None:
-                continue  # not a LangGraph checkpoint (an exec node's ::checkpoint line)
-            rec = json.loads(info)
-            m = _unwrap(meta)
-            try:
-                names = json.loads(fields) if fields else []
-            except ValueError:
-                names = []
-            if not isinstance(names, list):
-                names = []  # Redis's cjson stores an empty list as {}
-            out.append((rec, self.serde.loads_typed(d), None if m is None else self.serde.loads_typed(m), names))
-        return out
-
-    def _pending(self, recs: Sequence[str | None]) -> list[tuple[str, str, Any]]:
-        parsed = [json.loads(r) for r in recs if r is not None]
-        parsed.sort(key=lambda r: writes_sort_key(r.get("path") or "", r["task"], r["idx"]))
-        out = []
-        for r in parsed:
-            u = _unwrap_obj(r.get("value"))
-            out.append((r["task"], r["channel"], r.get("value") if u is None else self.serde.loads_typed(u)))
-        return out
-
-    @staticmethod
-    def _tuple(thread: str, ns: str, rec: dict, checkpoint: Any, metadata: Any, pending: list) -> CheckpointTuple:
-        parent = rec.get("parent") or None
-        return CheckpointTuple(
-            config={"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": rec["id"]}},
-            checkpoint=checkpoint,
-            metadata=metadata,
-            parent_config=(
-                {"configurable": {"thread_id": thread, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None
-            ),
-            pending_writes=pending,
-        )
-
-    def _tuples(self, thread: str, ns: str, versions: Sequence[str]) -> list[CheckpointTuple]:
-        if not versions:
-            return []
-        _, data_key, _, writes_key = self.keys.checkpoint_ns(thread, ns)
-        built = self._build_tuples(thread, ns, versions, self._redis.hmget(data_key, self._tuple_fields(versions)))
-        return [
-            self._tuple(thread, ns, rec, cp, md, self._pending(self._redis.hmget(writes_key, names)) if names else [])
-            for rec, cp, md, names in built
-        ]
-
-    async def _atuples(self, thread: str, ns: str, versions: Sequence[str]) -> list[CheckpointTuple]:
-        if not versions:
-            return []
-        client = self._async_client()
-        _, data_key, _, writes_key = self.keys.checkpoint_ns(thread, ns)
-        built = self._build_tuples(thread, ns, versions, await client.hmget(data_key, self._tuple_fields(versions)))
-        out = []
-        for rec, cp, md, names in built:
-            pending = self._pending(await client.hmget(writes_key, names)) if names else []
-            out.append(self._tuple(thread, ns, rec, cp, md, pending))
-        return out
-
-    def _get_prep(self, config: RunnableConfig) -> tuple | None:
-        self._check()
-        conf = (config or {}).get("configurable") or {}
-        thread = conf.get("thread_id")
-        if thread is None:
-            return None
-        validate_id("thread_id", thread)
-        ns = validate_ns(conf.get("checkpoint_ns") or "")
-        cid = get_checkpoint_id(config)
-        if cid:
-            validate_id("checkpoint_id", cid)
-        return thread, ns, cid
-
-    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        prep = self._get_prep(config)
-        if prep is None:
-            return None
-        thread, ns, cid = prep
-        versions_key, _, ids_key, _ = self.keys.checkpoint_ns(thread, ns)
-        if cid:
-            version = self._redis.hget(ids_key, cid)
-        else:
-            top = self._redis.zrevrange(versions_key, 0, 0)
-            version = top[0] if top else None
-        if version is None:
-            return None
-        tuples = self._tuples(thread, ns, [version])
-        return tuples[0] if tuples else None
-
-    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
-        prep = self._get_prep(config)
-        if prep is None:
-            return None
-        thread, ns, cid = prep
-        client = self._async_client()
-        versions_key, _, ids_key, _ = self.keys.checkpoint_ns(thread, ns)
-        if cid:
-            version = await client.hget(ids_key, cid)
-        else:
-            top = await client.zrevrange(versions_key, 0, 0)
-            version = top[0] if top else None
-        if version is None:
-            return None
-        tuples = await self._atuples(thread, ns, [version])
-        return tuples[0] if tuples else None
-
-    def _list_prep(self, config: RunnableConfig | None, before: RunnableConfig | None) -> tuple:
-        self._check()
-        want = (config or {}).get("configurable") or {}
-        if want.get("thread_id") is not None:
-            validate_id("thread_id", want["thread_id"])
-        if want.get("checkpoint_ns") is not None:
-            validate_ns(want["checkpoint_ns"])
-        before_id = get_checkpoint_id(before) if before else None
-        return want, before_id
-
-    def _keep(self, want: Mapping, before_id: str | None, filter: Mapping | None, info: str | None,
-              meta: str | None) -> bool:
-        if info is None:
-            return False  # trimmed meanwhile
-        rec = json.loads(info)
-        if want.get("checkpoint_id") and rec["id"] != want["checkpoint_id"]:
-            return False
-        if before_id and not rec["id"] < before_id:
-            return False
-        if filter:
-            m = _unwrap(meta)
-            if m is None:
-                return False
-            metadata = self.serde.loads_typed(m) or {}
-            if not all(metadata.get(k) == v for k, v in filter.items()):
-                return False
-        return True
-
-    _PAGE = 64
-
-    def list(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-             before: RunnableConfig | None = None, limit: int | None = None) -> Iterator[CheckpointTuple]:
-        want, before_id = self._list_prep(config, before)
-        threads = [want["thread_id"]] if want.get("thread_id") is not None else self._threads()
-        for thread in threads:
-            names = ([want["checkpoint_ns"]] if want.get("checkpoint_ns") is not None
-                     else sorted(self._redis.hkeys(self.keys.checkpoints(thread))))
-            for ns in names:
-                versions_key, data_key, _, _ = self.keys.checkpoint_ns(thread, ns)
-                versions = self._redis.zrevrange(versions_key, 0, -1)
-                for i in range(0, len(versions), self._PAGE):
-                    page = versions[i : i + self._PAGE]
-                    # Ids and metadata first: most filters are decided by them.
-                    vals = self._redis.hmget(data_key, [f"{v}:{s}" for v in page for s in ("i", "m")])
-                    keep = [v for j, v in enumerate(page)
-                            if self._keep(want, before_id, filter, vals[2 * j], vals[2 * j + 1])]
-                    for tup in self._tuples(thread, ns, keep):
-                        if limit is not None:
-                            if limit <= 0:
-                                return
-                            limit -= 1
-                        yield tup
-
-    async def alist(self, config: RunnableConfig | None, *, filter: dict[str, Any] | None = None,
-                    before: RunnableConfig | None = None, limit: int | None = None) -> AsyncIterator[CheckpointTuple]:
-        want, before_id = self._list_prep(config, before)
-        client = self._async_client()
-        threads = [want["thread_id"]] if want.get("thread_id") is not None else await self._athreads()
-        for thread in threads:
-            names = ([want["checkpoint_ns"]] if want.get("checkpoint_ns") is not None
-                     else sorted(await client.hkeys(self.keys.checkpoints(thread))))
-            for ns in names:
-                versions_key, data_key, _, _ = self.keys.checkpoint_ns(thread, ns)
-                versions = await client.zrevrange(versions_key, 0, -1)
-                for i in range(0, len(versions), self._PAGE):
-                    page = versions[i : i + self._PAGE]
-                    vals = await client.hmget(data_key, [f"{v}:{s}" for v in page for s in ("i", "m")])
-                    keep = [v for j, v in enumerate(page)
-                            if self._keep(want, before_id, filter, vals[2 * j], vals[2 * j + 1])]
-                    for tup in await self._atuples(thread, ns, keep):
-                        if limit is not None:
-                            if limit <= 0:
-                                return
-                            limit -= 1
-                        yield tup
-
-    def _threads(self) -> list[str]:
-        """Every thread that has (or had) checkpoints under the prefix."""
-        out = set()
-        for key in self._redis.scan_iter(match=self.keys.thread_pattern(), count=1000):
-            t = self.keys.thread_of(key)
-            if t is not None:
-                out.add(t)
-        return sorted(out)
-
-    async def _athreads(self) -> list[str]:
-        out = set()
-        async for key in self._async_client().scan_iter(match=self.keys.thread_pattern(), count=1000):
-            t = self.keys.thread_of(key)
-            if t is not None:
-                out.add(t)
-        return sorted(out)
-
 
 def exit_lost(err: BaseException) -> None:
     """Ends the process with EXIT_LEASE_LOST at once, from any thread: the
