@@ -72,9 +72,9 @@ const (
 // "path", "timeout": "30s"}; command is required and is not run through a
 // shell. An env value may instead be {"$env": "NAME"} or {"$file":
 // "/path"}: the worker's own variable NAME or a file on the worker, read at
-// the start of each attempt, so that a credential is never stored with
-// the run (see envValue). The child sees the worker's environment, then the input's env,
-// then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
+// the start of each attempt, so that a credential is never stored with the
+// run (see envValue). The child sees the worker's environment, then the
+// input's env, then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
 // BATON_FENCING_TOKEN, BATON_WORKER_ID (the lease's owner),
 // BATON_CLAIM_ID, BATON_THREAD_ID, BATON_CHECKPOINT_FILE, BATON_DEPS_FILE
 // and, when ExecOptions.RedisURL is set, BATON_REDIS_URL, BATON_PREFIX,

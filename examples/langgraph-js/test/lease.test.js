@@ -41,6 +41,14 @@ describe("a fromEnv() saver", () => {
     expect(r.ms).toBeLessThan(5_000); // the lease is 10 minutes: nothing waited for it
   });
 
+  it("keeps a program alive while it waits for a reply, pipelined ones included", async () => {
+    const lease = await ctl.claim(prefix, "t-wait", "w");
+    const r = await runScript("test/fixtures/check-claim.mjs", env(lease), { timeoutMs: 10_000 });
+    expect(r.stderr).toBe("");
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe("true\n");
+  });
+
   it("ends a program whose lease runs out, with code 75, within the lease", async () => {
     // Nobody renews the lease: its runner is paused, as far as Redis can tell.
     const ttl = 1500;
