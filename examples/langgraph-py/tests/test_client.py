@@ -24,8 +24,9 @@ def api(start_runner):
     return start_runner("py-api", API_TOKEN=TOKEN)
 
 
-def sleep_run(run_id, thread, seconds="30s", multitask=None):
-    spec = {"id": run_id, "thread": thread, "nodes": [{"id": "wait", "kind": "sleep", "input": {"duration": seconds}}]}
+def sleep_run(run_id, thread, seconds="30s", multitask=None, **more):
+    spec = {"id": run_id, "thread": thread, "nodes": [{"id": "wait", "kind": "sleep", "input": {"duration": seconds}}],
+            **more}
     if multitask:
         spec["multitask"] = multitask
     return spec
@@ -46,13 +47,13 @@ def test_sync_client_submits_follows_cancels_retries_and_reads_threads(api):
         assert c.checkpoints("t-client")["checkpoints"] == []
         assert any(r["id"] == "c-1" for r in c.runs())
 
-        c.submit(sleep_run("c-2", "t-cancel"))
+        c.submit(sleep_run("c-2", "t-cancel", start_in="1h"))  # not claimed before the cancel
         cancelled = c.cancel("c-2", reason="changed my mind")
         assert cancelled["id"] == "c-2" and cancelled["already"] is False
         assert c.wait("c-2")["status"] == "CANCELLED"
         retried = c.retry("c-2", idempotency_key="again-1")
         assert retried["status"] == "RUNNING" and c.retry("c-2", idempotency_key="again-1")["already"] is True
-        c.cancel("c-2")
+        assert c.cancel("c-2")["status"] == "CANCELLED"
 
         with pytest.raises(NotFoundError, match="HTTP 404"):
             c.status("no-such-run")
