@@ -117,7 +117,16 @@ func Check(in Input) Report {
 	if len(in.Ops) == 0 {
 		r.Notes = append(r.Notes, "no protocol history was written (HISTORY_FILE): linearizability not checked")
 	}
-	lin := checkLinear(in.Ops, in.Faults, in.Dependents, timeout, in.OutDir)
+	cancels := map[string]int64{}
+	for id, f := range in.Runs {
+		for _, e := range f.Events {
+			if e.Type == "cancel_requested" {
+				cancels[id] = e.At.UnixMilli()
+				break
+			}
+		}
+	}
+	lin := checkLinear(in.Ops, in.Faults, in.Dependents, cancels, timeout, in.OutDir)
 	r.Ops, r.Partitions, r.Phantoms = lin.ops, lin.partitions, lin.phantoms
 	r.Violations = append(r.Violations, lin.violations...)
 	for _, k := range lin.unknown {

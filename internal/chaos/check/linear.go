@@ -32,8 +32,13 @@ type linearOutcome struct {
 // checkLinear checks every node's operations against the register model.
 // dependents (run -> node -> direct dependents) lets the checker add the
 // continuation a commit without a reply may have claimed; nil: none added.
+//
+// cancels (run -> when its cancel was requested, ms on Redis's clock) adds
+// that cancel to each of the run's nodes that has operations: it ends a
+// node not RUNNING at once and sets the flag a RUNNING one's owner and
+// claimers see. nil: no run was cancelled.
 func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]string,
-	timeout time.Duration, outDir string) linearOutcome {
+	cancels map[string]int64, timeout time.Duration, outDir string) linearOutcome {
 	var res linearOutcome
 	if len(ops) == 0 {
 		return res
@@ -125,6 +130,17 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 	}
 	slices.Sort(keys)
 	res.partitions = len(keys)
+	// A run's cancel is no runner's call: it is placed at its time on
+	// Redis's clock, which is the machine's clock the histories use, to
+	// within the ms it was recorded in.
+	for _, k := range keys {
+		run, _, _ := strings.Cut(k, "/")
+		if at, ok := cancels[run]; ok {
+			call := at*int64(time.Millisecond) - int64(2*time.Millisecond)
+			add(k, input{Op: "cancel", Outcome: OK, Synth: "the run's cancel"}, call,
+				call+int64(5*time.Millisecond), clientOf("cancel"), false)
+		}
+	}
 	m := model()
 	// Most nodes take microseconds; a budget shared by all keeps one
 	// pathological node from stalling the report, and the rest from being

@@ -31,14 +31,24 @@ type reg struct {
 	Epoch int64
 	Claim string
 	Owner string // the incarnation (Op.Source) of the claim, for phantoms
+	// Cancel: the node's run was cancelled while it was RUNNING. Its owner
+	// ends it CANCELLED, and so may a claim that finds its lease expired.
+	Cancel bool
 }
 
 func (r reg) String() string {
-	if r.Epoch == 0 {
-		return r.St
+	c := ""
+	if r.Cancel {
+		c = " (run cancelled)"
 	}
-	return fmt.Sprintf("%s e%d/%s %s", r.St, r.Epoch, short(r.Claim), r.Owner)
+	if r.Epoch == 0 {
+		return r.St + c
+	}
+	return fmt.Sprintf("%s e%d/%s %s%s", r.St, r.Epoch, short(r.Claim), r.Owner, c)
 }
+
+// cancelled is r ended CANCELLED by its run's cancel.
+func (r reg) cancelled() reg { return reg{stCancelled, r.Epoch, r.Claim, r.Owner, false} }
 
 func (r reg) terminal() bool { return r.St == stSucceeded || r.St == stFailed || r.St == stCancelled }
 
@@ -111,8 +121,18 @@ func endStates(op, end string) []string {
 // step returns every register the operation may lead to from s; none means
 // the operation is impossible from s.
 func step(s reg, in input) []reg {
-	if in.Op == "phantom" {
+	switch in.Op {
+	case "phantom":
 		return phantomStep(s, in)
+	case "cancel": // the run's cancel (cancel.lua, or an interrupt's submit)
+		switch {
+		case s.St == stRunning:
+			s.Cancel = true
+			return []reg{s}
+		case !s.terminal():
+			return []reg{s.cancelled()}
+		}
+		return []reg{s}
 	}
 	switch in.Outcome {
 	case OK:
@@ -121,21 +141,31 @@ func step(s reg, in input) []reg {
 		out := []reg{s}
 		if in.Op == "claim" {
 			if s.claimable() {
-				out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: in.Claim, Owner: in.Owner})
+				out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: in.Claim, Owner: in.Owner,
+					Cancel: s.Cancel})
+			}
+			if s.St == stRunning && s.Cancel {
+				out = append(out, s.cancelled())
 			}
 			return out
 		}
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			switch in.Op {
 			case "commit":
-				out = append(out, reg{stSucceeded, s.Epoch, s.Claim, s.Owner})
+				out = append(out, reg{stSucceeded, s.Epoch, s.Claim, s.Owner, false})
 			case "fail", "release", "expire":
 				for _, st := range endStates(in.Op, "") {
-					out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
+					out = append(out, reg{st, s.Epoch, s.Claim, s.Owner, false})
 				}
 			}
 		}
 		return out
+	}
+	if in.Op == "claim" && s.St == stRunning && s.Cancel &&
+		(in.Err == "fence: node done" || in.Err == "fence: run cancelled") {
+		// A claim of a cancelled run's node whose lease ran out ends it
+		// CANCELLED; one that found the lease live changes nothing.
+		return []reg{s, s.cancelled()}
 	}
 	if refusalFits(s, in) {
 		if in.Op == "claim" && in.Err == "fence: node done" && s.St == stPending {
@@ -152,7 +182,7 @@ func okStep(s reg, in input) []reg {
 	switch in.Op {
 	case "claim":
 		if s.claimable() && in.Epoch == s.Epoch+1 {
-			return []reg{{St: stRunning, Epoch: in.Epoch, Claim: in.Claim, Owner: in.Owner}}
+			return []reg{{St: stRunning, Epoch: in.Epoch, Claim: in.Claim, Owner: in.Owner, Cancel: s.Cancel}}
 		}
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{s} // a retried claim recognised as its own
@@ -168,7 +198,7 @@ func okStep(s reg, in input) []reg {
 	// apply it on top of a change already made.
 	case "commit":
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
-			return []reg{{stSucceeded, s.Epoch, s.Claim, s.Owner}}
+			return []reg{{stSucceeded, s.Epoch, s.Claim, s.Owner, false}}
 		}
 		if in.Replay && s.St == stSucceeded && s.owns(in.Epoch, in.Claim) {
 			return []reg{s}
@@ -177,7 +207,7 @@ func okStep(s reg, in input) []reg {
 		var out []reg
 		for _, st := range endStates(in.Op, in.End) {
 			if s.St == stRunning && (s.owns(in.Epoch, in.Claim) || in.Op == "expire" && s.expires(in.Epoch, in.Claim)) {
-				out = append(out, reg{st, s.Epoch, in.Claim, s.Owner})
+				out = append(out, reg{st, s.Epoch, in.Claim, s.Owner, false})
 			}
 			// fail.lua and release.lua answer a retry of the call that
 			// ended the node as they did the first time, and their reply
@@ -238,15 +268,15 @@ func refusalFits(s reg, in input) bool {
 func phantomStep(s reg, in input) []reg {
 	out := []reg{s}
 	if s.claimable() {
-		out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: hiddenClaim, Owner: in.Owner})
+		out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: hiddenClaim, Owner: in.Owner, Cancel: s.Cancel})
 	}
 	if s.St == stRunning {
 		if s.Owner == in.Owner {
 			for _, st := range []string{stSucceeded, stReady, stFailed, stCancelled} {
-				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner})
+				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner, false})
 			}
 		} else {
-			out = append(out, reg{stFailed, s.Epoch, s.Claim, s.Owner}, reg{stCancelled, s.Epoch, s.Claim, s.Owner})
+			out = append(out, reg{stFailed, s.Epoch, s.Claim, s.Owner, false}, reg{stCancelled, s.Epoch, s.Claim, s.Owner, false})
 		}
 	}
 	return out
