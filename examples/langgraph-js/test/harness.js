@@ -181,7 +181,8 @@ export function execEnv(redisURL, prefix, lease) {
 
 /**
  * Runs `node file` with env added to this process's environment; resolves
- * when it exits with {code, stdout, stderr, ms} (ms: from start to exit).
+ * when it exits with {code, stdout, stderr, ms, firstOutMs} (ms from the
+ * start to the exit, firstOutMs to its first output).
  */
 export function runScript(file, env, { timeoutMs = 20_000 } = {}) {
   return new Promise((ok, fail) => {
@@ -189,7 +190,11 @@ export function runScript(file, env, { timeoutMs = 20_000 } = {}) {
     const proc = spawn(process.execPath, [file], { cwd: packageDir, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
-    proc.stdout.on("data", (b) => (stdout += b));
+    let firstOutMs;
+    proc.stdout.on("data", (b) => {
+      firstOutMs ??= performance.now() - started;
+      stdout += b;
+    });
     proc.stderr.on("data", (b) => (stderr += b));
     const timer = setTimeout(() => {
       proc.kill("SIGKILL");
@@ -198,7 +203,7 @@ export function runScript(file, env, { timeoutMs = 20_000 } = {}) {
     proc.on("error", fail);
     proc.on("exit", (code, signal) => {
       clearTimeout(timer);
-      ok({ code, signal, stdout, stderr, ms: performance.now() - started });
+      ok({ code, signal, stdout, stderr, ms: performance.now() - started, firstOutMs });
     });
   });
 }

@@ -56,7 +56,9 @@ describe("a fromEnv() saver", () => {
     const r = await runScript("test/fixtures/long-step.mjs", env(lease));
     expect(r.code).toBe(EXIT_LEASE_LOST);
     expect(r.stderr).toMatch(/lease ran out .* the runner stopped renewing it; exiting with code 75/);
-    expect(r.ms).toBeLessThan(ttl + 1000);
+    // The deadline was at most ttl after the start; a program that was
+    // slow to start (a busy machine) reads its lease at once when it is up.
+    expect(r.ms - Math.max(ttl, r.firstOutMs)).toBeLessThan(1000);
   });
 
   it("ends a program whose node another worker took over", async () => {
