@@ -65,6 +65,12 @@ var (
 	// ErrNotRetryable: the run cannot be retried: it SUCCEEDED, or it is
 	// QUEUED behind its thread's active run.
 	ErrNotRetryable = errors.New("fence: run not retryable")
+	// ErrNodeWaiting: the node is parked (WAITING) until a resume answers
+	// its wait; no worker can claim it before.
+	ErrNodeWaiting = errors.New("fence: node waiting")
+	// ErrNotWaiting: a resume names a node that is not waiting, or a wait
+	// the node is not waiting on.
+	ErrNotWaiting = errors.New("fence: node not waiting")
 )
 
 // ErrNotReplicated: a claim or commit ran on the primary but fewer
@@ -105,6 +111,8 @@ var codeErrors = map[int64]error{
 	-15: ErrTooLarge,
 	-16: ErrNoCheckpoint,
 	-24: ErrNotRetryable,
+	-9:  ErrNodeWaiting,
+	-25: ErrNotWaiting,
 }
 
 func codeError(code int64) error {

@@ -119,6 +119,10 @@ func (k Keys) Leases(shard int) string { return k.index(shard, "leases") }
 // trigger for the sweeper, never authority.
 func (k Keys) Ready(shard int) string { return k.index(shard, "ready") }
 
+// Waits is a shard's index of parked nodes with a timeout: ref -> ms when
+// the wait times out (a trigger for the sweeper, never authority).
+func (k Keys) Waits(shard int) string { return k.index(shard, "waits") }
+
 // Finished indexes runs that ended ("thread:run:" -> ms), until the
 // sweeper has applied their retention; then, for a run of a thread, the
 // bare run id until its locator (another slot) has its time to live.

@@ -254,6 +254,16 @@ type Claimed struct {
 	// and every takeover of the node sees the same values.
 	Deps       []string
 	DepResults map[string]json.RawMessage
+	// Resume is the answer to the wait the node was parked on (Park,
+	// Resume), nil when it was not resumed.
+	Resume *Answer
+}
+
+// Answer answers a parked node's wait: a value, or, when the wait timed
+// out with outcome "fail", an error for the next attempt to fail with.
+type Answer struct {
+	Value json.RawMessage `json:"value,omitempty"`
+	Error string          `json:"error,omitempty"`
 }
 
 // KindError is returned (wrapping ErrKindNotServed) when the claiming
@@ -347,6 +357,11 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
 	got.PrevOwner = asString(r[10])
+	if len(r) > 13 && asString(r[13]) != "" {
+		if err := json.Unmarshal([]byte(asString(r[13])), &got.Resume); err != nil {
+			return nil, fmt.Errorf("claim %s: resume: %w", n, err)
+		}
+	}
 	// A failed read returns an error the caller retries with the same
 	// claim id: the claim is replayed and the results read again.
 	if err := s.readDeps(ctx, got, nil); err != nil {

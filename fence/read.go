@@ -53,6 +53,16 @@ type NodeInfo struct {
 	// (runner.Client.Status: "waiting: no runner serves kind summarize on
 	// queue default").
 	Waiting string `json:"waiting,omitempty"`
+	// Wait is what a WAITING (parked) node waits for; a resume answers it.
+	Wait *WaitInfo `json:"wait,omitempty"`
+}
+
+// WaitInfo is a parked node's wait as stored.
+type WaitInfo struct {
+	ID        string          `json:"id"`
+	Request   json.RawMessage `json:"request"`
+	Since     *time.Time      `json:"since,omitempty"`
+	TimeoutAt *time.Time      `json:"timeout_at,omitempty"`
 }
 
 // Locate returns the thread a run lives under, or ErrNotFound.
@@ -107,7 +117,8 @@ func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, erro
 }
 
 var nodeFields = []string{"id", "kind", "state", "attempt", "epoch", "owner", "progress",
-	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at", "releases"}
+	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at", "releases",
+	"wait_id", "wait", "wait_at", "wait_timeout_at"}
 
 // GetRun reads a run and all its nodes: two round trips plus the locator.
 // The nodes are read in one pipeline, not one atomic step; each node's
@@ -165,6 +176,10 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		n.StartedAt = msTimePtr(str(13))
 		n.FinishedAt = msTimePtr(str(14))
 		n.Releases = asInt(str(15))
+		if n.State == "WAITING" {
+			n.Wait = &WaitInfo{ID: str(16), Request: json.RawMessage(cmp.Or(str(17), "null")),
+				Since: msTimePtr(str(18)), TimeoutAt: msTimePtr(str(19))}
+		}
 		info.Nodes = append(info.Nodes, n)
 	}
 	return info, nil

@@ -109,6 +109,8 @@ var bindings = map[string]struct {
 	"retry":   {5, 6, true, true, 0, 0},
 	"retain":  {3, 4, true, false, 0, 0},
 	"locator": {2, 2, false, false, 0, 0},
+	"park":    {6, 11, false, false, 0, 0},
+	"resume":  {5, 7, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -245,6 +247,12 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	n, err := s.RetainFinished(ctx, time.Hour, 10)
 	require.NoError(t, err)
 	require.Positive(t, n, "%s-1 finished", thread)
+	w, err := s.Claim(ctx, NodeRef{Thread: thread, Run: thread + "-2", Node: "a"}, "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	parked, err := s.Park(ctx, w.Lease, Wait{Request: []byte(`{"ask":"ok?"}`)})
+	require.NoError(t, err)
+	_, err = s.Resume(ctx, thread+"-2", "a", parked.WaitID, []byte(`true`), "w")
+	require.NoError(t, err)
 
 	return a.Lease
 }

@@ -86,6 +86,8 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 		w.m.Claims.WithLabelValues("done").Inc()
 	case errors.Is(err, fence.ErrNodeBlocked):
 		w.m.Claims.WithLabelValues("blocked").Inc()
+	case errors.Is(err, fence.ErrNodeWaiting):
+		w.m.Claims.WithLabelValues("waiting").Inc() // a resume enqueues it again
 	case errors.Is(err, fence.ErrNotFound):
 		w.m.Claims.WithLabelValues("missing").Inc()
 		w.log.Warn("claim_missing_node", "run_id", ref.Run, "node_id", ref.Node)
@@ -127,13 +129,22 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 	log := nodeLogger(w.log, l)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
 	task.Deps = c.DepResults
+	task.resume = c.Resume
 
 	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
 	defer cancel(nil)
 	a := w.hb.add(l, task, claimStarted, cancel)
 	task.ckpt = w.checkpointer(hctx, a, log)
 
-	result, runErr := w.execute(hctx, c, task)
+	var result json.RawMessage
+	var runErr error
+	if c.Resume != nil && c.Resume.Error != "" {
+		// The wait timed out with outcome "fail": the node fails, unrun.
+		runErr = Permanent(fmt.Errorf("%w: %s", ErrWaitTimedOut, c.Resume.Error))
+	} else {
+		result, runErr = w.execute(hctx, c, task)
+	}
+	var parked *parkError
 	// From here the lease is not renewed and cannot be lost: the outcome
 	// is written once, under the claim, or not at all.
 	lost := w.hb.finish(a)
@@ -169,6 +180,8 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 			return nil, time.Time{}
 		}
 		return w.commit(wctx, nil, log, c, result)
+	case errors.As(runErr, &parked):
+		w.park(wctx, log, c, parked)
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
 		w.release(wctx, log, c, "worker shutting down")
 	default:

@@ -41,7 +41,10 @@ type Task struct {
 	Deps map[string]json.RawMessage
 
 	// ckpt saves and reads checkpoints (checkpoint.go); nil outside a worker.
-	ckpt     *checkpointer
+	ckpt *checkpointer
+	// resume answers the wait the node was parked on (wait.go); nil when
+	// it was not resumed.
+	resume   *fence.Answer
 	progress atomic.Int64 // -1: not reported
 	// changed, when set, is told that progress changed (the worker's
 	// heartbeater); set before Run is called, never after.

@@ -129,6 +129,7 @@ func (s *sweeper) sweep(ctx context.Context) {
 	defer s.forgetServed()
 	s.trim(ctx)
 	s.startQueued(ctx)
+	s.timeOutWaits(ctx)
 	for ctx.Err() == nil {
 		sw, err := s.store.Sweep(ctx, s.opts)
 		if err != nil {

@@ -81,6 +81,12 @@ func writeStatus(w io.Writer, info *fence.RunInfo) error {
 	if info.Cancelled {
 		fmt.Fprintf(w, "cancel requested: %s\n", oneLine(info.CancelReason, 200))
 	}
+	for _, n := range info.Nodes {
+		if n.Wait != nil {
+			fmt.Fprintf(w, "waiting for a resume: node %s asks %s (enqueue resume %s %s --value JSON)\n",
+				n.ID, oneLine(string(n.Wait.Request), 200), info.ID, n.ID)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NODE\tSTATE\tATTEMPT\tEPOCH\tOWNER\tPROGRESS\tRESULT\tERROR")
 	for _, n := range info.Nodes {

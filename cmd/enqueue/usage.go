@@ -66,6 +66,16 @@ var commands = map[string]command{
 			"nothing changes); a SUCCEEDED or QUEUED run, or a thread's run once the thread\n" +
 			"has moved on to another run, is refused (exit 1).",
 		flags: "  --id ID  names this request: the same id again is answered as the first time\n"},
+	"resume": {args: "RUN NODE [--value JSON] [--wait ID]", run: (*app).resume,
+		short: "answer a parked (WAITING) node; prints the answer",
+		help: "Answer the wait of a parked node (WAITING: it asked a person or waits for an\n" +
+			"event) with a JSON value: the node is READY again and its next attempt reads\n" +
+			"the value. Prints the wait's answer as JSON ({\"value\": ...}). A second resume\n" +
+			"of the same wait changes nothing and prints the first answer (exit 0); a node\n" +
+			"that is not waiting, or a run cancelled or finished, is refused (exit 1);\n" +
+			"a value that is not JSON is bad input (exit 2).",
+		flags: "  --value JSON  the answer (default null)\n" +
+			"  --wait ID     the wait answered (default: the one the node waits on now)\n"},
 	"list": {args: "[--status S] [--limit N] [--json]", run: (*app).list,
 		short: "list runs, newest first",
 		help:  "List runs, newest first.",
@@ -86,7 +96,7 @@ var commands = map[string]command{
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "list", "thread", "checkpoint"}
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "resume", "list", "thread", "checkpoint", "workers"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {

@@ -28,6 +28,9 @@ const (
 	maxRuns       = 1000
 	maxReason     = 1024
 	maxCancelBody = 64 << 10
+	// maxResumeBody: a resume value is capped as a node's input (1 MiB by
+	// default, runner.Limits), plus room for the wrapping.
+	maxResumeBody = 1<<20 + 4<<10
 )
 
 // api serves /v1/: the run API over a runner.Client.
@@ -46,6 +49,7 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs/{id}/events", a.events)
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.cancel)
 	mux.HandleFunc("POST /v1/runs/{id}/retry", a.retry)
+	mux.HandleFunc("POST /v1/runs/{id}/nodes/{node}/resume", a.resume)
 	mux.HandleFunc("GET /v1/workers", a.workers)
 	// Without these, ServeMux would answer a wrong method or path in plain
 	// text; API clients get JSON.
@@ -54,6 +58,7 @@ func (a *api) routes() http.Handler {
 	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
 	mux.Handle("/v1/runs/{id}/retry", methodNotAllowed("POST"))
+	mux.Handle("/v1/runs/{id}/nodes/{node}/resume", methodNotAllowed("POST"))
 	mux.Handle("/v1/workers", methodNotAllowed("GET, HEAD"))
 	a.threadRoutes(mux) // threads.go
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
@@ -263,6 +268,64 @@ func (a *api) retry(w http.ResponseWriter, r *http.Request) {
 		Already: res.Replay || res.AlreadyRunning})
 }
 
+// ResumeRequest is the body of POST /v1/runs/{id}/nodes/{node}/resume:
+// the value the parked node's wait is answered with (JSON), and the wait
+// it answers (empty: the one the node is parked on now).
+type ResumeRequest struct {
+	Value  json.RawMessage `json:"value"`
+	WaitID string          `json:"wait_id,omitempty"`
+}
+
+// ResumeBody answers POST /v1/runs/{id}/nodes/{node}/resume.
+type ResumeBody struct {
+	ID   string `json:"id"`
+	Node string `json:"node"`
+	// Answer is the wait's answer: this request's, or, when Already, the
+	// first resume's.
+	Answer fence.Answer `json:"answer"`
+	// Already: the wait was answered before; nothing changed.
+	Already bool `json:"already"`
+}
+
+// resume answers a parked node's wait (runner.Client.Resume): 200 with the
+// answer; 409 when the node is not waiting on it or the run ended; 404
+// unknown run or node; 400 a body that is not {"value": JSON}.
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	id, node := r.PathValue("id"), r.PathValue("node")
+	for _, v := range [][2]string{{"run id", id}, {"node id", node}} {
+		if err := fence.ValidateID(v[0], v[1]); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	body, ok := a.readBody(w, r, maxResumeBody)
+	if !ok {
+		return
+	}
+	var req ResumeRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "body: want {\"value\": JSON, \"wait_id\": \"...\"}: "+err.Error())
+		return
+	}
+	if req.WaitID != "" {
+		if err := fence.ValidateID("wait_id", req.WaitID); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	res, err := a.client.Resume(r.Context(), id, node, req.WaitID, req.Value)
+	if err != nil && (fence.IsRefused(err) || res.Thread == "") {
+		a.fail(w, r, err)
+		return
+	}
+	if err != nil { // stored; the sweeper delivers the node
+		a.log.Warn("resume_enqueue_failed", "run_id", id, "node_id", node, "err", err)
+	}
+	writeJSON(w, http.StatusOK, ResumeBody{ID: id, Node: node, Answer: res.Answer, Already: res.Replay})
+}
+
 // ListBody answers GET /v1/runs.
 type ListBody struct {
 	Runs []runner.RunSummary `json:"runs"`
@@ -347,12 +410,14 @@ func (a *api) fail(w http.ResponseWriter, r *http.Request, err error) {
 func statusOf(err error) int {
 	var ne net.Error
 	switch {
-	case errors.Is(err, runner.ErrInvalidSpec), errors.Is(err, fence.ErrInvalidID):
+	case errors.Is(err, runner.ErrInvalidSpec), errors.Is(err, fence.ErrInvalidID), errors.Is(err, fence.ErrInvalidData):
 		return http.StatusBadRequest
+	case errors.Is(err, fence.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, fence.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone), errors.Is(err, fence.ErrThreadBusy),
-		errors.Is(err, fence.ErrNotRetryable), errors.Is(err, fence.ErrNotActiveRun):
+		errors.Is(err, fence.ErrNotRetryable), errors.Is(err, fence.ErrNotActiveRun), errors.Is(err, fence.ErrNotWaiting):
 		return http.StatusConflict
 	case errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):

@@ -1,6 +1,7 @@
 --[[ cancel: cancel a run.
 
-Sets the run's cancel flag. BLOCKED and READY nodes become CANCELLED at once.
+Sets the run's cancel flag. BLOCKED, READY and WAITING (parked) nodes become
+CANCELLED at once.
 When nodes are RUNNING, the script PUBLISHes the run on ARGV[5] in the same
 atomic step, so whoever cancels (a Go client, the CLI, the HTTP API, another
 language) pushes the cancel to the workers that own them; their heartbeat's

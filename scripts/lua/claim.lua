@@ -29,12 +29,13 @@ ARGV[8] kinds the caller runs, ",k1,k2,"; "" claims any kind
 Returns
   {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
    max_attempts, dependents_json, descendants_json, prev_owner, incarnation,
-   deps_json}
+   deps_json, resume}
          claimed (or this claim id's earlier claim, replayed); prev_owner is
          "" unless this was a takeover; incarnation names the run's
          submission (a reused run id gets a new one); deps_json lists the
          direct dependencies, whose results the caller reads next (they are
-         SUCCEEDED, so their results never change again)
+         SUCCEEDED, so their results never change again); resume is the
+         answer to the wait the node was parked on (resume.lua), or "".
   {-2, lease_until_ms}  busy: another owner's lease is live
   {-4, ready_at_ms}     READY but not due yet (retry backoff)
   {-6, epoch, claim_id, owner, descendants_json}
@@ -48,6 +49,7 @@ Returns
   -1  node missing
   -3  node terminal (SUCCEEDED, FAILED, CANCELLED)
   -5  node BLOCKED on dependencies
+  -9  node WAITING: parked until resumed (park.lua, resume.lua)
 ]]
 local rcall = redis.call
 local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -57,7 +59,7 @@ local kinds = ARGV[8] or ''
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
-  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps', 'end_op')
+  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps', 'end_op', 'resume')
 local state = f[1]
 if not state then return -1 end
 -- Fields at their default are not stored (submit.lua).
@@ -71,10 +73,11 @@ if state == 'RUNNING' and f[9] == claimID then
   rcall('HSET', nodeKey, 'lease_until', renewedS, 'heartbeat_at', nowS)
   rcall('ZADD', leaseKey, renewedS, ref)
   return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
-    tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]'}
+    tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]', f[20] or ''}
 end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
 if state == 'BLOCKED' then return -5 end
+if state == 'WAITING' then return -9 end
 
 local prevOwner, prevEpoch = '', f[8]
 if state == 'READY' then
@@ -130,4 +133,4 @@ else
 end
 
 return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,
-  tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]'}
+  tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]', f[20] or ''}

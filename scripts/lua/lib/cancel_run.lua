@@ -3,7 +3,7 @@
 -- cancel and the submit are one atomic step. A script includes it after
 -- defining rcall and maxlen.
 --
--- cancelRun(c) sets the run's cancel flag; its BLOCKED and READY nodes
+-- cancelRun(c) sets the run's cancel flag; its BLOCKED, READY and WAITING nodes
 -- become CANCELLED at once; when nodes are RUNNING it PUBLISHes the run on
 -- c.channel so their owners stop (their heartbeat's cancel flag is the
 -- fallback). A run already cancelled only pushes again while nodes run.
@@ -38,7 +38,7 @@ local function cancelRun(c)
   local ended = 0
   for i, k in ipairs(c.nodes) do
     local s = rcall('HGET', k, 'state')
-    if s == 'BLOCKED' or s == 'READY' then
+    if s == 'BLOCKED' or s == 'READY' or s == 'WAITING' then
       local id = c.ids[i]
       rcall('HSET', k, 'state', 'CANCELLED', 'error', 'run cancelled: ' .. c.reason, 'finished_at', now)
       rcall('ZREM', c.ready, c.prefix .. id)

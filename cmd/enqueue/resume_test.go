@@ -1,0 +1,51 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// A parked node is shown by status and answered through the CLI: the
+// answer is printed, a second resume prints the first answer, a node that
+// is not waiting is refused (exit 1) and a value that is not JSON is bad
+// input (exit 2), with the node still waiting.
+func TestResumeAParkedNode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	run := b.submit(t, `{"id": "ok-1", "nodes": [{"id": "ask", "kind": "noop"}, {"id": "go", "kind": "noop", "deps": ["ask"]}]}`)
+	store := b.client.Store()
+	c, err := store.Claim(ctx, fence.NodeRef{Thread: run, Run: run, Node: "ask"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = store.Park(ctx, c.Lease, fence.Wait{Request: []byte(`{"ask":"ship it?"}`)})
+	require.NoError(t, err)
+
+	r := b.run(t, "", "status", run)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `waiting for a resume: node ask asks {"ask":"ship it?"}`)
+	require.Contains(t, r.stdout, "WAITING")
+
+	r = b.run(t, "", "resume", run, "ask", "--value", "{nope")
+	require.Equal(t, 2, r.code, r.stderr)
+	require.Contains(t, r.stderr, "--value")
+	require.Equal(t, "WAITING", states(b.status(t, run))["ask"])
+	r = b.run(t, "", "resume", run, "go", "--value", "1")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not waiting")
+
+	r = b.run(t, "", "resume", run, "ask", "--value", `"yes"`)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"value":"yes"}`, r.stdout)
+	require.Equal(t, "READY", states(b.status(t, run))["ask"])
+	r = b.run(t, "", "resume", run, "ask", "--value", `"no"`, "--wait", "nope")
+	require.Equal(t, 1, r.code, "another wait: refused")
+	r = b.run(t, "", "resume", run, "ask", "--value", `"no"`)
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stderr, "answered already")
+	require.JSONEq(t, `{"value":"yes"}`, r.stdout, "the first answer stands")
+}

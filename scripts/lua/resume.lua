@@ -1,0 +1,67 @@
+--[[ resume: answer a parked node's wait; the node is READY again.
+
+Fenced by the wait it answers: the node must be WAITING under ARGV[2]'s
+wait id, in a run not cancelled. The value is stored (field resume, as
+JSON {"value": v}) for the node's next attempt, which the caller enqueues.
+A second resume of the same wait changes nothing and returns the first
+answer. Mode "timeout" (the sweeper) answers a wait whose timeout passed,
+as the park said: with its default value ({"value": v}), or with an error
+({"error": msg}) that fails the next attempt without running it.
+
+KEYS[1] node hash
+KEYS[2] run hash
+KEYS[3] run event stream
+KEYS[4] ready index (zset: ref -> ms when READY)
+KEYS[5] waits index (zset: ref -> ms when the wait times out)
+
+ARGV[1] node id
+ARGV[2] wait id the resume answers
+ARGV[3] value: JSON text (mode resume)
+ARGV[4] who resumes (recorded as the event's worker)
+ARGV[5] ref of the node in the indexes
+ARGV[6] event stream MAXLEN (approximate)
+ARGV[7] mode: "resume" or "timeout"
+
+Returns
+  {1, queue, attempt}  resumed: READY; enqueue its attempt + 1
+  {2, answer}          this wait was answered already: the first answer
+                       ({"value": v} or {"error": msg}), nothing changed
+  -1   node missing
+  -13  mode timeout: the wait has not timed out
+  -22  the run is cancelled or finished
+  -25  the node is not waiting (nothing parked it), or waits on
+       another wait: its wait id is not ARGV[2]
+]]
+local rcall = redis.call
+local nodeKey, runKey, evKey, readyKey, waitsKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local nodeID, waitID, value, who, ref, maxlen, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+
+local f = rcall('HMGET', nodeKey, 'state', 'wait_id', 'resumed_wait', 'resume', 'queue', 'attempt',
+  'wait_timeout_at', 'wait_on_timeout', 'wait_default')
+if not f[1] then return -1 end
+if f[3] == waitID then return {2, f[4] or ''} end
+if f[1] ~= 'WAITING' or f[2] ~= waitID then
+  if mode == 'timeout' then rcall('ZREM', waitsKey, ref) end
+  return -25
+end
+local r = rcall('HMGET', runKey, 'status', 'cancel')
+if r[1] ~= 'RUNNING' or r[2] == '1' then return -22 end
+--@include clock
+
+local answer
+if mode == 'timeout' then
+  if not f[7] or tonumber(f[7]) > now then return -13 end
+  if f[8] == 'resume' then
+    answer = '{"value":' .. (f[9] or 'null') .. '}'
+  else
+    answer = cjson.encode({error = 'wait ' .. waitID .. ' timed out'})
+  end
+else
+  answer = '{"value":' .. value .. '}'
+end
+rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', nowS, 'resume', answer, 'resumed_wait', waitID)
+rcall('ZADD', readyKey, nowS, ref)
+rcall('ZREM', waitsKey, ref)
+rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'resumed',
+  'node', nodeID, 'epoch', 0, 'worker', who, 'at', nowS, 'wait_id', waitID, 'mode', mode)
+return {1, f[5], tonumber(f[6])}
