@@ -92,7 +92,7 @@ type mCkpt struct {
 // mCk is one thread's checkpoint state: it expires as a whole.
 type mCk struct {
 	counters map[string]int64
-	ns       map[string][]*mCkpt     // ascending by version
+	ns       map[string][]*mCkpt         // ascending by version
 	first    map[string]map[string]int64 // run -> ns -> version of its first save there
 	// expiry: after expLo the state may be gone, after expHi it is;
 	// equal unless a replay may or may not have refreshed it.
@@ -181,8 +181,10 @@ func (o outcome) String() string {
 	return o.class + " " + o.vals
 }
 
-func ok(format string, args ...any) outcome { return outcome{class: "ok", vals: fmt.Sprintf(format, args...)} }
-func fail(class string) outcome              { return outcome{class: class} }
+func ok(format string, args ...any) outcome {
+	return outcome{class: "ok", vals: fmt.Sprintf(format, args...)}
+}
+func fail(class string) outcome { return outcome{class: class} }
 
 // ---- submit ----
 
@@ -622,13 +624,25 @@ func (m *model) save(l fence.Lease, ns, id string) outcome {
 	if _, seen := c.first[l.Run][ns]; !seen {
 		c.first[l.Run][ns] = v
 	}
+	// Trimming keeps the newest H and the anchor; the namespace may hold
+	// up to H+1 (an implementation may spare one more when the anchor is
+	// among the newest H): the newest others that fit are optional.
 	keep := m.keepSet(t, ns)
-	kept := c.ns[ns][:0]
-	for _, x := range c.ns[ns] {
-		if keep[x] {
+	spare := m.history + 1 - len(keep)
+	list := c.ns[ns]
+	var kept []*mCkpt
+	for i := len(list) - 1; i >= 0; i-- {
+		x := list[i]
+		switch {
+		case keep[x]:
 			x.optional = false
-			kept = append(kept, x)
+		case spare > 0:
+			spare--
+			x.optional = true
+		default:
+			continue
 		}
+		kept = append([]*mCkpt{x}, kept...)
 	}
 	c.ns[ns] = kept
 	m.touch(t)

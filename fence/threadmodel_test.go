@@ -50,15 +50,16 @@ const (
 )
 
 var (
-	tmRunIDs  = []string{"r1", "r2", "r3", "r4", "t1"} // "t1" is threadless only: the id of a thread
+	tmRunIDs  = []string{"r1", "r2", "r3", "r4", "r5", "r6", "t1"} // "t1" is threadless only: the id of a thread
 	tmThreads = []string{"t1", "t2"}
-	tmViews   = []string{"t1", "t2", "r1", "r2", "r3", "r4"}
+	tmViews   = []string{"t1", "t2", "r1", "r2", "r3", "r4", "r5", "r6"}
 	tmNS      = []string{"", "sub"}
 	tmWorkers = []string{"w1", "w2", "w3"}
 )
 
 func TestThreadModel(t *testing.T) {
 	setRapidDefault("rapid.checks", cmp.Or(os.Getenv("BATON_THREADMODEL_CHECKS"), "40"), "RAPID_CHECKS")
+	setRapidDefault("rapid.steps", "50", "RAPID_STEPS")
 	setRapidDefault("rapid.nofailfile", "true", "RAPID_NOFAILFILE")
 	off := map[string]bool{}
 	for _, f := range strings.Split(os.Getenv("BATON_THREADMODEL_OFF"), ",") {
@@ -151,6 +152,7 @@ type harness struct {
 	past     []pastOp
 	ids      map[string]map[string][]string // thread -> ns -> checkpoint ids used
 	retryIDs map[string][]string
+	tried    map[string]bool // run ids submitted
 }
 
 func newHarness(t *testing.T, rt *rapid.T, be redistest.Backend, hook *promoteHook, off map[string]bool, clientCancel bool) *harness {
@@ -164,7 +166,7 @@ func newHarness(t *testing.T, rt *rapid.T, be redistest.Backend, hook *promoteHo
 		history, tmRetention, tmLease)
 	return &harness{ctx: ctx, t: t, rt: rt, be: be, store: store, m: newModel(history, tmRetention.Milliseconds()),
 		hook: hook, off: off, clientCancel: clientCancel, byClaim: map[string]fence.Lease{},
-		ids: map[string]map[string][]string{}, retryIDs: map[string][]string{}}
+		ids: map[string]map[string][]string{}, retryIDs: map[string][]string{}, tried: map[string]bool{}}
 }
 
 func (h *harness) actions() map[string]func(*rapid.T) {
@@ -278,9 +280,16 @@ func (h *harness) dependents(run, node string) []string {
 func (h *harness) submit(rt *rapid.T) {
 	runs := tmRunIDs
 	if h.off["threadless"] {
-		runs = runs[:4]
+		runs = runs[:len(runs)-1]
+	}
+	if h.off["resubmit"] {
+		runs = slices.DeleteFunc(slices.Clone(runs), func(r string) bool { return h.tried[r] })
+		if len(runs) == 0 {
+			rt.Skip("every run id tried")
+		}
 	}
 	run := rapid.SampledFrom(runs).Draw(rt, "run")
+	h.tried[run] = true
 	thread := ""
 	if run != "t1" {
 		thread = rapid.SampledFrom([]string{"", "t1", "t2", "t1", "t2"}).Draw(rt, "thread")
@@ -456,7 +465,19 @@ func (h *harness) end(rt *rapid.T) {
 		rt.Skip("no lease")
 	}
 	kind := rapid.SampledFrom([]string{"commit", "commit", "fail", "fail-final", "release"}).Draw(rt, "end")
-	h.logf("%s %s", kind, leaseString(l))
+	resend := ""
+	if e, found := h.m.endings[l.ClaimID]; found {
+		switch {
+		case e.op == strings.TrimSuffix(kind, "-final"):
+			if h.off["replay"] {
+				rt.Skip("a resend")
+			}
+			resend = " again (a resend: its reply was lost)"
+		case h.off["crossend"]:
+			rt.Skip("another end of an ended claim")
+		}
+	}
+	h.logf("%s %s%s", kind, leaseString(l), resend)
 	h.doEnd(l, kind)
 }
 
@@ -504,6 +525,9 @@ func (h *harness) cancel(rt *rapid.T) {
 		rt.Skip("no run")
 	}
 	run := rapid.SampledFrom(h.runIDs()).Draw(rt, "run")
+	if h.off["cancelqueued"] && h.m.runs[run].status == stQueued {
+		rt.Skip("queued")
+	}
 	h.logf("cancel %s", run)
 	want := h.m.cancel(run)
 	res, err := h.store.Cancel(h.ctx, run, "user", "client")
@@ -868,12 +892,17 @@ func (h *harness) checkCheckpoints(rt *rapid.T, t, ns string) {
 		mlist = c.ns[ns]
 	}
 	var want []string
+	for _, cp := range mlist {
+		s := ckptString(cp)
+		if cp.optional {
+			s += "?"
+		}
+		want = append(want, s)
+	}
 	var kept []*mCkpt
 	j := 0
 	for _, cp := range mlist {
-		s := ckptString(cp)
-		want = append(want, s)
-		if j < len(got) && got[j] == s {
+		if s := ckptString(cp); j < len(got) && got[j] == s {
 			kept = append(kept, cp)
 			j++
 			continue
