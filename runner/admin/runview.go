@@ -271,6 +271,32 @@ func (u *ui) cancel(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/runs/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
+// resume answers a parked node's wait from the node page's form.
+func (u *ui) resume(w http.ResponseWriter, r *http.Request) {
+	id, node := r.PathValue("id"), r.PathValue("node")
+	for _, v := range [][2]string{{"run id", id}, {"node id", node}} {
+		if err := fence.ValidateID(v[0], v[1]); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+	}
+	r.Body = http.MaxBytesReader(w, r.Body, maxResumeBody)
+	value, waitID := strings.TrimSpace(r.PostFormValue("value")), r.PostFormValue("wait_id")
+	if waitID != "" {
+		if err := fence.ValidateID("wait id", waitID); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+	}
+	if _, err := u.client.Resume(r.Context(), id, node, waitID, json.RawMessage(cmp.Or(value, "null"))); err != nil &&
+		fence.IsRefused(err) {
+		u.fail(w, r, err)
+		return
+	}
+	u.log.Info("node_resume_requested", "run_id", id, "node_id", node, "via", "ui", "remote_addr", r.RemoteAddr)
+	http.Redirect(w, r, "/runs/"+url.PathEscape(id)+"/nodes/"+url.PathEscape(node), http.StatusSeeOther)
+}
+
 // detailValue shows a detail recorded in epoch milliseconds as a clock
 // time (lease_until, ready_at) and one in milliseconds (overdue_ms) as
 // seconds, as enqueue events does; other values as stored.

@@ -376,3 +376,38 @@ func TestNodeDetailsListCheckpoints(t *testing.T) {
 	_, body = b.page(t, http.DefaultClient, "/runs/turn-1")
 	assert.Contains(t, body, `<a href="/runs?thread=chat-9">chat-9</a>`, "the run's thread links to its runs")
 }
+
+// A parked node's page shows what it asks and a resume form; posting the
+// form answers the wait and the node is READY.
+func TestResumeFromTheNodePage(t *testing.T) {
+	t.Parallel()
+	b := setupView(t, "")
+	ctx := t.Context()
+	spec, err := runner.ParseSpec([]byte(`{"id":"w1","nodes":[{"id":"ask","kind":"noop"}]}`))
+	require.NoError(t, err)
+	_, err = b.client.Submit(ctx, spec)
+	require.NoError(t, err)
+	c, err := b.client.Store().Claim(ctx, fence.NodeRef{Thread: "w1", Run: "w1", Node: "ask"}, "wk", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = b.client.Store().Park(ctx, c.Lease, fence.Wait{Request: []byte(`{"ask":"ship?"}`)})
+	require.NoError(t, err)
+
+	code, body := b.page(t, http.DefaultClient, "/runs/w1/nodes/ask")
+	require.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "WAITING")
+	assert.Contains(t, body, `{&#34;ask&#34;:&#34;ship?&#34;}`)
+	assert.Contains(t, body, `id="resume-form"`)
+
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, err := http.NewRequest("POST", b.url+"/runs/w1/nodes/ask/resume", strings.NewReader("value=%22yes%22"))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	resp, err := noRedirect.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	st, err := b.client.Status(ctx, "w1")
+	require.NoError(t, err)
+	assert.Equal(t, "READY", st.Nodes[0].State)
+}
