@@ -113,8 +113,12 @@ func (h *heartbeater) add(l fence.Lease, t *Task, claimStarted time.Time, cancel
 	a.selfFence = time.AfterFunc(time.Until(a.trusted), func() { h.lost(a, selfFencedReason) })
 	h.leases[l.ClaimID] = a
 	h.changes++
-	if p, ok := h.pushed[l.Run]; ok && p.msg.Matches(l) && time.Since(p.at) <= h.ttl {
-		cancel(ErrRunCancelled) // the push came between the claim and now
+	// A push heard after this claim started may have been published before
+	// Redis ran the claim: it came between the claim and now. One heard
+	// before the claim started was published before it too, and the claim
+	// found the run not cancelled (a retry of the run): it stands.
+	if p, ok := h.pushed[l.Run]; ok && p.msg.Matches(l) && p.at.After(claimStarted) && time.Since(p.at) <= h.ttl {
+		cancel(ErrRunCancelled)
 	}
 	h.mu.Unlock()
 	h.m.Running.Inc()

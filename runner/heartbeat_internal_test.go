@@ -54,12 +54,22 @@ func TestACancelPushedBeforeTheAttemptIsTrackedStillStopsIt(t *testing.T) {
 	h := newHeartbeater(heartbeaterParams{ttl: time.Minute, interval: 20 * time.Second,
 		logger: slog.New(slog.NewTextHandler(io.Discard, nil)), metrics: NewMetrics(nil)})
 	l := fence.Lease{Thread: "r", Run: "r", Incarnation: "i1", Node: "n", Owner: "w", Epoch: 1, ClaimID: "c1"}
+	claimStarted := time.Now().Add(-time.Millisecond)
 	require.Zero(t, h.cancelRun(fence.CancelMessage{Run: "r", Incarnation: "i1"}), "nothing was tracked yet")
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	h.add(l, NewTask(l, "k", nil, 0), time.Now(), cancel)
+	h.add(l, NewTask(l, "k", nil, 0), claimStarted, cancel)
 	require.ErrorIs(t, context.Cause(ctx), ErrRunCancelled)
+
+	// An attempt claimed after the push heard (the run retried since) is
+	// left alone: Redis ran its claim after the cancel.
+	retried := l
+	retried.Epoch, retried.ClaimID = 2, "c3"
+	ctx3, cancel3 := context.WithCancelCause(context.Background())
+	defer cancel3(nil)
+	h.add(retried, NewTask(retried, "k", nil, 0), time.Now().Add(time.Millisecond), cancel3)
+	require.NoError(t, context.Cause(ctx3), "claimed after the push")
 
 	later := l
 	later.Incarnation, later.ClaimID = "i2", "c2"

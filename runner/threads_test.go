@@ -486,3 +486,30 @@ func TestPendingWritesExpireWithTheirCounter(t *testing.T) {
 	require.Len(t, writes, 1)
 	require.JSONEq(t, `"new"`, string(writes[0].Value), "no write of the old version 1 survives")
 }
+
+// A run cancelled while its node runs, then retried at once, runs again:
+// the worker that heard the cancel's push does not apply it to the retried
+// attempt, claimed after it.
+func TestRetryRightAfterACancel(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	started := make(chan int64, 4)
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"once": runner.KindFunc(func(ctx context.Context, task *runner.Task) (json.RawMessage, error) {
+		started <- task.Lease.Attempt
+		if task.Lease.Attempt == 1 {
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		}
+		return json.RawMessage(`"done"`), nil
+	})})
+	b.submit(`{"id":"rc","nodes":[{"id":"n","kind":"once"}]}`)
+	require.EqualValues(t, 1, recv(t, started, 10*time.Second))
+	_, err := b.client.Cancel(ctx, "rc", "")
+	require.NoError(t, err)
+	require.Equal(t, "CANCELLED", b.waitRun("rc", 10*time.Second).Status)
+	_, err = b.client.Retry(ctx, "rc", "")
+	require.NoError(t, err)
+	info := b.waitRun("rc", 10*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
+}
