@@ -55,7 +55,13 @@ func TestLangGraphRunNodeInterruptRunAnswersItsOwnInput(t *testing.T) {
 	})
 	second := c.submit(runNodeSpec(t, dir, "i2", "chat", "interrupt", map[string]string{
 		"STEP_LOG": stepLog, "AGENT_TOPIC": "second", "STEP_MS": "50"}))
-	require.Equal(t, 0, c.watch(second))
+	// Polled, not watched: enqueue watch takes a QUEUED run for an ended
+	// one (terminal() in cmd/enqueue/status.go) and exits 1 at once.
+	waitUntil(t, 60*time.Second, "i2 to end", func() bool {
+		s := c.status(second).Status
+		return s != "RUNNING" && s != "PENDING" && s != "QUEUED"
+	})
+	require.Equal(t, "SUCCEEDED", c.status(second).Status)
 	require.Equal(t, "CANCELLED", c.status(first).Status)
 
 	var got runNodeResult
