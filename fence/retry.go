@@ -49,11 +49,11 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	if err := s.rdb.Persist(ctx, s.keys.Locator(run)).Err(); err != nil {
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
-	threaded, activeKey := "", s.keys.Run(thread, run)
+	threaded := ""
 	if thread != run {
-		threaded, activeKey = "1", s.keys.Active(thread)
+		threaded = "1"
 	}
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)), s.keys.Finished(ShardOf(thread)), activeKey}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)), s.keys.Finished(ShardOf(thread)), s.keys.Active(thread)}
 	args := []any{run, retryID, Ref(thread, run, ""), s.maxlen, threaded, who}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))

@@ -513,3 +513,23 @@ func TestRetryRightAfterACancel(t *testing.T) {
 	info := b.waitRun("rc", 10*time.Second)
 	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
 }
+
+// A run without a thread is retried only while it is still the active run
+// of the thread of its id: once a run of that thread started, re-running
+// it would run two of the thread's runs at once.
+func TestThreadlessRetryAfterTheThreadMovedOn(t *testing.T) {
+	t.Parallel()
+	b := threadSetup(t, nil)
+	ctx := context.Background()
+	_, err := b.run("chat", "", "")
+	require.NoError(t, err)
+	c := b.claim("chat", "chat", "w", time.Minute)
+	_, err = b.store.Fail(ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, nil)
+	require.NoError(t, err)
+	_, err = b.run("next", "chat", "enqueue")
+	require.NoError(t, err)
+	require.Equal(t, "RUNNING", b.status("next"))
+	_, err = b.client.Retry(ctx, "chat", "")
+	require.ErrorIs(t, err, fence.ErrNotActiveRun)
+	require.Equal(t, "FAILED", b.status("chat"), "nothing changed")
+}

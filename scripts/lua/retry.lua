@@ -12,9 +12,10 @@ and the task ids made from it, keep growing. The run becomes RUNNING, its
 counters (terminal: the SUCCEEDED nodes; failed; cancel flag and reason)
 reset and its time to live (retention) removed.
 
-A run of a thread is retried only while it is still the thread's active
-run: once the thread has moved on to another run, re-running this one
-would run two of the thread's runs at once.
+A run is retried only while it is still its thread's active run (a run
+without a thread: while no run of the thread of its id took the key):
+once the thread has moved on to another run, re-running this one would
+run two of the thread's runs at once.
 
 Idempotent: the same retry id again finds its own earlier retry (code 2),
 however many retries under other ids came after it: every retry id is
@@ -27,8 +28,7 @@ KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
 KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended;
           a bare "run" when its locator awaits its time to live)
-KEYS[5]   the thread's active-run key (any key of the thread when the run
-          is its own thread)
+KEYS[5]   the thread's active-run key
 KEYS[6..] every node hash of the run, in the order of ARGV[7..]
 
 ARGV[1]   run id
@@ -77,10 +77,9 @@ end
 if retryID ~= '' and r[2] then return readyNodes({2, status}) end
 if status == 'RUNNING' then return {3, status} end
 if status ~= 'FAILED' and status ~= 'CANCELLED' then return {-24, status} end
-if threaded == '1' then
-  local active = rcall('GET', activeKey) or ''
-  if active ~= runID then return {-14, active} end
-end
+-- A run without a thread is active while the key is absent (submit.lua).
+local active = rcall('GET', activeKey) or ''
+if active ~= runID and (threaded == '1' or active ~= '') then return {-14, active} end
 
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
