@@ -180,22 +180,29 @@ export function execEnv(redisURL, prefix, lease) {
 }
 
 /**
- * Runs `node file` with env added to this process's environment; resolves
+ * Runs `node file` with env added to this process's environment (its pipes
+ * read, unless read is false); resolves
  * when it exits with {code, stdout, stderr, ms, firstOutMs} (ms from the
  * start to the exit, firstOutMs to its first output).
  */
-export function runScript(file, env, { timeoutMs = 20_000 } = {}) {
+export function runScript(file, env, { timeoutMs = 20_000, read = true } = {}) {
   return new Promise((ok, fail) => {
     const started = performance.now();
     const proc = spawn(process.execPath, [file], { cwd: packageDir, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     let firstOutMs;
-    proc.stdout.on("data", (b) => {
-      firstOutMs ??= performance.now() - started;
-      stdout += b;
-    });
-    proc.stderr.on("data", (b) => (stderr += b));
+    if (read) {
+      proc.stdout.on("data", (b) => {
+        firstOutMs ??= performance.now() - started;
+        stdout += b;
+      });
+      proc.stderr.on("data", (b) => (stderr += b));
+    } else {
+      // Nobody reads the pipes, as when the runner is paused: they fill up.
+      proc.stdout.pause();
+      proc.stderr.pause();
+    }
     const timer = setTimeout(() => {
       proc.kill("SIGKILL");
       fail(new Error(`${file} did not exit within ${timeoutMs} ms; stderr:\n${stderr}`));

@@ -61,6 +61,14 @@ describe("a fromEnv() saver", () => {
     expect(r.ms - Math.max(ttl, r.firstOutMs)).toBeLessThan(1000);
   });
 
+  it("ends a program whose pipes nobody reads (its runner is paused) when its lease runs out", async () => {
+    const ttl = 1500;
+    const lease = await ctl.claim(prefix, "t-noisy", "w", ttl);
+    const r = await runScript("test/fixtures/long-step-noisy.mjs", env(lease), { read: false });
+    expect(r.code).toBe(EXIT_LEASE_LOST);
+    expect(r.ms).toBeLessThan(ttl + 5000); // not hung: Node queues writes to a full pipe
+  });
+
   it("ends a program whose node another worker took over", async () => {
     const lease = await ctl.claim(prefix, "t-takeover", "w", 800);
     const proc = runScript("test/fixtures/long-step.mjs", env(lease));
