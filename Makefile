@@ -70,8 +70,20 @@ test-py:
 demo:
 	$(GO) run ./examples/demo
 
-# baton against bare Asynq on the same Redis, in one run.
+# baton against bare Asynq and BullMQ on the same Redis, in one run. BullMQ
+# runs in node from cmd/bench/bullmq, whose locked dependencies are
+# installed here when node and npm are present; without them the bench
+# says BullMQ was skipped and measures the other two.
+BULLMQ_DIR := cmd/bench/bullmq
 bench:
+	@if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then \
+		cd $(BULLMQ_DIR) && \
+		if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+			npm ci --no-audit --no-fund || echo "bench: npm ci failed in $(BULLMQ_DIR): BullMQ will be skipped"; \
+		fi; \
+	else \
+		echo "bench: node and npm are not both installed: BullMQ will be skipped"; \
+	fi
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
 
 # The fault harness: real runners, Redis and the fenced downstream under a

@@ -53,6 +53,8 @@ type options struct {
 	memNodes     int           // finished nodes of the memory section
 	sweepNodes   int           // finished nodes present in the sweep section
 	scriptCalls  int           // calls of each operation in the scripts section
+	bullmq       bool          // measure BullMQ beside Asynq and baton (node and the npm package in cmd/bench/bullmq)
+	bullmqDir    string        // the npm package's directory; "": cmd/bench/bullmq
 }
 
 // allSections are the bench's sections, in the order they run.
@@ -77,6 +79,13 @@ wide = N/k runs of k independent nodes; chain = N/k runs of k nodes in a chain
 (each commit enqueues the next).
 Asynq's baseline is N independent tasks, or for chain N/k chains of k tasks
 whose handlers enqueue the next one.
+
+BullMQ (-bullmq, on by default): the same two baselines drained by one
+BullMQ Worker at the same concurrency, with completed jobs kept
+(removeOnComplete: false) and removed (true), in a node process of the npm
+package in cmd/bench/bullmq (make bench runs npm ci there). Baton rows get
+×bullmq next to ×asynq. Skipped, saying so, without node or the installed
+package, on a cluster and with -rtt.
 
 Cancel latency: after the throughput table (or alone with -mode cancel), the
 bench cancels -cancels running nodes of each kind (a Go handler, an exec
@@ -156,6 +165,8 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.memNodes, "mem-nodes", 10000, "finished no-op nodes in the memory section (runs of one node and of k nodes)")
 	fs.IntVar(&o.scriptCalls, "script-calls", 1000, "calls of each operation in the scripts section")
 	fs.IntVar(&o.sweepNodes, "sweep-nodes", 1000000, "finished nodes present in the sweep section (copies of a finished run; about 1 GiB of Redis memory per million)")
+	fs.BoolVar(&o.bullmq, "bullmq", true, "measure BullMQ in the throughput section too, in a node process (skipped, saying so, without node or the npm package)")
+	fs.StringVar(&o.bullmqDir, "bullmq-dir", "", "directory of the bench's BullMQ npm package, installed with npm ci (default: cmd/bench/bullmq)")
 	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")
 	if err := fs.Parse(args); err != nil {
 		return o, err

@@ -31,16 +31,36 @@ func (r report) throughput(rows []*row) {
 		m := x.median()
 		n := float64(m.nodes)
 		e := map[string]any{"system": x.system, "mode": x.mode, "nodes": m.nodes,
-			"drain_per_s": round1(m.drainRate()), "rt_per_node": round2(float64(m.submitRT.rtts+m.drainRT.rtts) / n),
+			"drain_per_s":         round1(m.drainRate()),
 			"redis_cmds_per_node": round2(float64(m.server.calls) / n), "redis_cpu_us_per_node": round1(us(m.server.cpu) / n),
 			"cpu_us_per_node": round1(m.cpuPerNode())}
+		if !m.child {
+			e["rt_per_node"] = round2(float64(m.submitRT.rtts+m.drainRT.rtts) / n)
+		}
+		if !math.IsNaN(m.memPerNode) {
+			e["redis_bytes_per_node"] = round1(m.memPerNode)
+		}
 		if m.busy >= 0 {
 			e["busy"] = round2(m.busy)
 		}
-		if b := baseline(rows, x.mode); x.system == "baton" && b != nil {
+		if b := baseline(rows, x.mode); x.system != "asynq" && b != nil {
 			e["x_asynq"] = round2(m.drainRate() / b.median().drainRate())
 			e["cpu_bound_x_asynq"] = round2(b.median().cpuPerNode() / m.cpuPerNode())
 			e["redis_cpu_x_asynq"] = round2(us(m.server.cpu) / n / (us(b.median().server.cpu) / float64(b.median().nodes)))
+		}
+		for _, removed := range []bool{false, true} {
+			b := bullmqBaseline(rows, x.mode, removed)
+			if x.system != "baton" || b == nil {
+				continue
+			}
+			suffix := "kept"
+			if removed {
+				suffix = "removed"
+			}
+			bm := b.median()
+			e["x_bullmq_"+suffix] = round2(m.drainRate() / bm.drainRate())
+			e["cpu_bound_x_bullmq_"+suffix] = round2(bm.cpuPerNode() / m.cpuPerNode())
+			e["redis_cpu_x_bullmq_"+suffix] = round2(us(m.server.cpu) / n / (us(bm.server.cpu) / float64(bm.nodes)))
 		}
 		out = append(out, e)
 	}

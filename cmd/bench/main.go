@@ -3,7 +3,11 @@
 // nodes through a baton runner.Worker (claim and commit under a fenced
 // lease, every node), with the same concurrency and poll interval, and
 // prints both throughputs, their ratio and the Redis round trips each spent
-// per task.
+// per task. Beside them it drains N no-op jobs through BullMQ, the fenced
+// peer (its lock token is checked when a job completes), with completed
+// jobs kept and removed, in a node process of the npm package in
+// cmd/bench/bullmq; without node or that package it says BullMQ was
+// skipped.
 //
 // Every task is enqueued (or every run submitted) while the queue is paused,
 // then the queue is unpaused and the clock runs from the first delivery to

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -67,6 +68,13 @@ type result struct {
 	proc         time.Duration // this process's CPU, drain phase
 	steal        float64       // share of the machine's CPU time the host took (steal), drain phase; -1: unknown
 	busy         float64       // share of the machine's CPU time in use (every process), drain phase; -1: unknown
+	// memPerNode is Redis's used_memory after the drain less before the
+	// submit, per node: what the system keeps of finished work. NaN:
+	// unknown (a cluster).
+	memPerNode float64
+	// child: the system ran in a process of its own (BullMQ's node): its
+	// round trips were not counted, proc is that process's CPU.
+	child bool
 }
 
 func (r result) drainRate() float64  { return float64(r.nodes) / r.drain.Seconds() }
@@ -119,6 +127,10 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 	}
 	p.reset()
 	tag := fmt.Sprintf("m%d", round)
+	m0, err := b.usedMemory(ctx)
+	if err != nil {
+		return res, err
+	}
 	c0 := b.t.count.snapshot()
 	start := time.Now()
 	res.nodes, err = sc.fill(ctx, tag, b.o.n)
@@ -155,6 +167,11 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 	if err != nil {
 		return res, err
 	}
+	m1, err := b.usedMemory(ctx)
+	if err != nil {
+		return res, err
+	}
+	res.memPerNode = (m1 - m0) / float64(res.nodes)
 	res.drain = end.Sub(time.Unix(0, p.first.Load()))
 	res.submitRT, res.drainRT = c1.since(c0), c2.since(c1)
 	res.server = s2.since(s1)
@@ -162,6 +179,16 @@ func (b *bench) measure(ctx context.Context, sc scenario, round int) (res result
 		return res, err
 	}
 	return res, nil
+}
+
+// usedMemory is the target's used_memory, or NaN on a cluster (whose
+// masters each hold part of it).
+func (b *bench) usedMemory(ctx context.Context) (float64, error) {
+	if b.t.cluster != nil {
+		return math.NaN(), nil
+	}
+	m, err := b.t.usedMemory(ctx)
+	return float64(m), err
 }
 
 // drained waits until nodes handlers have finished, the queue holds

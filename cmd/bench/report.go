@@ -36,58 +36,114 @@ func (r *row) spread() (lo, hi float64) {
 	return lo, hi
 }
 
-// baseline is the asynq row a baton mode is compared with.
+// baseline is the asynq row a baton (or BullMQ) mode is compared with.
 func baseline(rows []*row, mode string) *row {
-	want := "flat"
-	if strings.HasPrefix(mode, "chain") {
-		want, _, _ = strings.Cut(mode, " d=") // asynq has no dispatchers
+	return find(rows, "asynq", baseShape(mode))
+}
+
+// bullmqBaseline is the BullMQ row a baton mode is compared with: the
+// same shape (flat for single, thread and wide), completed jobs kept or
+// removed.
+func bullmqBaseline(rows []*row, mode string, removed bool) *row {
+	if removed {
+		return find(rows, "bullmq", baseShape(mode)+" removed")
 	}
+	return find(rows, "bullmq", baseShape(mode)+" kept")
+}
+
+// baseShape is the baselines' shape for a mode: "chain k=10" for chains,
+// else "flat" (independent tasks).
+func baseShape(mode string) string {
+	if strings.HasPrefix(mode, "chain") {
+		shape, _, _ := strings.Cut(mode, " d=") // the baselines have no dispatchers
+		shape = strings.TrimSuffix(strings.TrimSuffix(shape, " kept"), " removed")
+		return shape
+	}
+	return "flat"
+}
+
+func find(rows []*row, system, mode string) *row {
 	for _, r := range rows {
-		if r.system == "asynq" && r.mode == want {
+		if r.system == system && r.mode == mode {
 			return r
 		}
 	}
 	return nil
 }
 
-func printTable(w io.Writer, rows []*row) {
+// ratio is a's median drain/s over b's, or "—" without b.
+func ratio(a, b *row) string {
+	if b == nil {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f", a.median().drainRate()/b.median().drainRate())
+}
+
+func printTable(w io.Writer, rows []*row, skipBullMQ string) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tmode\tnodes\tsubmit/s\tdrain/s\tmin–max\t×asynq\tCPU-bound ×asynq\tbusy\tRT/node submit\tRT/node drain\tRT/node total\tredis cmds/node\tredis µs/node\tbench µs/node\t")
+	fmt.Fprintln(tw, "system\tmode\tnodes\tsubmit/s\tdrain/s\tmin–max\t×asynq\t×bullmq kept\t×bullmq removed\tCPU-bound ×asynq\tbusy\tRT/node submit\tRT/node drain\tRT/node total\tredis cmds/node\tredis µs/node\tbench µs/node\tredis B/node\t")
 	for _, r := range rows {
 		m := r.median()
 		lo, hi := r.spread()
-		ratio, bound := "—", "—"
-		if b := baseline(rows, r.mode); r.system == "baton" && b != nil {
-			ratio = fmt.Sprintf("%.2f", m.drainRate()/b.median().drainRate())
+		xa, bound, xk, xr := "—", "—", "—", "—"
+		if b := baseline(rows, r.mode); r.system != "asynq" && b != nil {
+			xa = ratio(r, b)
 			bound = fmt.Sprintf("%.2f", b.median().cpuPerNode()/m.cpuPerNode())
 		}
+		if r.system == "baton" {
+			xk, xr = ratio(r, bullmqBaseline(rows, r.mode, false)), ratio(r, bullmqBaseline(rows, r.mode, true))
+			if skipBullMQ != "" {
+				xk, xr = "skipped", "skipped"
+			}
+		}
 		n := float64(m.nodes)
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f–%.0f\t%s\t%s\t%s\t%.2f\t%.2f\t%.2f\t%.1f\t%.1f\t%.1f\t\n",
-			r.system, r.mode, m.nodes, m.submitRate(), m.drainRate(), lo, hi, ratio, bound, pct(m.busy),
-			float64(m.submitRT.rtts)/n, float64(m.drainRT.rtts)/n, float64(m.submitRT.rtts+m.drainRT.rtts)/n,
-			float64(m.server.calls)/n, us(m.server.cpu)/n, us(m.proc)/n)
+		rt := []string{"—", "—", "—"}
+		if !m.child {
+			rt = []string{fmt.Sprintf("%.2f", float64(m.submitRT.rtts)/n), fmt.Sprintf("%.2f", float64(m.drainRT.rtts)/n),
+				fmt.Sprintf("%.2f", float64(m.submitRT.rtts+m.drainRT.rtts)/n)}
+		}
+		mem := "—"
+		if !math.IsNaN(m.memPerNode) {
+			mem = fmt.Sprintf("%.0f", m.memPerNode)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f–%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t\n",
+			r.system, r.mode, m.nodes, m.submitRate(), m.drainRate(), lo, hi, xa, xk, xr, bound, pct(m.busy),
+			rt[0], rt[1], rt[2], float64(m.server.calls)/n, us(m.server.cpu)/n, us(m.proc)/n, mem)
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, `
-submit/s   nodes enqueued (runs submitted) per second while the queue was paused
+submit/s   nodes enqueued (runs submitted, jobs added) per second while the queue was paused
 drain/s    nodes (tasks) per second from the first delivery to the last task's end
            (baton: and every finished run retained)
-×asynq     baton's drain/s over asynq's (flat for single and wide, chain for chain)
-CPU-bound  asynq's CPU per node (Redis's and this process's, the columns on the right) over
- ×asynq    baton's: the ×asynq the machine's cores allow when both drains keep them busy. A
+×asynq     drain/s over bare asynq's (flat for single, thread and wide, chain for chain)
+×bullmq    baton's drain/s over BullMQ's, completed jobs kept (removeOnComplete: false; baton
+           keeps a finished run too) and removed (true; as asynq, retention 0). BullMQ's flat
+           (independent jobs) stands for single, thread and wide (it has no runs or threads);
+           its chain for chain: each job's processor adds the next, as asynq's chain does
+           (not a FlowProducer flow, whose parent waits on its children)
+CPU-bound  asynq's CPU per node (Redis's and the worker process's, the columns on the right) over
+ ×asynq    this row's: the ×asynq the machine's cores allow when both drains keep them busy. A
            ×asynq near it says the drains were bound by CPU; above it, that asynq's was bound
            by something else first (its one dequeue loop's round trip)
 busy       share of the machine's CPU time some process used during the drain (not idle,
            not taken by the host)
 RT/node    client round trips per node (a pipeline is one), counted by a go-redis hook;
-           the drain includes both servers' background work (heartbeats, sweeps, forwarder)
+           the drain includes both servers' background work (heartbeats, sweeps, forwarder);
+           not counted for BullMQ (its node process)
 redis      commands Redis executed (commandstats, scripts' inner calls included) and its CPU,
            per node, during the drain; server-wide: exact only on a Redis nobody else uses
            (on a cluster: summed over every master; a pipeline counts one round trip though
            the cluster client sends one to each master it touches)
-bench µs   this process's CPU per node during the drain (workers, clients, hook)
+bench µs   the worker process's CPU per node during the drain: this process's (workers,
+           clients, hook); for BullMQ its node process's, which measures it itself
+redis B    used_memory after the drain less before the submit, per node: what a system keeps
+           of finished work (baton: retained runs; BullMQ kept: job hashes and the completed
+           set; both: their event streams, BullMQ's capped at about 10,000 events)
 Each row is the round with the median drain/s; min–max spans every round.`)
+	if skipBullMQ != "" {
+		fmt.Fprintf(w, "BullMQ: SKIPPED (%s): its rows and ×bullmq are missing.\n", skipBullMQ)
+	}
 }
 
 // printBreakdown lists the commands each system sent per node in its median
@@ -95,6 +151,9 @@ Each row is the round with the median drain/s; min–max spans every round.`)
 func printBreakdown(w io.Writer, rows []*row) {
 	for _, r := range rows {
 		m := r.median()
+		if m.child {
+			fmt.Fprintf(w, "\n%s %s: round trips not counted (a node process of its own)\n", r.system, r.mode)
+		}
 		for _, phase := range []struct {
 			name string
 			c    counts

@@ -66,44 +66,71 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	b := &bench{o: o, t: t, profile: map[string]bool{}, counted: counted,
 		log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: o.logLevel}))}
 	defer rep.print(stdout)
-	var scenarios []scenario
-	var rows []*row
-	add := func(sc scenario) {
-		scenarios = append(scenarios, sc)
-		rows = append(rows, &row{system: sc.system(), mode: sc.mode()})
+	// Each entry is one row of the throughput table: a system in a shape.
+	type entry struct {
+		system, mode string
+		measure      func(ctx context.Context, round int) (result, error)
 	}
-	flat := false // single and wide share asynq's flat baseline
+	var entries []entry
+	var rows []*row
+	add := func(system, mode string, measure func(ctx context.Context, round int) (result, error)) {
+		entries = append(entries, entry{system, mode, measure})
+		rows = append(rows, &row{system: system, mode: mode})
+	}
+	addScenario := func(sc scenario) {
+		add(sc.system(), sc.mode(), func(ctx context.Context, round int) (result, error) { return b.measure(ctx, sc, round) })
+	}
+	pkg, skipBullMQ := findBullMQ(o)
+	addBullMQ := func(chain bool) {
+		if skipBullMQ != "" {
+			return
+		}
+		for _, removed := range []bool{false, true} {
+			sc := &bullmqScenario{o: o, t: t, pkg: pkg, chain: chain, removed: removed}
+			add(sc.system(), sc.mode(), func(ctx context.Context, _ int) (result, error) { return b.measureBullMQ(ctx, sc) })
+		}
+	}
+	flat := false // single, thread and wide share asynq's and BullMQ's flat baselines
 	var shapes []string
 	if o.has("throughput") {
 		shapes = o.batonModes()
+		if skipBullMQ == "" {
+			fmt.Fprintf(stdout, "bullmq: %s in %s, node %s (a process of its own per measurement)\n", pkg.version, pkg.dir, pkg.node)
+			rep["bullmq"] = map[string]any{"version": pkg.version}
+		} else {
+			fmt.Fprintf(stdout, "bullmq: SKIPPED: %s\n", skipBullMQ)
+			rep["bullmq"] = map[string]any{"skipped": skipBullMQ}
+		}
 	}
 	for _, m := range shapes {
 		switch {
 		case m == "chain":
-			add(&asynqScenario{o: o, t: t, chain: true})
+			addScenario(&asynqScenario{o: o, t: t, chain: true})
+			addBullMQ(true)
 		case !flat:
-			add(&asynqScenario{o: o, t: t})
+			addScenario(&asynqScenario{o: o, t: t})
+			addBullMQ(false)
 			flat = true
 		}
 		for _, d := range o.dispatchers {
-			add(&batonScenario{o: o, t: t, log: b.log, shape: m, dispatchers: d})
+			addScenario(&batonScenario{o: o, t: t, log: b.log, shape: m, dispatchers: d})
 		}
 	}
 
 	for round := 1; round <= o.runs; round++ {
-		for i, sc := range scenarios {
-			res, err := b.measure(ctx, sc, round)
+		for i, e := range entries {
+			res, err := e.measure(ctx, round)
 			if err != nil {
-				fmt.Fprintf(stderr, "bench: %s %s, round %d: %v\n", sc.system(), sc.mode(), round, err)
+				fmt.Fprintf(stderr, "bench: %s %s, round %d: %v\n", e.system, e.mode, round, err)
 				return 1
 			}
 			rows[i].results = append(rows[i].results, res)
-			fmt.Fprintf(stderr, "round %d/%d  %-5s %-11s submit %7.0f/s  drain %7.0f/s  (load %s, steal %s, busy %s)\n",
-				round, o.runs, sc.system(), sc.mode(), res.submitRate(), res.drainRate(), loadAverage(), pct(res.steal), pct(res.busy))
+			fmt.Fprintf(stderr, "round %d/%d  %-6s %-14s submit %7.0f/s  drain %7.0f/s  (load %s, steal %s, busy %s)\n",
+				round, o.runs, e.system, e.mode, res.submitRate(), res.drainRate(), loadAverage(), pct(res.steal), pct(res.busy))
 		}
 	}
 	if len(rows) > 0 {
-		printTable(stdout, rows)
+		printTable(stdout, rows, skipBullMQ)
 		printSteal(stdout, rows)
 		if o.verbose {
 			printBreakdown(stdout, rows)
