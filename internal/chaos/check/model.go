@@ -34,6 +34,12 @@ type reg struct {
 	// Cancel: the node's run was cancelled while it was RUNNING. Its owner
 	// ends it CANCELLED, and so may a claim that finds its lease expired.
 	Cancel bool
+	// EndClaim and EndSt: the last claim a fail or release ended the node
+	// under, and the state it left (the scripts' end_claim, which a later
+	// claim keeps): a retry of that call answers as the first time, before
+	// the fence, even once the node was claimed again.
+	EndClaim string
+	EndSt    string
 }
 
 func (r reg) String() string {
@@ -48,7 +54,9 @@ func (r reg) String() string {
 }
 
 // cancelled is r ended CANCELLED by its run's cancel.
-func (r reg) cancelled() reg { return reg{stCancelled, r.Epoch, r.Claim, r.Owner, false} }
+func (r reg) cancelled() reg {
+	return reg{St: stCancelled, Epoch: r.Epoch, Claim: r.Claim, Owner: r.Owner, EndClaim: r.EndClaim, EndSt: r.EndSt}
+}
 
 func (r reg) terminal() bool { return r.St == stSucceeded || r.St == stFailed || r.St == stCancelled }
 
@@ -99,6 +107,16 @@ func (in input) describe() string {
 	return b.String()
 }
 
+// ended is s ended in state st by op under its claim: a fail or a
+// release records the claim and the state as end_claim does.
+func (s reg) ended(op, st string) reg {
+	e := reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}
+	if op == "fail" || op == "release" {
+		e.EndClaim, e.EndSt = s.Claim, st
+	}
+	return e
+}
+
 // endStates are the states an accepted fail, release or expire may leave.
 func endStates(op, end string) []string {
 	switch end {
@@ -142,7 +160,7 @@ func step(s reg, in input) []reg {
 		if in.Op == "claim" {
 			if s.claimable() {
 				out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: in.Claim, Owner: in.Owner,
-					Cancel: s.Cancel})
+					Cancel: s.Cancel, EndClaim: s.EndClaim, EndSt: s.EndSt})
 			}
 			if s.St == stRunning && s.Cancel {
 				out = append(out, s.cancelled())
@@ -152,10 +170,10 @@ func step(s reg, in input) []reg {
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			switch in.Op {
 			case "commit":
-				out = append(out, reg{stSucceeded, s.Epoch, s.Claim, s.Owner, false})
+				out = append(out, reg{St: stSucceeded, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt})
 			case "fail", "release", "expire":
 				for _, st := range endStates(in.Op, "") {
-					out = append(out, reg{st, s.Epoch, s.Claim, s.Owner, false})
+					out = append(out, s.ended(in.Op, st))
 				}
 			}
 		}
@@ -171,7 +189,7 @@ func step(s reg, in input) []reg {
 		if in.Op == "claim" && in.Err == "fence: node done" && s.St == stPending {
 			// Never claimed and now terminal: a dependency failed and the
 			// fail script cancelled this node.
-			return []reg{{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner}}
+			return []reg{{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}}
 		}
 		return []reg{s}
 	}
@@ -182,7 +200,8 @@ func okStep(s reg, in input) []reg {
 	switch in.Op {
 	case "claim":
 		if s.claimable() && in.Epoch == s.Epoch+1 {
-			return []reg{{St: stRunning, Epoch: in.Epoch, Claim: in.Claim, Owner: in.Owner, Cancel: s.Cancel}}
+			return []reg{{St: stRunning, Epoch: in.Epoch, Claim: in.Claim, Owner: in.Owner, Cancel: s.Cancel,
+				EndClaim: s.EndClaim, EndSt: s.EndSt}}
 		}
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{s} // a retried claim recognised as its own
@@ -198,7 +217,7 @@ func okStep(s reg, in input) []reg {
 	// apply it on top of a change already made.
 	case "commit":
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
-			return []reg{{stSucceeded, s.Epoch, s.Claim, s.Owner, false}}
+			return []reg{{St: stSucceeded, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}}
 		}
 		if in.Replay && s.St == stSucceeded && s.owns(in.Epoch, in.Claim) {
 			return []reg{s}
@@ -207,7 +226,13 @@ func okStep(s reg, in input) []reg {
 		var out []reg
 		for _, st := range endStates(in.Op, in.End) {
 			if s.St == stRunning && (s.owns(in.Epoch, in.Claim) || in.Op == "expire" && s.expires(in.Epoch, in.Claim)) {
-				out = append(out, reg{st, s.Epoch, in.Claim, s.Owner, false})
+				e := s.ended(in.Op, st)
+				e.Claim = in.Claim
+				out = append(out, e)
+			}
+			// The same, once the node was claimed again: end_claim.
+			if in.Op != "expire" && in.Claim == s.EndClaim && st == s.EndSt && !s.owns(in.Epoch, in.Claim) {
+				out = append(out, s)
 			}
 			// fail.lua and release.lua answer a retry of the call that
 			// ended the node as they did the first time, and their reply
@@ -268,15 +293,16 @@ func refusalFits(s reg, in input) bool {
 func phantomStep(s reg, in input) []reg {
 	out := []reg{s}
 	if s.claimable() {
-		out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: hiddenClaim, Owner: in.Owner, Cancel: s.Cancel})
+		out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: hiddenClaim, Owner: in.Owner, Cancel: s.Cancel,
+			EndClaim: s.EndClaim, EndSt: s.EndSt})
 	}
 	if s.St == stRunning {
 		if s.Owner == in.Owner {
 			for _, st := range []string{stSucceeded, stReady, stFailed, stCancelled} {
-				out = append(out, reg{st, s.Epoch, s.Claim, s.Owner, false})
+				out = append(out, reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt})
 			}
 		} else {
-			out = append(out, reg{stFailed, s.Epoch, s.Claim, s.Owner, false}, reg{stCancelled, s.Epoch, s.Claim, s.Owner, false})
+			out = append(out, reg{St: stFailed, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt}, reg{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt})
 		}
 	}
 	return out

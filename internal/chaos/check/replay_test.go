@@ -1,0 +1,34 @@
+package check
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// A release whose replies were lost, retried after the node was claimed
+// again, is answered as the first time (release.lua's end_claim): legal.
+// An ok from a claim that never ended the node is not.
+func TestReleaseReplayAfterATakeover(t *testing.T) {
+	t.Parallel()
+	released := func(o *Op) { o.End = "retrying" }
+	ops := []Op{
+		op("r1", "claim", "a", 1, "c1", 0, 1, OK),
+		op("r1", "release", "a", 1, "c1", 100, 200, Unknown),
+		op("r2", "claim", "a", 2, "c2", 300, 301, OK),
+		with(op("r1", "release", "a", 1, "c1", 400, 401, OK), released),
+		op("r2", "commit", "a", 2, "c2", 500, 501, OK),
+	}
+	f := runFinal(fence.NodeInfo{ID: "a", State: "SUCCEEDED", Epoch: 2})
+	require.True(t, linearizable(t, ops, f))
+
+	never := []Op{
+		op("r1", "claim", "a", 1, "c1", 0, 1, OK),
+		op("r2", "claim", "a", 2, "c2", 300, 301, OK),
+		with(op("r1", "release", "a", 1, "c1", 400, 401, OK), released),
+		op("r2", "commit", "a", 2, "c2", 500, 501, OK),
+	}
+	require.False(t, linearizable(t, never, f), "c1 never released the node: its ok fits no order")
+}
