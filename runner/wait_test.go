@@ -11,6 +11,7 @@ import (
 
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/kinds"
 )
 
 // approval parks its node asking for approval, unless the node was
@@ -124,4 +125,28 @@ func (b *testBundle) waitRunStatus(id string) string {
 	info, err := b.client.Status(context.Background(), id)
 	require.NoError(b.t, err)
 	return info.Status
+}
+
+// An exec command parks its node with a ::wait line and exits 0; after a
+// resume, its next attempt reads the value from BATON_RESUME_FILE. A ::wait
+// line that is not JSON fails the node, saying so.
+func TestExecWaitsForAResume(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"exec": kinds.Exec(kinds.ExecOptions{})})
+	b.submit(`{"id":"ex","nodes":[{"id":"ask","kind":"exec","input":{"command":["sh","-c",
+		"if [ -n \"$BATON_RESUME_FILE\" ]; then printf '{\"answer\":%s}' \"$(cat $BATON_RESUME_FILE)\"; else echo '::wait {\"ask\":\"ok?\"}'; fi"]}}]}`)
+	n := b.waitState("ex", "ask", "WAITING")
+	require.JSONEq(t, `{"ask":"ok?"}`, string(n.Wait.Request))
+	_, err := b.client.Resume(ctx, "ex", "ask", "", json.RawMessage(`{"ok":true}`))
+	require.NoError(t, err)
+	info := b.waitRun("ex", 10*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	require.JSONEq(t, `{"answer":{"ok":true}}`, string(info.Nodes[0].Result))
+
+	b.submit(`{"id":"ex-bad","nodes":[{"id":"ask","kind":"exec","input":{"command":["sh","-c","echo '::wait {nope'"]}}]}`)
+	bad := b.waitRun("ex-bad", 10*time.Second)
+	require.Equal(t, "FAILED", bad.Status)
+	require.Contains(t, bad.Nodes[0].Error, "::wait line is not JSON")
 }

@@ -105,6 +105,11 @@ const (
 // names, so it resumes where the previous attempt stopped. A line that is
 // not JSON is logged and skipped; a save the store refuses (the node was
 // taken over) stops the command as a lost lease does.
+// A line "::wait {json}" asks for a person or an outside event: when the
+// command exits 0, its node is parked (runner.Park) with the JSON as the
+// wait's request instead of committed, and the attempt after a resume finds
+// the resume's value in the file BATON_RESUME_FILE names. A ::wait line
+// that is not JSON fails the node, saying so.
 // A non-zero exit is an *ExitError, retried while attempts remain.
 //
 // The command runs in its own process group, and nothing in that group
@@ -198,6 +203,11 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		return nil, err
 	}
 	defer cleanDeps()
+	env, cleanResume, err := resumeEnv(t, env)
+	if err != nil {
+		return nil, err
+	}
+	defer cleanResume()
 	if in.Timeout > 0 {
 		d := time.Duration(in.Timeout)
 		var cancel context.CancelFunc
@@ -309,6 +319,12 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		}
 		return nil, fmt.Errorf("exec %s: %w", name, xe)
 	}
+	switch {
+	case stdout.waitErr != nil:
+		return nil, runner.Permanent(fmt.Errorf("exec %s: %w", name, stdout.waitErr))
+	case stdout.wait != nil:
+		return nil, runner.Park(runner.Wait{Request: stdout.wait})
+	}
 	tail, dropped := stdout.tail.Bytes()
 	if dropped > 0 {
 		return textResult(fmt.Sprintf("[... %d bytes dropped]\n%s", dropped, bytes.TrimSpace(tail))), nil
@@ -416,12 +432,16 @@ func liveInGroup(pgid int) (alive, ok bool) {
 	return false, true
 }
 
-// stdoutSink reads a command's stdout: progress lines go to the task, the
-// rest to the result's tail.
+// stdoutSink reads a command's stdout: progress lines go to the task, a
+// ::wait line asks to park the node, the rest go to the result's tail.
 type stdoutSink struct {
 	task *runner.Task
 	tail tailBuffer
 	ckpt *checkpointLines
+	// wait is the request of the last ::wait line; waitErr what was wrong
+	// with a ::wait line that was not JSON.
+	wait    json.RawMessage
+	waitErr error
 }
 
 func (s *stdoutSink) readFrom(r io.Reader) {
@@ -434,6 +454,8 @@ func (s *stdoutSink) readFrom(r io.Reader) {
 			// saved before the next line is read; not part of the result
 		} else if p, ok := progressLine(line); whole && ok {
 			s.task.SetProgress(p)
+		} else if req, ok, err := waitLine(line); whole && ok {
+			s.wait, s.waitErr = req, err
 		} else {
 			_, _ = s.tail.Write(line)
 		}
