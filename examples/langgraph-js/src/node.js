@@ -1,9 +1,53 @@
 // runNode: the whole main program of an agent node.
+import { readFileSync } from "node:fs";
+
+import { Command } from "@langchain/langgraph";
+
 import { BatonError, EXIT_LEASE_LOST, isFenced } from "./errors.js";
 import { BatonSaver, RUN_METADATA_KEY } from "./saver.js";
 
 /** The environment variable whose JSON is the graph's input when runNode is given none. */
 export const INPUT_ENV = "GRAPH_INPUT";
+
+/**
+ * The environment variable the exec kind sets, on the attempt after a
+ * resume, to a file holding the resume's value (JSON).
+ */
+export const RESUME_ENV = "BATON_RESUME_FILE";
+
+/**
+ * The wait request for the interrupts a graph stopped on, the JSON of the
+ * "::wait" line that parks the node: one interrupt's value as it is (what
+ * `interrupt(value)` was called with); several (parallel nodes each
+ * asking) as `{"interrupts": [{"id", "value"}, ...]}`, answered by a resume
+ * whose value maps each interrupt id to its answer.
+ */
+export function waitRequest(interrupts) {
+  if (interrupts.length === 1) return interrupts[0].value ?? null;
+  return { interrupts: interrupts.map((i) => ({ id: i.id, value: i.value ?? null })) };
+}
+
+/** The interrupts a saved state is stopped on (its tasks' pending interrupts). */
+function pendingInterrupts(state) {
+  return (state?.tasks ?? []).flatMap((t) => t.interrupts ?? []);
+}
+
+/** The resume's value from BATON_RESUME_FILE: {value}, or undefined when unset. */
+function resumeOf(env) {
+  const path = env[RESUME_ENV];
+  if (!path) return undefined;
+  let text;
+  try {
+    text = readFileSync(path, "utf8");
+  } catch (err) {
+    throw new BatonError(`baton: runNode: ${RESUME_ENV}: ${err.message}`);
+  }
+  try {
+    return { value: JSON.parse(text) };
+  } catch (err) {
+    throw new BatonError(`baton: runNode: ${RESUME_ENV} ${path} is not JSON: ${err.message}`);
+  }
+}
 
 /**
  * Reports the node's progress (0-100) to the runner: a "::progress N" line
@@ -58,6 +102,15 @@ function inputOf(input, env) {
  *   commit): it is not run again, and its state is the result. Anything
  *   else (no checkpoint, another run's) starts the graph with this run's
  *   input, on the thread's state;
+ * - a graph that stops on LangGraph's `interrupt(value)` parks the node:
+ *   runNode prints `::wait <request>` (waitRequest: the interrupt's value)
+ *   instead of a result and exits 0; the node is WAITING, with no lease and
+ *   no worker, until a resume. The attempt after the resume finds the value
+ *   in BATON_RESUME_FILE and resumes the graph with
+ *   `new Command({ resume: value })`, where it stopped (only a graph this
+ *   run started, stopped on an interrupt). Without a resume (the park was
+ *   lost with its attempt) a graph stopped on an interrupt asks again,
+ *   running nothing;
  * - it invokes with `durability: "sync"` (each super-step saved before the
  *   next starts) and the saver's `signal`;
  * - it prints the result (the final state, or `options.output(state)`) as
@@ -78,7 +131,7 @@ function inputOf(input, env) {
  * @param {BatonSaver} [options.saver] default BatonSaver.fromEnv()
  * @param {boolean} [options.exit] end the process when done (default true)
  * @param {Record<string, string|undefined>} [options.env] default process.env
- * @returns {Promise<{code: number, result?: unknown, error?: unknown, resumed: boolean, done: boolean}>} when exit is false
+ * @returns {Promise<{code: number, result?: unknown, waiting?: unknown, error?: unknown, resumed: boolean, done: boolean}>} when exit is false; waiting is the request of a graph stopped on interrupt()
  */
 export async function runNode(graph, options = {}) {
   const env = options.env ?? process.env;
@@ -96,12 +149,27 @@ export async function runNode(graph, options = {}) {
       durability: "sync",
       signal: saver.signal,
     };
+    let asked = [];
     const final = await quietStdout(async () => {
       const saved = await g.getState({ configurable: { thread_id: thread } });
       const mine = saved?.metadata?.[RUN_METADATA_KEY] === run;
       if (mine && saved.next.length > 0) {
-        log(`resuming run ${run} at ${saved.next.join(", ")} (checkpoint ${saved.config.configurable.checkpoint_id})`);
+        const at = `${saved.next.join(", ")} (checkpoint ${saved.config.configurable.checkpoint_id})`;
+        const pending = pendingInterrupts(saved);
+        const resume = pending.length > 0 ? resumeOf(env) : undefined;
+        if (pending.length > 0 && resume === undefined) {
+          // Stopped on interrupt() and not answered yet (the park was lost
+          // with its attempt): ask again, without running anything.
+          log(`run ${run} waits at ${at}; parking again`);
+          asked = pending;
+          return undefined;
+        }
         out.resumed = true;
+        if (resume !== undefined) {
+          log(`resuming run ${run} at ${at} with the resume's value`);
+          return g.invoke(new Command({ resume: resume.value }), config);
+        }
+        log(`resuming run ${run} at ${at}`);
         return g.invoke(null, config);
       }
       if (mine) {
@@ -113,9 +181,21 @@ export async function runNode(graph, options = {}) {
       log(`starting the graph for run ${run} on thread ${thread}`);
       return g.invoke(input, config);
     });
-    const result = options.output ? await options.output(final) : final;
-    process.stdout.write(JSON.stringify(result ?? null) + "\n");
-    out.result = result;
+    if (asked.length === 0 && !out.done) {
+      asked = final?.__interrupt__ ?? pendingInterrupts(await g.getState({ configurable: { thread_id: thread } }));
+    }
+    if (asked.length > 0) {
+      // interrupt(): park the node with the question; a resume's value
+      // comes back in BATON_RESUME_FILE, for Command({ resume }).
+      const request = waitRequest(asked);
+      log(`run ${run} waits for a resume: ${JSON.stringify(request).slice(0, 200)}`);
+      process.stdout.write(`::wait ${JSON.stringify(request)}\n`);
+      out.waiting = request;
+    } else {
+      const result = options.output ? await options.output(final) : final;
+      process.stdout.write(JSON.stringify(result ?? null) + "\n");
+      out.result = result;
+    }
   } catch (err) {
     const lost = saver.lost ?? (isFenced(err) ? err : isFenced(err?.cause) ? err.cause : undefined);
     if (lost) {

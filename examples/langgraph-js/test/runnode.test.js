@@ -2,7 +2,11 @@
 // newest checkpoint: only a graph this same run started is resumed, a new
 // run starts with its own input on the thread's state, and a graph this
 // run already finished is not run again.
-import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+import { Annotation, END, START, StateGraph, interrupt } from "@langchain/langgraph";
 import { Redis } from "ioredis";
 import { inject, vi } from "vitest";
 
@@ -14,6 +18,7 @@ let ctl;
 let n = 0;
 let prefix;
 let printed;
+let waits;
 
 beforeAll(() => {
   redis = new Redis(inject("redisURL"));
@@ -27,10 +32,15 @@ beforeEach(() => {
   n += 1;
   prefix = `node${n}`;
   printed = [];
+  waits = [];
   const write = process.stdout.write.bind(process.stdout);
   vi.spyOn(process.stdout, "write").mockImplementation((s, ...rest) => {
     if (typeof s === "string" && s.startsWith("{")) {
       printed.push(JSON.parse(s));
+      return true;
+    }
+    if (typeof s === "string" && s.startsWith("::wait")) {
+      waits.push(s);
       return true;
     }
     return write(s, ...rest);
@@ -142,5 +152,122 @@ describe("runNode", () => {
     expect(out.code).toBe(EXIT_LEASE_LOST);
     expect(saver.signal.aborted).toBe(true);
     expect(printed).toEqual([]);
+  });
+});
+
+/**
+ * A graph that asks a person in its second step, as LangGraph's docs show:
+ * interrupt(question) returns the answer once the graph is resumed with
+ * Command({ resume }).
+ */
+function approval(ran) {
+  const State = Annotation.Root({
+    change: Annotation(),
+    log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
+  });
+  return new StateGraph(State)
+    .addNode("plan", async (s) => {
+      ran.push("plan");
+      return { log: [`plan:${s.change}`] };
+    })
+    .addNode("approve", async (s) => {
+      ran.push("approve");
+      const answer = interrupt({ ask: `deploy ${s.change}?` });
+      return { log: [`approved:${JSON.stringify(answer)}`] };
+    })
+    .addNode("deploy", async () => {
+      ran.push("deploy");
+      return { log: ["deployed"] };
+    })
+    .addEdge(START, "plan")
+    .addEdge("plan", "approve")
+    .addEdge("approve", "deploy")
+    .addEdge("deploy", END);
+}
+
+/** An environment whose BATON_RESUME_FILE holds text, as the exec kind's after a resume. */
+function resumed(text) {
+  const file = join(mkdtempSync(join(tmpdir(), "baton-resume-")), "resume.json");
+  writeFileSync(file, text);
+  return { BATON_RESUME_FILE: file };
+}
+
+describe("runNode and interrupt()", () => {
+  it("parks on interrupt(): prints ::wait with the interrupt's value, no result, and exits 0", async () => {
+    const lease = await ctl.claim(prefix, "t-ask", "w");
+    const ran = [];
+    const out = await runNode(approval(ran), { saver: saverOf(lease), exit: false, env: {}, input: { change: "v2" } });
+    expect(out).toMatchObject({ code: 0, waiting: { ask: "deploy v2?" } });
+    expect(waits).toEqual(['::wait {"ask":"deploy v2?"}\n']);
+    expect(printed).toEqual([]);
+    expect(ran).toEqual(["plan", "approve"]);
+    const saved = await saverOf(lease).getTuple({ configurable: { thread_id: "t-ask" } });
+    expect(saved.metadata.baton_run).toBe(lease.run);
+  });
+
+  it("resumes with Command({ resume }) from BATON_RESUME_FILE: the answer reaches the graph, finished steps do not run again", async () => {
+    const a = await ctl.claim(prefix, "t-answer", "w-a", 300);
+    const ran = [];
+    await runNode(approval(ran), { saver: saverOf(a), exit: false, env: {}, input: { change: "v2" } });
+    // Parked, then resumed: the next attempt is a new claim of the node.
+    const b = await ctl.takeover(prefix, a, "w-b");
+    const out = await runNode(approval(ran), { saver: saverOf(b), exit: false, env: resumed('{"ok": true, "by": "ann"}'), input: { change: "ignored" } });
+    expect(out).toMatchObject({ code: 0, resumed: true });
+    expect(out.waiting).toBeUndefined();
+    expect(ran).toEqual(["plan", "approve", "approve", "deploy"]); // LangGraph runs the interrupted node again; plan is not
+    expect(printed).toEqual([{ change: "v2", log: ["plan:v2", 'approved:{"ok":true,"by":"ann"}', "deployed"] }]);
+  });
+
+  it("asks again, running nothing, when an attempt finds its graph stopped on an interrupt and no resume", async () => {
+    const a = await ctl.claim(prefix, "t-again", "w-a", 300);
+    const ran = [];
+    await runNode(approval(ran), { saver: saverOf(a), exit: false, env: {}, input: { change: "v3" } });
+    const b = await ctl.takeover(prefix, a, "w-b"); // the park was lost with its attempt
+    const out = await runNode(approval(ran), { saver: saverOf(b), exit: false, env: {}, input: { change: "ignored" } });
+    expect(out).toMatchObject({ code: 0, waiting: { ask: "deploy v3?" } });
+    expect(ran).toEqual(["plan", "approve"]);
+    expect(waits).toEqual(['::wait {"ask":"deploy v3?"}\n', '::wait {"ask":"deploy v3?"}\n']);
+  });
+
+  it("asks for several interrupts at once by id, and a resume answers each by its id", async () => {
+    const State = Annotation.Root({ log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }) });
+    const graph = () =>
+      new StateGraph(State)
+        .addNode("legal", async () => ({ log: [`legal:${interrupt("legal ok?")}`] }))
+        .addNode("security", async () => ({ log: [`security:${interrupt("security ok?")}`] }))
+        .addEdge(START, "legal")
+        .addEdge(START, "security")
+        .addEdge("legal", END)
+        .addEdge("security", END);
+    const a = await ctl.claim(prefix, "t-two", "w-a", 300);
+    const first = await runNode(graph(), { saver: saverOf(a), exit: false, env: {}, input: {} });
+    expect(first.code).toBe(0);
+    const asks = first.waiting.interrupts;
+    expect(asks.map((i) => i.value).sort()).toEqual(["legal ok?", "security ok?"]);
+    const answers = Object.fromEntries(asks.map((i) => [i.id, i.value.startsWith("legal") ? "yes" : "no"]));
+    const b = await ctl.takeover(prefix, a, "w-b");
+    const out = await runNode(graph(), { saver: saverOf(b), exit: false, env: resumed(JSON.stringify(answers)) });
+    expect(out.code).toBe(0);
+    expect(printed.at(-1).log.sort()).toEqual(["legal:yes", "security:no"]);
+  });
+
+  it("fails the attempt, saying why, when BATON_RESUME_FILE is not JSON", async () => {
+    const a = await ctl.claim(prefix, "t-bad", "w-a", 300);
+    await runNode(approval([]), { saver: saverOf(a), exit: false, env: {}, input: { change: "v4" } });
+    const b = await ctl.takeover(prefix, a, "w-b");
+    const out = await runNode(approval([]), { saver: saverOf(b), exit: false, env: resumed("yes please") });
+    expect(out.code).toBe(1);
+    expect(String(out.error.message)).toMatch(/BATON_RESUME_FILE .* is not JSON/);
+    expect(printed).toEqual([]);
+  });
+
+  it("starts a new run on a thread left waiting by a cancelled run with its own input, ignoring the interrupt", async () => {
+    const i1 = await ctl.claim(prefix, "t-left", "w");
+    const ran = [];
+    await runNode(approval(ran), { saver: saverOf(i1), exit: false, env: {}, input: { change: "v5" } });
+    await ctl.commit(prefix, i1); // i1's run ends (as when cancelled while it waits)
+    const i2 = await ctl.claim(prefix, "t-left", "w");
+    const out = await runNode(approval(ran), { saver: saverOf(i2), exit: false, env: {}, input: { change: "v6" } });
+    expect(out).toMatchObject({ code: 0, resumed: false, waiting: { ask: "deploy v6?" } });
   });
 });
