@@ -49,8 +49,8 @@ if not f[1] then return -1 end
 --@include clock
 --@include fence_check
 -- A retry of this claim's accepted park answers as the first time.
-local c, code = string.match(f[4] or '', '^(.*)|(%d)|$')
-if c == claimID and (code == '4' or code == '3') then
+local c, code = string.match(f[4] or '', '^park:(.*)|(%d)|$')
+if c == claimID then
   if code == '4' then return {1, f[5] or waitID} end
   return {3, rcall('HGET', runKey, 'status')}
 end
@@ -61,7 +61,7 @@ rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') == '1' then
   rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled', 'finished_at', nowS,
-    'end_op', 'park', 'end_claim', claimID .. '|3|')
+    'end_op', 'park', 'end_claim', 'park:' .. claimID .. '|3|')
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'reason', 'run cancelled while parking')
   local r = rcall('HMGET', runKey, 'total')
@@ -79,7 +79,7 @@ end
 
 rcall('HINCRBY', nodeKey, 'releases', 1)
 rcall('HSET', nodeKey, 'state', 'WAITING', 'wait', request, 'wait_id', waitID, 'wait_at', nowS,
-  'end_op', 'park', 'end_claim', claimID .. '|4|')
+  'end_op', 'park', 'end_claim', 'park:' .. claimID .. '|4|')
 rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default')
 if timeout > 0 then
   local due = int(now + timeout)

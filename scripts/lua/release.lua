@@ -42,8 +42,8 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --@include fence_check
 -- A retry of this claim's accepted release (its reply was lost) answers as
 -- the first time, before the fence: the node may have been claimed again
--- since (end_claim: "claim|code|").
-local c, code = string.match(f[5] or '', '^(.*)|(%d)|$')
+-- since (end_claim: "op:claim|code|").
+local c, code = string.match(f[5] or '', '^release:(.*)|(%d)|$')
 if c == claimID and (f[2] ~= epoch or f[3] ~= claimID) then
   if code == '1' then return {1, ''} end
   return {3, rcall('HGET', runKey, 'status')}
@@ -59,7 +59,7 @@ rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('HINCRBY', nodeKey, 'releases', 1)
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release', 'end_claim', claimID .. '|1|')
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release', 'end_claim', 'release:' .. claimID .. '|1|')
   rcall('ZADD', readyKey, now, ref)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
@@ -67,7 +67,7 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
 end
 
 rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
-  'finished_at', now, 'end_op', 'release', 'end_claim', claimID .. '|3|')
+  'finished_at', now, 'end_op', 'release', 'end_claim', 'release:' .. claimID .. '|3|')
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
 local r = rcall('HMGET', runKey, 'total')

@@ -34,10 +34,10 @@ type reg struct {
 	// Cancel: the node's run was cancelled while it was RUNNING. Its owner
 	// ends it CANCELLED, and so may a claim that finds its lease expired.
 	Cancel bool
-	// EndClaim and EndSt: the last claim a fail or release ended the node
-	// under, and the state it left (the scripts' end_claim, which a later
-	// claim keeps): a retry of that call answers as the first time, before
-	// the fence, even once the node was claimed again.
+	// EndClaim and EndSt: the last fail or release that ended the node, as
+	// "op:claim", and the state it left (the scripts' end_claim, which a
+	// later claim keeps): a retry of that call answers as the first time,
+	// before the fence, even once the node was claimed again.
 	EndClaim string
 	EndSt    string
 }
@@ -112,7 +112,7 @@ func (in input) describe() string {
 func (s reg) ended(op, st string) reg {
 	e := reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}
 	if op == "fail" || op == "release" {
-		e.EndClaim, e.EndSt = s.Claim, st
+		e.EndClaim, e.EndSt = op+":"+s.Claim, st
 	}
 	return e
 }
@@ -231,7 +231,7 @@ func okStep(s reg, in input) []reg {
 				out = append(out, e)
 			}
 			// The same, once the node was claimed again: end_claim.
-			if in.Op != "expire" && in.Claim == s.EndClaim && st == s.EndSt && !s.owns(in.Epoch, in.Claim) {
+			if in.Op != "expire" && in.Op+":"+in.Claim == s.EndClaim && st == s.EndSt && !s.owns(in.Epoch, in.Claim) {
 				out = append(out, s)
 			}
 			// fail.lua and release.lua answer a retry of the call that

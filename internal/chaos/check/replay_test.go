@@ -31,4 +31,8 @@ func TestReleaseReplayAfterATakeover(t *testing.T) {
 		op("r2", "commit", "a", 2, "c2", 500, 501, OK),
 	}
 	require.False(t, linearizable(t, never, f), "c1 never released the node: its ok fits no order")
+
+	// A fail of the claim that released the node is not a retry of it.
+	other := append(ops[:3:3], op("r1", "fail", "a", 1, "c1", 400, 401, OK), ops[4])
+	require.False(t, linearizable(t, other, f), "c1 released, it did not fail")
 }
