@@ -142,8 +142,8 @@ func oneLine(s string, max int) string {
 	return b.String()
 }
 
-// terminal reports whether a run status is final: as for cancel.lua,
-// anything but PENDING and RUNNING (SUCCEEDED, FAILED, CANCELLED).
+// terminal reports whether a run status is final: SUCCEEDED, FAILED or
+// CANCELLED. A QUEUED run is not: it waits for its thread.
 func terminal(status string) bool {
-	return status != "PENDING" && status != "RUNNING"
+	return status == "SUCCEEDED" || status == "FAILED" || status == "CANCELLED"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -55,4 +56,25 @@ func TestWatchErrors(t *testing.T) {
 	r = b.run(t, "", "watch", "r", "--interval", "0s")
 	require.Equal(t, 2, r.code)
 	require.Contains(t, r.stderr, "--interval")
+}
+
+// A QUEUED run is watched until it has started and ended, as events
+// --follow does, not reported as ended QUEUED.
+func TestWatchQueuedRunWaitsForIt(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.submit(t, `{"id": "q-1", "thread": "wq", "multitask": "enqueue", "nodes": [{"id": "a", "kind": "noop"}]}`)
+	b.submit(t, `{"id": "q-2", "thread": "wq", "multitask": "enqueue", "nodes": [{"id": "a", "kind": "noop"}]}`)
+	require.Equal(t, "QUEUED", b.status(t, "q-2").Status)
+
+	p := b.start(t, "watch", "q-2", "--interval", "20ms")
+	require.Regexp(t, `\sa\s+BLOCKED\s`, p.next(t))
+	require.Regexp(t, `\srun q-2\s+QUEUED$`, p.next(t))
+	b.finish(t, "q-1")
+	_, err := b.client.Store().Promote(context.Background(), "wq", "test")
+	require.NoError(t, err)
+	b.finish(t, "q-2")
+	rest, code := p.wait(t)
+	require.Equal(t, 0, code, p.stderr.String())
+	require.Regexp(t, `\srun q-2\s+SUCCEEDED$`, rest[len(rest)-1])
 }
