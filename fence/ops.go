@@ -36,9 +36,10 @@ type SubmitArgs struct {
 	Thread string // empty: the run is its own thread
 	// Multitask is what happens when Thread is busy: "reject"
 	// (ErrThreadBusy), "enqueue" (QUEUED at the back of the thread's
-	// queue), "interrupt" or "rollback" (QUEUED at its front; the caller
-	// cancels the active run, see runner.Client). Empty: "reject" when
-	// Thread is set.
+	// queue), "interrupt" or "rollback" (QUEUED at its front, and the
+	// active run cancelled in the same script; a rollback's target's
+	// writes are removed when it ended, by Promote). Empty: "reject" when
+	// Thread is set; a run without a thread takes none (ErrInvalidData).
 	Multitask string
 	Digest    string // same run id and digest: the submit is a no-op
 	Nodes     []NodeSpec
