@@ -17,11 +17,12 @@ from .errors import (
 )
 from .keys import Keys, shard_of
 from .lease import Lease, lease_from_env, parse_token
-from .node import RUN_KEY, arun_node, progress, run_node
+from .node import RESUME_ENV, RUN_KEY, arun_node, progress, run_node, wait_request
 from .saver import BatonSaver
 
 __all__ = [
     "EXIT_LEASE_LOST",
+    "RESUME_ENV",
     "RUN_KEY",
     "BatonError",
     "BatonFencedError",
@@ -37,4 +38,5 @@ __all__ = [
     "progress",
     "run_node",
     "shard_of",
+    "wait_request",
 ]

@@ -19,6 +19,12 @@ INPUT_ENV = "GRAPH_INPUT"
 """The environment variable run_node reads the graph's input from (JSON), when
 no input is given: set it in the node's input.env."""
 
+RESUME_ENV = "BATON_RESUME_FILE"
+"""The environment variable the exec kind sets, on the attempt after a resume,
+to a file holding the resume's value (JSON)."""
+
+_ABSENT = object()
+
 
 def progress(percent: float) -> None:
     """Reports the node's progress (0-100) to the runner: a "::progress N"
@@ -61,6 +67,53 @@ def _plan(state: Any, run: str) -> str:
     return "resume" if getattr(state, "next", ()) else "done"
 
 
+def _pending(state: Any) -> list[Any]:
+    """The interrupts a saved state is stopped on (its tasks' pending interrupts)."""
+    return [i for t in getattr(state, "tasks", ()) or () for i in getattr(t, "interrupts", ()) or ()]
+
+
+def wait_request(interrupts: list[Any]) -> Any:
+    """The wait request for the interrupts a graph stopped on, the JSON of the
+    "::wait" line that parks the node: one interrupt's value as it is (what
+    ``interrupt(value)`` was called with); several (parallel nodes each
+    asking) as ``{"interrupts": [{"id", "value"}, ...]}``, answered by a
+    resume whose value maps each interrupt id to its answer."""
+    if len(interrupts) == 1:
+        return interrupts[0].value
+    return {"interrupts": [{"id": i.id, "value": i.value} for i in interrupts]}
+
+
+def _resume_value(env: Mapping[str, str]) -> Any:
+    """The resume's value from BATON_RESUME_FILE, or _ABSENT when unset."""
+    path = env.get(RESUME_ENV)
+    if not path:
+        return _ABSENT
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise BatonError(f"baton: run_node: {RESUME_ENV}: {e}") from None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise BatonError(f"baton: run_node: {RESUME_ENV} {path} is not JSON: {e}") from None
+
+
+def _what_to_invoke(state: Any, plan: str, input: Any, env: Mapping[str, str]) -> Any:
+    """What invoke gets: None to resume, Command(resume=...) to answer an
+    interrupt, _ABSENT to ask the pending interrupts again without running,
+    or the run's input to start."""
+    if plan != "resume":
+        return _input(input, env)
+    if not _pending(state):
+        return None
+    value = _resume_value(env)
+    if value is _ABSENT:
+        return _ABSENT  # stopped on interrupt() and not answered: the park was lost with its attempt
+    from langgraph.types import Command
+    return Command(resume=value)
+
+
 def _input(input: Any, env: Mapping[str, str]) -> Any:
     if callable(input):
         return input(env)
@@ -75,12 +128,22 @@ def _input(input: Any, env: Mapping[str, str]) -> Any:
         raise BatonError(f"baton: run_node: {INPUT_ENV} is not JSON: {e}") from None
 
 
-def _finish(result: Any, saver: BatonSaver, out: Any) -> Any:
-    saver.close()
-    line = json.dumps(result, default=_jsonable, ensure_ascii=False)
+def _finish(result: Any, asked: list[Any], out: Any) -> Any:
+    """Prints the node's result line, or, for a graph stopped on interrupt(),
+    the "::wait" line that parks the node."""
+    if asked:
+        line = "::wait " + json.dumps(wait_request(asked), default=_jsonable, ensure_ascii=False)
+    else:
+        line = json.dumps(result, default=_jsonable, ensure_ascii=False)
     out.write(line + "\n")
     out.flush()
     return result
+
+
+def _asked(result: Any) -> list[Any]:
+    if isinstance(result, Mapping):
+        return list(result.get("__interrupt__") or ())
+    return []
 
 
 def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = None,
@@ -99,9 +162,19 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
     - The final state is printed as one JSON line on stdout, the node's
       result; what the graph prints goes to stderr meanwhile (progress()
       reaches the runner).
+    - A graph that stops on LangGraph's ``interrupt(value)`` parks the node:
+      instead of a result, run_node prints ``::wait <request>`` (wait_request:
+      the interrupt's value) and returns, and the process exits 0; the node
+      is WAITING, with no lease and no worker, until a resume. The attempt
+      after the resume finds the value in BATON_RESUME_FILE and resumes the
+      graph with ``Command(resume=value)`` where it stopped (only a graph this
+      run started, stopped on an interrupt). Without a resume (the park was
+      lost with its attempt) a graph stopped on an interrupt asks again,
+      running nothing.
     - A refused write or a lost claim ends the process with exit code 75.
 
-    Returns the result (for tests; an exec node's main just calls it).
+    Returns the result (for tests; an exec node's main just calls it): the
+    final state, with ``__interrupt__`` when the graph stopped on interrupt().
     """
     env = os.environ if env is None else env
     run = env.get("BATON_RUN_ID")
@@ -117,10 +190,17 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
         with contextlib.redirect_stdout(sys.stderr):
             state = graph.get_state(cfg)
             plan = _plan(state, run)
+            asked: list[Any] = []
             if plan == "done":
                 result = state.values
             else:
-                result = graph.invoke(None if plan == "resume" else _input(input, env), cfg, durability="sync")
+                what = _what_to_invoke(state, plan, input, env)
+                if what is _ABSENT:
+                    asked = _pending(state)
+                    result = {**state.values, "__interrupt__": asked}
+                else:
+                    result = graph.invoke(what, cfg, durability="sync")
+                    asked = _asked(result) or _pending(graph.get_state(cfg))
     except BaseException as e:
         if is_fenced(e) or saver.lost is not None:
             exit_lost(saver.lost or e)
@@ -128,7 +208,8 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
         raise
     if saver.lost is not None:
         exit_lost(saver.lost)
-    return _finish(result, saver, out)
+    saver.close()
+    return _finish(result, asked, out)
 
 
 async def arun_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = None,
@@ -148,11 +229,17 @@ async def arun_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | N
         with contextlib.redirect_stdout(sys.stderr):
             state = await graph.aget_state(cfg)
             plan = _plan(state, run)
+            asked: list[Any] = []
             if plan == "done":
                 result = state.values
             else:
-                result = await graph.ainvoke(None if plan == "resume" else _input(input, env), cfg,
-                                             durability="sync")
+                what = _what_to_invoke(state, plan, input, env)
+                if what is _ABSENT:
+                    asked = _pending(state)
+                    result = {**state.values, "__interrupt__": asked}
+                else:
+                    result = await graph.ainvoke(what, cfg, durability="sync")
+                    asked = _asked(result) or _pending(await graph.aget_state(cfg))
     except BaseException as e:
         if is_fenced(e) or saver.lost is not None:
             exit_lost(saver.lost or e)
@@ -161,7 +248,7 @@ async def arun_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | N
     if saver.lost is not None:
         exit_lost(saver.lost)
     await saver.aclose()
-    return _finish(result, saver, out)
+    return _finish(result, asked, out)
 
 
-__all__ = ["RUN_KEY", "INPUT_ENV", "progress", "run_node", "arun_node"]
+__all__ = ["RUN_KEY", "INPUT_ENV", "RESUME_ENV", "progress", "run_node", "arun_node", "wait_request"]

@@ -211,27 +211,110 @@ def test_run_node_gives_a_graph_compiled_without_a_checkpointer_the_nodes_saver(
         run_node(builder.compile(), {"log": []}, env={})
 
 
-def test_an_interrupt_ends_the_node_with_the_interrupt_in_its_result_until_the_core_can_park(ctl, redis_url, prefix,
-                                                                                               capsys):
-    # Parking a node (WAITING) for interrupt() is not in baton's core yet: today
-    # the graph stops at the interrupt, run_node prints the state with the
-    # pending interrupt, and the node ends; the checkpoint keeps the interrupt.
+def approval_graph(ran: list[str]):
+    """A graph that asks a person in its second step, as LangGraph's docs show."""
     from langgraph.graph import END, START, StateGraph
     from langgraph.types import interrupt
 
+    class A(TypedDict):
+        change: str
+        log: Annotated[list, operator.add]
+
+    def plan(s):
+        ran.append("plan")
+        return {"log": [f"plan:{s['change']}"]}
+
+    def approve(s):
+        ran.append("approve")
+        answer = interrupt({"ask": f"deploy {s['change']}?"})
+        return {"log": [f"approved:{json.dumps(answer, separators=(',', ':'))}"]}
+
+    def deploy(s):
+        ran.append("deploy")
+        return {"log": ["deployed"]}
+
+    return (StateGraph(A).add_node("plan", plan).add_node("approve", approve).add_node("deploy", deploy)
+            .add_edge(START, "plan").add_edge("plan", "approve").add_edge("approve", "deploy")
+            .add_edge("deploy", END).compile())
+
+
+def resumed(tmp_path, text: str) -> dict[str, str]:
+    """The BATON_RESUME_FILE the exec kind gives the attempt after a resume."""
+    f = tmp_path / "resume.json"
+    f.write_text(text)
+    return {"BATON_RESUME_FILE": str(f)}
+
+
+def test_an_interrupt_parks_the_node_and_a_resume_answers_it(ctl, redis_url, prefix, capsys, tmp_path):
     from baton_langgraph import run_node
 
-    def ask(state):
-        return {"log": [f"approved={interrupt('deploy to prod?')}"]}
+    ran: list[str] = []
+    a = ctl.claim(prefix, "t-hitl", "w-a", 300)
+    result = run_node(approval_graph(ran), {"change": "v2", "log": []}, env=exec_env(redis_url, prefix, a))
+    # Parked: a ::wait line with the interrupt's value, no result line.
+    assert capsys.readouterr().out == '::wait {"ask": "deploy v2?"}\n'
+    assert result["__interrupt__"][0].value == {"ask": "deploy v2?"}
+    assert ran == ["plan", "approve"]
+    s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(a))
+    assert s.get_tuple({"configurable": {"thread_id": "t-hitl"}}).metadata[RUN_KEY] == a["run"]
 
-    builder = StateGraph(S).add_node("ask", ask).add_edge(START, "ask").add_edge("ask", END)
-    lease = ctl.claim(prefix, "t-hitl", "w")
-    result = run_node(builder.compile(), {"log": []}, env=exec_env(redis_url, prefix, lease))
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["log"] == [] and "deploy to prod?" in json.dumps(printed["__interrupt__"])
-    assert result["__interrupt__"][0].value == "deploy to prod?"
-    s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(lease))
-    assert s.get_tuple({"configurable": {"thread_id": "t-hitl"}}).checkpoint is not None
+    # An attempt without a resume (the park was lost with its attempt) asks again, running nothing.
+    b = ctl.takeover(prefix, a, "w-b", 300)
+    run_node(approval_graph(ran), {"change": "ignored", "log": []}, env=exec_env(redis_url, prefix, b))
+    assert capsys.readouterr().out == '::wait {"ask": "deploy v2?"}\n'
+    assert ran == ["plan", "approve"]
+
+    # The attempt after a resume: Command(resume=value), and the answer reaches the graph.
+    c = ctl.takeover(prefix, b, "w-c")
+    env = {**exec_env(redis_url, prefix, c), **resumed(tmp_path, '{"ok": true, "by": "ann"}')}
+    result = run_node(approval_graph(ran), {"change": "ignored", "log": []}, env=env)
+    assert json.loads(capsys.readouterr().out) == {
+        "change": "v2", "log": ["plan:v2", 'approved:{"ok":true,"by":"ann"}', "deployed"]}
+    assert ran == ["plan", "approve", "approve", "deploy"]  # LangGraph runs the asking node again; plan is not
+
+
+def test_several_interrupts_are_asked_by_id_and_answered_by_id(ctl, redis_url, prefix, capsys, tmp_path):
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from baton_langgraph import arun_node
+
+    async def legal(s):
+        return {"log": [f"legal:{interrupt('legal ok?')}"]}
+
+    async def security(s):
+        return {"log": [f"security:{interrupt('security ok?')}"]}
+
+    def graph():
+        return (StateGraph(S).add_node("legal", legal).add_node("security", security)
+                .add_edge(START, "legal").add_edge(START, "security").add_edge("legal", END)
+                .add_edge("security", END).compile())
+
+    import asyncio
+
+    a = ctl.claim(prefix, "t-two", "w-a", 300)
+    asyncio.run(arun_node(graph(), {"log": []}, env=exec_env(redis_url, prefix, a)))
+    line = capsys.readouterr().out
+    assert line.startswith("::wait ") and line.endswith("\n") and line.count("\n") == 1
+    asks = json.loads(line[len("::wait "):])["interrupts"]
+    assert sorted(i["value"] for i in asks) == ["legal ok?", "security ok?"]
+    answers = {i["id"]: "yes" if i["value"].startswith("legal") else "no" for i in asks}
+    b = ctl.takeover(prefix, a, "w-b")
+    env = {**exec_env(redis_url, prefix, b), **resumed(tmp_path, json.dumps(answers))}
+    asyncio.run(arun_node(graph(), {"log": []}, env=env))
+    assert sorted(json.loads(capsys.readouterr().out)["log"]) == ["legal:yes", "security:no"]
+
+
+def test_a_resume_file_that_is_not_json_fails_the_attempt_saying_so(ctl, redis_url, prefix, capsys, tmp_path):
+    from baton_langgraph import BatonError, run_node
+
+    a = ctl.claim(prefix, "t-badresume", "w-a", 300)
+    run_node(approval_graph([]), {"change": "v4", "log": []}, env=exec_env(redis_url, prefix, a))
+    capsys.readouterr()
+    b = ctl.takeover(prefix, a, "w-b")
+    with pytest.raises(BatonError, match="BATON_RESUME_FILE .* is not JSON"):
+        run_node(approval_graph([]), {"log": []}, env={**exec_env(redis_url, prefix, b), **resumed(tmp_path, "yes please")})
+    assert capsys.readouterr().out == ""
 
 
 def test_a_lost_claim_ends_a_program_blocked_on_pipes_nobody_reads(ctl, redis_url, prefix, tmp_path):
