@@ -65,7 +65,7 @@ func TestBullMQDrain(t *testing.T) {
 	require.NotNil(t, removed, stdout)
 	for _, r := range []map[string]any{kept, removed} {
 		require.Equal(t, 300.0, r["nodes"], "every job drained")
-		for _, k := range []string{"drain_per_s", "redis_cmds_per_node", "redis_cpu_us_per_node", "cpu_us_per_node", "x_asynq"} {
+		for _, k := range []string{"drain_per_s", "redis_cmds_per_node", "redis_cpu_us_per_node", "cpu_us_per_node", "cores", "x_asynq"} {
 			require.Greater(t, r[k], 0.0, "%s %s", r["mode"], k)
 		}
 		require.NotContains(t, r, "rt_per_node", "node's round trips are not counted")
@@ -79,6 +79,7 @@ func TestBullMQDrain(t *testing.T) {
 	require.Less(t, kept["redis_cmds_per_node"], 100.0)
 	require.Greater(t, baton["x_bullmq_kept"], 0.0)
 	require.Greater(t, baton["x_bullmq_removed"], 0.0)
+	require.Greater(t, baton["cpu_bound_x_bullmq_kept"], 0.0)
 	require.Greater(t, baton["redis_bytes_per_node"], 0.0, "baton retains its finished runs")
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
@@ -132,7 +133,7 @@ func TestBullMQSkipped(t *testing.T) {
 		"-poll", "10ms", "-sections", "throughput", "-bullmq-dir", filepath.Join(dir, "none"))
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "bullmq: SKIPPED: ")
-	require.Regexp(t, `baton +single +50 +\d+ +\d+ +\d+–\d+ +\d+\.\d\d +skipped +skipped `, stdout)
+	require.Regexp(t, `baton +single +50 +\d+ +\d+ +\d+–\d+ +\d+\.\d\d +skipped +skipped +\d+\.\d\d +skipped `, stdout)
 	require.Contains(t, stdout, "BullMQ: SKIPPED (")
 	require.Regexp(t, `"bullmq":\{"skipped":"[^"]+"\}`, stdout)
 	require.NotContains(t, stdout, "bullmq +flat")

@@ -33,7 +33,7 @@ func (r report) throughput(rows []*row) {
 		e := map[string]any{"system": x.system, "mode": x.mode, "nodes": m.nodes,
 			"drain_per_s":         round1(m.drainRate()),
 			"redis_cmds_per_node": round2(float64(m.server.calls) / n), "redis_cpu_us_per_node": round1(us(m.server.cpu) / n),
-			"cpu_us_per_node": round1(m.cpuPerNode())}
+			"cpu_us_per_node": round1(m.cpuPerNode()), "cores": round2(m.cores())}
 		if !m.child {
 			e["rt_per_node"] = round2(float64(m.submitRT.rtts+m.drainRT.rtts) / n)
 		}

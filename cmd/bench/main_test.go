@@ -107,7 +107,7 @@ func TestSmallRun(t *testing.T) {
 	require.Regexp(t, `\(load [0-9.]+, steal \d+%, busy \d+%\)`, stderr)
 	// What the machine's CPU allows baton against asynq, and how busy it
 	// was (after ×bullmq kept and removed, "skipped" without BullMQ).
-	require.Regexp(t, `baton +single +200 +\d+ +\d+ +\d+–\d+ +\d+\.\d\d +(\d+\.\d\d|skipped) +(\d+\.\d\d|skipped) +\d+\.\d\d +\d+% `, stdout)
+	require.Regexp(t, `baton +single +200 +\d+ +\d+ +\d+–\d+ +\d+\.\d\d +(\d+\.\d\d|skipped) +(\d+\.\d\d|skipped) +\d+\.\d\d +(\d+\.\d\d|skipped) +\d+% `, stdout)
 	require.Regexp(t, `"cpu_bound_x_asynq":\d+(\.\d+)?[,}]`, stdout)
 	require.Regexp(t, `"busy":(0|1|0\.\d+)[,}]`, stdout)
 

@@ -84,6 +84,11 @@ func (r result) submitRate() float64 { return float64(r.nodes) / r.submit.Second
 // the drain: on one machine, about all the work a node costs it.
 func (r result) cpuPerNode() float64 { return us(r.server.cpu+r.proc) / float64(r.nodes) }
 
+// cores is the CPU the system got in the drain, Redis's and the worker
+// process's: on a host others keep busy, the share of the machine it was
+// given.
+func (r result) cores() float64 { return r.cpuPerNode() * r.drainRate() / 1e6 }
+
 // bench runs measurements against one target.
 type bench struct {
 	o       options

@@ -82,19 +82,23 @@ func ratio(a, b *row) string {
 func printTable(w io.Writer, rows []*row, skipBullMQ string) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "system\tmode\tnodes\tsubmit/s\tdrain/s\tmin–max\t×asynq\t×bullmq kept\t×bullmq removed\tCPU-bound ×asynq\tbusy\tRT/node submit\tRT/node drain\tRT/node total\tredis cmds/node\tredis µs/node\tbench µs/node\tredis B/node\t")
+	fmt.Fprintln(tw, "system\tmode\tnodes\tsubmit/s\tdrain/s\tmin–max\t×asynq\t×bullmq kept\t×bullmq removed\tCPU-bound ×asynq\tCPU-bound ×bullmq kept\tbusy\tcores\tRT/node submit\tRT/node drain\tRT/node total\tredis cmds/node\tredis µs/node\tbench µs/node\tredis B/node\t")
 	for _, r := range rows {
 		m := r.median()
 		lo, hi := r.spread()
-		xa, bound, xk, xr := "—", "—", "—", "—"
+		xa, bound, xk, xr, boundK := "—", "—", "—", "—", "—"
 		if b := baseline(rows, r.mode); r.system != "asynq" && b != nil {
 			xa = ratio(r, b)
 			bound = fmt.Sprintf("%.2f", b.median().cpuPerNode()/m.cpuPerNode())
 		}
 		if r.system == "baton" {
-			xk, xr = ratio(r, bullmqBaseline(rows, r.mode, false)), ratio(r, bullmqBaseline(rows, r.mode, true))
+			kept := bullmqBaseline(rows, r.mode, false)
+			xk, xr = ratio(r, kept), ratio(r, bullmqBaseline(rows, r.mode, true))
+			if kept != nil {
+				boundK = fmt.Sprintf("%.2f", kept.median().cpuPerNode()/m.cpuPerNode())
+			}
 			if skipBullMQ != "" {
-				xk, xr = "skipped", "skipped"
+				xk, xr, boundK = "skipped", "skipped", "skipped"
 			}
 		}
 		n := float64(m.nodes)
@@ -107,8 +111,8 @@ func printTable(w io.Writer, rows []*row, skipBullMQ string) {
 		if !math.IsNaN(m.memPerNode) {
 			mem = fmt.Sprintf("%.0f", m.memPerNode)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f–%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t\n",
-			r.system, r.mode, m.nodes, m.submitRate(), m.drainRate(), lo, hi, xa, xk, xr, bound, pct(m.busy),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.0f\t%.0f\t%.0f–%.0f\t%s\t%s\t%s\t%s\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\t\n",
+			r.system, r.mode, m.nodes, m.submitRate(), m.drainRate(), lo, hi, xa, xk, xr, bound, boundK, pct(m.busy), m.cores(),
 			rt[0], rt[1], rt[2], float64(m.server.calls)/n, us(m.server.cpu)/n, us(m.proc)/n, mem)
 	}
 	_ = tw.Flush()
@@ -125,9 +129,13 @@ drain/s    nodes (tasks) per second from the first delivery to the last task's e
 CPU-bound  asynq's CPU per node (Redis's and the worker process's, the columns on the right) over
  ×asynq    this row's: the ×asynq the machine's cores allow when both drains keep them busy. A
            ×asynq near it says the drains were bound by CPU; above it, that asynq's was bound
-           by something else first (its one dequeue loop's round trip)
+           by something else first (its one dequeue loop's round trip); ×bullmq kept: the
+           same against BullMQ with completed jobs kept
 busy       share of the machine's CPU time some process used during the drain (not idle,
            not taken by the host)
+cores      CPU the system got during its drain (Redis's and the worker process's CPU time
+           over the drain's): on a machine others keep busy, a share the scheduler decides;
+           BullMQ's one event-loop thread may get less of it than a Go process's threads
 RT/node    client round trips per node (a pipeline is one), counted by a go-redis hook;
            the drain includes both servers' background work (heartbeats, sweeps, forwarder);
            not counted for BullMQ (its node process)
