@@ -38,7 +38,8 @@ class BatonAPIError(BatonError):
 
 
 class BadRequestError(BatonAPIError):
-    """400: bad input (a run spec, an id); nothing was stored."""
+    """400 (or 413, too large): bad input (a run spec, an id, a resume value
+    that is not JSON or over the input cap); nothing was stored."""
 
 
 class UnauthorizedError(BatonAPIError):
@@ -51,11 +52,12 @@ class NotFoundError(BatonAPIError):
 
 class ConflictError(BatonAPIError):
     """409: the run or thread is not in a state that allows it (a busy thread
-    with multitask reject, a retry of a running run, ...)."""
+    with multitask reject, a retry of a running run, a resume of a node that
+    is not waiting or of a run that ended, ...)."""
 
 
 _BY_STATUS = {400: BadRequestError, 401: UnauthorizedError, 403: UnauthorizedError, 404: NotFoundError,
-              409: ConflictError}
+              409: ConflictError, 413: BadRequestError}
 
 
 def _raise_for(resp: httpx.Response, op: str) -> None:
@@ -79,6 +81,18 @@ def _spec_body(spec: RunSpec | str | bytes) -> tuple[bytes, str]:
 
 def _run_path(run: str, tail: str = "") -> str:
     return f"/v1/runs/{validate_id('run id', run)}{tail}"
+
+
+def _resume_call(run: str, node: str, value: Any, wait_id: str | None) -> tuple[str, dict[str, Any]]:
+    path = _run_path(run, f"/nodes/{validate_id('node id', node)}/resume")
+    body: dict[str, Any] = {"value": value}
+    if wait_id:
+        body["wait_id"] = validate_id("wait_id", wait_id)
+    try:
+        return path, {"content": json.dumps(body, allow_nan=False).encode(),
+                      "headers": {"Content-Type": "application/json"}}
+    except (TypeError, ValueError) as e:
+        raise BatonError(f"baton: resume {run}/{node}: the value is not JSON: {e}") from None
 
 
 def _checkpoints_params(ns: str, limit: int | None, cursor: str | None) -> dict[str, Any]:
@@ -213,6 +227,19 @@ class BatonClient:
         headers = {"Idempotency-Key": validate_id("Idempotency-Key", idempotency_key)} if idempotency_key else {}
         return self._json("retry", "POST", _run_path(run, "/retry"), headers=headers)
 
+    def resume(self, run: str, node: str, value: Any, wait_id: str | None = None) -> dict:
+        """Answers the wait of a parked (WAITING) node with value, any JSON
+        value; its next attempt reads it (run_node resumes the graph with
+        ``Command(resume=value)``). wait_id names the wait answered (the
+        node's ``wait.id`` in status()); None answers the wait the node is
+        parked on now. Returns {id, node, answer: {value}, already}: already
+        is true when that wait was answered before, and answer is then the
+        first answer (nothing changed). A node that is not waiting (or waits
+        on another wait), or a run that ended, is ConflictError; an unknown
+        run or node NotFoundError; a value over the input cap BadRequestError."""
+        path, kw = _resume_call(run, node, value, wait_id)
+        return self._json("resume", "POST", path, **kw)
+
     def thread(self, thread: str) -> dict:
         """The thread: its active run, the runs waiting, its namespaces."""
         return self._json("thread", "GET", f"/v1/threads/{validate_id('thread', thread)}")
@@ -307,6 +334,10 @@ class AsyncBatonClient:
     async def retry(self, run: str, *, idempotency_key: str | None = None) -> dict:
         headers = {"Idempotency-Key": validate_id("Idempotency-Key", idempotency_key)} if idempotency_key else {}
         return await self._json("retry", "POST", _run_path(run, "/retry"), headers=headers)
+
+    async def resume(self, run: str, node: str, value: Any, wait_id: str | None = None) -> dict:
+        path, kw = _resume_call(run, node, value, wait_id)
+        return await self._json("resume", "POST", path, **kw)
 
     async def thread(self, thread: str) -> dict:
         return await self._json("thread", "GET", f"/v1/threads/{validate_id('thread', thread)}")

@@ -87,3 +87,64 @@ async def test_async_client_does_the_same(api):
     async with AsyncBatonClient(api.url) as c:
         with pytest.raises(UnauthorizedError):
             await c.runs()
+
+
+ASK = ('if [ -n "$BATON_RESUME_FILE" ]; then printf \'{"got": %s}\\n\' "$(cat "$BATON_RESUME_FILE")"; '
+       'else echo \'::wait {"ask": "ok?"}\'; fi')
+
+
+def parking_run(run_id):
+    """A run whose exec node parks with {"ask": "ok?"} and, resumed, answers {"got": value}."""
+    return {"id": run_id, "nodes": [{"id": "ask", "kind": "exec", "input": {"command": ["sh", "-c", ASK]}}]}
+
+
+def waiting(status):
+    return status["nodes"][0]["state"] == "WAITING"
+
+
+def test_resume_answers_a_waiting_node_once_and_refuses_what_is_not_waiting(api):
+    from harness import wait_until
+
+    with BatonClient(api.url, token=TOKEN) as c:
+        c.submit(parking_run("r-1"))
+        wait_until(lambda: waiting(c.status("r-1")), 30, "the node to park")
+        node = c.status("r-1")["nodes"][0]
+        assert node["wait"]["request"] == {"ask": "ok?"}
+        with pytest.raises(ConflictError, match="HTTP 409"):
+            c.resume("r-1", "ask", True, wait_id="not-this-wait")
+        with pytest.raises(NotFoundError):
+            c.resume("r-1", "no-such-node", True)
+        with pytest.raises(NotFoundError):
+            c.resume("no-such-run", "ask", True)
+        with pytest.raises(BatonError, match="not JSON"):
+            c.resume("r-1", "ask", float("nan"))
+        with pytest.raises(BatonError, match="invalid id"):
+            c.resume("r-1", "../ask", True)
+        assert waiting(c.status("r-1")), "refused resumes changed nothing"
+
+        first = c.resume("r-1", "ask", {"yes": True, "by": "ann"}, wait_id=node["wait"]["id"])
+        assert first == {"id": "r-1", "node": "ask", "answer": {"value": {"yes": True, "by": "ann"}}, "already": False}
+        again = c.resume("r-1", "ask", "something else")
+        assert again["already"] is True and again["answer"] == first["answer"]  # the first answer stands
+        done = c.wait("r-1")
+        assert done["status"] == "SUCCEEDED"
+        assert done["nodes"][0]["result"] == {"got": {"yes": True, "by": "ann"}}
+        # The answered wait, asked again once the run ended: still the first answer.
+        assert c.resume("r-1", "ask", True)["answer"] == first["answer"]
+        c.submit({"id": "r-2", "nodes": [{"id": "ask", "kind": "noop"}]})
+        c.wait("r-2")
+        with pytest.raises(ConflictError, match="HTTP 409"):  # a node that never waited
+            c.resume("r-2", "ask", True)
+
+
+async def test_async_resume(api):
+    import asyncio
+
+    async with AsyncBatonClient(api.url, token=TOKEN) as c:
+        await c.submit(parking_run("ar-1"))
+        for _ in range(600):  # polling the node's state: no event says "parked" to a client
+            if waiting(await c.status("ar-1")):
+                break
+            await asyncio.sleep(0.05)
+        assert (await c.resume("ar-1", "ask", [1, 2]))["answer"] == {"value": [1, 2]}
+        assert (await c.wait("ar-1"))["nodes"][0]["result"] == {"got": [1, 2]}
