@@ -8,7 +8,16 @@ resumes this run's graph from its last checkpoint; an attempt whose claim is
 gone (its runner paused past the lease, then taken over) stops at once with
 exit code 75, even in the middle of a step.
 
-Input: GRAPH_INPUT, JSON: {"messages": [{"role": "user", "content": "..."}]}.
+A person can be asked before the answer is published, with LangGraph's own
+interrupt(): given "review": true, the "review" step stops the graph with
+{"question": ..., "draft": ...}. run_node then parks the node (WAITING, no
+worker held) until someone resumes it, through service.py's
+POST /threads/{thread}/resume, `enqueue resume` or baton's API, with any JSON
+answer: {"approved": true, "note": "..."} or false. interrupt() then returns
+that answer, and publish says who decided.
+
+Input: GRAPH_INPUT, JSON: {"messages": [{"role": "user", "content": "..."}],
+"review": false}.
 Settings (the node's input.env): STEP_SECONDS, how long each step works
 (default 0.2); SLOW_STEP and SLOW_SECONDS, one step that works longer;
 STEP_LOG, a file each step appends "start|done <step> <pid> <epoch>
@@ -24,6 +33,7 @@ import time
 from typing import Annotated, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 
 from baton_langgraph import BatonSaver, progress, run_node
 
@@ -33,6 +43,8 @@ class State(TypedDict):
     steps: Annotated[list[dict], operator.add]
     outline: list[str]
     draft: str
+    review: bool
+    verdict: dict | bool | None
 
 
 STEPS = ["plan", "research", "analyze", "write", "check", "publish"]
@@ -63,6 +75,23 @@ def question(state: State) -> str:
     return users[-1] if users else ""
 
 
+def review(state: State) -> dict:
+    """Asks a person about the draft, when the input asked for a review."""
+    if not state.get("review"):
+        return {}
+    answer = interrupt({"question": f"publish the answer to {question(state)!r}?", "draft": state["draft"]})
+    return {"verdict": answer}
+
+
+def verdict(state: State) -> str:
+    v = state.get("verdict")
+    if v is None:
+        return ""
+    ok = v.get("approved") if isinstance(v, dict) else bool(v)
+    note = v.get("note") if isinstance(v, dict) else None
+    return f" ({'approved' if ok else 'rejected'} by a person{': ' + note if note else ''})"
+
+
 builder = StateGraph(State)
 builder.add_node("plan", step("plan", lambda s: {"outline": [f"{h} {question(s)}" for h in ("why", "how", "limits")]}))
 builder.add_node("research", step("research", lambda s: {"outline": [f"{h}: fact {i + 1}"
@@ -72,9 +101,13 @@ builder.add_node("write", step("write", lambda s: {"draft": "; ".join(s["outline
 builder.add_node("check", step("check", lambda s: {"draft": s["draft"] if len(s["draft"]) > 10 else "too short"}))
 builder.add_node("publish", step("publish", lambda s: {"messages": [
     {"role": "assistant", "content": f"{question(s)}: {len(s['draft'])} chars, "
-                                     f"after {len(s.get('messages', []))} messages"}]}))
+                                     f"after {len(s.get('messages', []))} messages{verdict(s)}"}]}))
+builder.add_node("review", review)
 prev = START
 for name in STEPS:
+    if name == "publish":
+        builder.add_edge(prev, "review")
+        prev = "review"
     builder.add_edge(prev, name)
     prev = name
 builder.add_edge(prev, END)

@@ -13,6 +13,16 @@ agent (agent.py, through run_node) as an exec node on a runner fleet.
   ``event: end``; Last-Event-ID resumes after the last event seen.
 - ``GET /threads/{thread}`` and ``GET /runs/{run}``: the thread and a run, as
   baton's API shows them (a finished run's result is the agent's state).
+- A person in the loop: a message with ``"review": true`` makes the agent
+  ask, with LangGraph's ``interrupt()``, before it publishes. Its node then
+  waits (WAITING: no worker held, as long as it takes).
+  ``GET /threads/{thread}/question`` shows what it asks: {"run", "node",
+  "wait_id", "request"} (404 while nothing waits), and
+  ``POST /threads/{thread}/resume`` {"answer": any JSON, "wait_id": "..."}
+  answers it: the agent goes on with the answer as interrupt()'s value.
+  With wait_id (the question the person saw) a stale answer is refused
+  (409); a second answer to the same question changes nothing and returns
+  the first ("already": true).
 
 No worker runs here: the service only submits and reads, through
 baton_langgraph.client. Configuration (environment): BATON_URL (default
@@ -29,7 +39,7 @@ import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException
 from fastapi.responses import StreamingResponse
@@ -39,19 +49,27 @@ from baton_langgraph.client import AsyncBatonClient, BatonAPIError
 from baton_langgraph.errors import BatonError
 
 HERE = Path(__file__).resolve().parent
+AGENT_NODE = "agent"
 
 
 class Message(BaseModel):
     content: str = Field(min_length=1, max_length=32_000)
     multitask: Literal["reject", "enqueue", "interrupt", "rollback"] = "enqueue"
+    review: bool = False  # ask a person before publishing
+
+
+class Answer(BaseModel):
+    answer: Any = None  # any JSON: interrupt() returns it in the agent
+    wait_id: str | None = None  # the question answered; None: the one asked now
 
 
 def agent_run(thread: str, msg: Message) -> dict:
     """The run spec of one message: one exec node running agent.py."""
-    env = {"GRAPH_INPUT": json.dumps({"messages": [{"role": "user", "content": msg.content}]}),
+    graph_input = {"messages": [{"role": "user", "content": msg.content}], "review": msg.review, "verdict": None}
+    env = {"GRAPH_INPUT": json.dumps(graph_input),
            **json.loads(os.environ.get("AGENT_ENV") or "{}")}
     return {"thread": thread, "multitask": msg.multitask, "nodes": [{
-        "id": "agent", "kind": "exec", "max_attempts": 5,
+        "id": AGENT_NODE, "kind": "exec", "max_attempts": 5,
         "input": {"command": [os.environ.get("AGENT_PYTHON") or sys.executable, "agent.py"],
                   "dir": os.environ.get("AGENT_DIR") or str(HERE), "env": env}}]}
 
@@ -91,6 +109,44 @@ def create_app() -> FastAPI:
                 return await c.status(run)
             except BatonError as e:
                 raise refused(e) from None
+
+    async def question_of(c: AsyncBatonClient, thread: str) -> dict:
+        """The waiting node of the thread's active run, and what it asks."""
+        run = (await c.thread(thread)).get("active")
+        if run:
+            for node in (await c.status(run)).get("nodes", []):
+                if node.get("state") == "WAITING" and node.get("wait"):
+                    return {"run": run, "node": node["id"], "wait_id": node["wait"]["id"],
+                            "request": node["wait"].get("request")}
+        raise HTTPException(status_code=404, detail=f"thread {thread} is not waiting for an answer")
+
+    @app.get("/threads/{thread}/question")
+    async def get_question(thread: str) -> dict:
+        async with baton() as c:
+            try:
+                return await question_of(c, thread)
+            except BatonError as e:
+                raise refused(e) from None
+
+    @app.post("/threads/{thread}/resume")
+    async def resume(thread: str, body: Answer) -> dict:
+        async with baton() as c:
+            try:
+                if body.wait_id is None:
+                    asked = await question_of(c, thread)
+                    run, node, wait_id = asked["run"], asked["node"], asked["wait_id"]
+                else:
+                    # The question the person saw: baton refuses (409) an
+                    # answer to a wait that is no longer the node's, and
+                    # answers a second one with the first.
+                    run, node, wait_id = (await c.thread(thread)).get("active"), AGENT_NODE, body.wait_id
+                    if not run:
+                        raise HTTPException(status_code=409, detail=f"thread {thread} has no active run")
+                res = await c.resume(run, node, body.answer, wait_id=wait_id)
+            except BatonError as e:
+                raise refused(e) from None
+        return {"run": run, "node": node, "wait_id": wait_id, "answer": res["answer"].get("value"),
+                "already": res["already"]}
 
     @app.get("/threads/{thread}/stream")
     async def stream(thread: str, run: str | None = None,

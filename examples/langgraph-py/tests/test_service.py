@@ -1,8 +1,9 @@
 """The FastAPI example (service.py), tested as a user reaches it: httpx
 against uvicorn, in front of real runners on a real redis-server, the
 LangGraph agent running as exec nodes. Two messages on one thread, with
-enqueue and with interrupt, and the SSE stream relaying every event of a run
-in order."""
+enqueue and with interrupt; the SSE stream relaying every event of a run in
+order; and a person in the loop: the agent's interrupt() asks, its node
+waits, and an answer through the service finishes the run with it."""
 
 from __future__ import annotations
 
@@ -103,3 +104,43 @@ def test_bad_input_is_refused_by_name(service):
     r = httpx.post(f"{url}/threads/t/messages", json={"content": "x", "multitask": "sideways"})
     assert r.status_code == 422
     assert httpx.get(f"{url}/threads/t/stream", params={"run": "no-such-run"}).status_code == 404
+
+
+def test_a_person_answers_the_agents_question_through_the_service(service):
+    from harness import wait_until
+
+    url, baton = service
+    r = httpx.post(f"{url}/threads/chat-h/messages", json={"content": "deploy v2", "review": True}, timeout=30)
+    assert r.status_code == 202, r.text
+    run = r.json()["run"]
+
+    # The agent's interrupt() parks its node: the service shows the question.
+    asked = wait_until(lambda: (q := httpx.get(f"{url}/threads/chat-h/question")).status_code == 200 and q.json(),
+                       60, "the agent to ask")
+    assert asked["run"] == run and asked["node"] == "agent"
+    assert asked["request"]["question"] == "publish the answer to 'deploy v2'?" and asked["request"]["draft"]
+    node = baton.status(run)["nodes"][0]
+    assert node["state"] == "WAITING" and not node.get("lease_until"), "a waiting node holds no lease"
+    assert baton.status(run)["status"] == "RUNNING"
+
+    stale = httpx.post(f"{url}/threads/chat-h/resume", json={"answer": True, "wait_id": "not-the-question"})
+    assert stale.status_code == 409, stale.text  # an answer to another question is refused
+    assert baton.status(run)["nodes"][0]["state"] == "WAITING"
+    answer = {"approved": True, "note": "ship it"}
+    resp = httpx.post(f"{url}/threads/chat-h/resume", json={"answer": answer, "wait_id": asked["wait_id"]})
+    assert resp.status_code == 200, resp.text
+    assert resp.json() == {"run": run, "node": "agent", "wait_id": asked["wait_id"], "answer": answer,
+                           "already": False}
+    again = httpx.post(f"{url}/threads/chat-h/resume", json={"answer": False, "wait_id": asked["wait_id"]})
+    assert again.status_code == 200 and again.json()["already"] is True and again.json()["answer"] == answer
+
+    events = stream(url, "chat-h", run)
+    assert events[-1][2] == {"id": run, "status": "SUCCEEDED"}
+    kinds = [data["type"] for _, _, data in events[:-1]]
+    assert kinds.index("parked") < kinds.index("resumed") < kinds.index("committed")
+    last = messages(baton, run)[-1]
+    assert last["role"] == "assistant" and last["content"].endswith("(approved by a person: ship it)")
+    assert baton.status(run)["nodes"][0]["result"]["verdict"] == answer
+    assert httpx.get(f"{url}/threads/chat-h/question").status_code == 404
+    nothing = httpx.post(f"{url}/threads/chat-h/resume", json={"answer": True})
+    assert nothing.status_code == 404 and "not waiting" in nothing.json()["detail"]
