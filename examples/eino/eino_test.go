@@ -76,6 +76,87 @@ func TestGraphResumesOnAnotherWorkerAndAStaleSetIsRefused(t *testing.T) {
 	require.Equal(t, o.NS, refused[0].Details["ns"])
 }
 
+// An Eino graph whose node asks a person (compose.Interrupt) parks its
+// baton node: WAITING with the interrupt as its request, no lease, no
+// attempt counted, its run RUNNING. Every worker restarts while it waits.
+// Client.Resume's value reaches the node through compose.GetResumeContext,
+// the graph goes on from its checkpoint (draft ran once, on A), and the
+// run succeeds; a second resume of the wait returns the first answer.
+func TestGraphAsksAPersonAndResumesWithTheAnswer(t *testing.T) {
+	t.Parallel()
+	rdb := startRedis(t)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	o, err := approvalDemo(context.Background(), rdb, log, t.Output())
+	require.NoError(t, err)
+	require.NoError(t, o.check())
+
+	require.Equal(t, "WAITING", o.Parked.State)
+	require.Nil(t, o.Parked.LeaseUntil, "a parked node holds no lease")
+	require.Equal(t, o.Parked.Attempt, o.Parked.Releases, "the wait counts no attempt")
+	require.Equal(t, "RUNNING", o.RunWhileParked)
+	require.Equal(t, o.Run+".publish", o.Request.CheckPointID)
+	require.Len(t, o.Request.Interrupts, 1)
+	require.Equal(t, "runnable:approval;node:approve", o.Request.Interrupts[0].Address)
+	require.JSONEq(t, `{"question": "publish the essay on fencing tokens?",
+		"trail": ["draft by worker-a (epoch 1)"]}`, string(o.Request.Interrupts[0].Info))
+
+	require.False(t, o.Resumed.Replay)
+	require.True(t, o.Again.Replay, "the second resume is a replay")
+	require.JSONEq(t, string(o.Answer), string(o.Again.Answer.Value), "the first answer stands")
+
+	require.Equal(t, "SUCCEEDED", o.Status)
+	require.Equal(t, &Decision{Approved: true, Note: "ship it"}, o.Result.Decision)
+	require.Len(t, o.Ran, 4)
+	require.Equal(t, []string{"draft by worker-a (epoch 1)", "approve by worker-a (epoch 1)"}, o.Ran[:2])
+	require.Regexp(t, `^approve by worker-b \(epoch \d+\)$`, o.Ran[2])
+	require.Regexp(t, `^publish by worker-b \(epoch \d+\)$`, o.Ran[3])
+	require.Equal(t, "draft by worker-a (epoch 1)", o.Result.Trail[0], "draft's output came from A's checkpoint")
+	require.Regexp(t, `^approve by worker-b \(epoch \d+\): approved=true "ship it"$`, o.Result.Trail[1])
+	require.Regexp(t, `^publish by worker-b`, o.Result.Trail[2])
+
+	// The request the kind saved as it parked is the wait's; the graph's
+	// namespace holds A's checkpoint (at approve) and B's (before publish).
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	saved, err := c.LatestCheckpoint(context.Background(), o.Run, o.WaitNS)
+	require.NoError(t, err)
+	var req Request
+	require.NoError(t, json.Unmarshal(saved.Data, &req))
+	require.Equal(t, o.Request, req)
+	require.Equal(t, "worker-a", saved.Worker)
+	list, _, err := c.Checkpoints(context.Background(), o.Run, o.NS, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, []string{"worker-b", "worker-a"}, []string{list[0].Worker, list[1].Worker})
+	require.Equal(t, list[1].Version, o.Request.Version, "the request names the checkpoint of the interrupt")
+
+	evs, err := c.Events(context.Background(), o.Run, "", 0)
+	require.NoError(t, err)
+	count := map[string]int{}
+	for _, e := range evs {
+		count[e.Type]++
+	}
+	require.Equal(t, 1, count["parked"], "%v", count)
+	require.Equal(t, 1, count["resumed"], "%v", count)
+	require.Zero(t, count["stale_rejected"], "%v", count)
+}
+
+// With several interrupts, an object keyed by interrupt ids answers each
+// its own; any other value answers them all.
+func TestResumeDataForSeveralInterrupts(t *testing.T) {
+	t.Parallel()
+	one := []Interrupt{{ID: "a"}}
+	two := []Interrupt{{ID: "a"}, {ID: "b"}}
+	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
+	require.Equal(t, map[string]any{"a": raw(`{"b": 1}`)}, resumeData(one, raw(`{"b": 1}`)))
+	require.Equal(t, map[string]any{"a": raw(`true`)}, resumeData(two, raw(`{"a": true}`)), "b is not resumed")
+	require.Equal(t, map[string]any{"a": raw(`1`), "b": raw(`2`)}, resumeData(two, raw(`{"a": 1, "b": 2}`)))
+	require.Equal(t, map[string]any{"a": raw(`{"a": 1, "c": 2}`), "b": raw(`{"a": 1, "c": 2}`)},
+		resumeData(two, raw(`{"a": 1, "c": 2}`)), "c is no interrupt: the value is for all")
+	require.Equal(t, map[string]any{"a": raw(`"yes"`), "b": raw(`"yes"`)}, resumeData(two, raw(`"yes"`)))
+}
+
 // Get returns what Set saved, for bytes that are JSON (kept as they are)
 // and bytes that are not (kept base64-encoded), and nothing for an id
 // never saved; ids that are not baton ids work too.

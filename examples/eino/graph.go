@@ -18,6 +18,8 @@ import (
 type Essay struct {
 	Topic string   `json:"topic"`
 	Trail []string `json:"trail"`
+	// Decision is a person's answer, in the approval graph.
+	Decision *Decision `json:"decision,omitempty"`
 }
 
 // Eino's checkpoint serializer needs every type a checkpoint may hold
@@ -71,18 +73,26 @@ func ranBy(ctx context.Context, step string) string {
 	return fmt.Sprintf("%s by %s (epoch %d)", step, l.Owner, l.Epoch)
 }
 
-// graphKind runs the essay graph as a baton node kind. Input:
+// graphKind runs an Eino graph over Essays as a baton node kind (the
+// essay graph, or the approval graph of approval.go). Input:
 // {"topic": "...", "checkpoint_id": "..."}; checkpoint_id defaults to
 // "<run>.<node>", so each node of each run has its own graph state, and any
 // later attempt of the node, on any worker, resumes it.
 //
-// At each interrupt (a save point, see newGraph) Run resumes the graph at
-// once. A human-in-the-loop interrupt would instead end the node with the
-// interrupt as its result, and a later run of the thread, given the same
-// checkpoint_id, would resume it.
+// An interrupt before or after nodes (a save point, see newGraph) is
+// resumed at once. An interrupt a node raises for a person
+// (compose.Interrupt) parks the node (runner.Park) with what the node
+// asked (Request): it holds no lease and no worker until someone resumes
+// it. The attempt after the resume resumes the graph from its checkpoint,
+// with the answer as Eino's resume data for that interrupt
+// (compose.BatchResumeWithData; see resumeContext).
 type graphKind struct {
 	graph compose.Runnable[*Essay, *Essay]
 }
+
+// maxSavePoints bounds the save points one attempt passes: a graph that
+// interrupts more often without asking anyone is in a loop.
+const maxSavePoints = 64
 
 func (k graphKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
 	var in struct {
@@ -94,9 +104,23 @@ func (k graphKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	}
 	id := cmp.Or(in.CheckPointID, t.Lease.Run+"."+t.Lease.Node)
 	ctx = WithTask(ctx, t) // the graph's CheckPointStore saves and reads as t
-	for range len(steps) { // at most one interrupt per step
-		out, err := k.graph.Invoke(ctx, &Essay{Topic: in.Topic}, compose.WithCheckPointID(id))
-		if _, interrupted := compose.ExtractInterruptInfo(err); interrupted {
+	first := ctx           // the first Invoke after a resume carries the answer
+	if v, ok := t.ResumeValue(); ok {
+		var err error
+		if first, err = resumeContext(ctx, t, id, v); err != nil {
+			return nil, err
+		}
+	}
+	for i := range maxSavePoints + 1 {
+		c := ctx
+		if i == 0 {
+			c = first
+		}
+		out, err := k.graph.Invoke(c, &Essay{Topic: in.Topic}, compose.WithCheckPointID(id))
+		if info, interrupted := compose.ExtractInterruptInfo(err); interrupted {
+			if forPerson(info) {
+				return nil, park(ctx, t, id, info)
+			}
 			continue // saved at a step boundary: resume from it
 		}
 		if err != nil && ctx.Err() != nil {
@@ -109,5 +133,5 @@ func (k graphKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		}
 		return json.Marshal(out)
 	}
-	return nil, fmt.Errorf("essay %s: still interrupted after %d resumes", id, len(steps))
+	return nil, fmt.Errorf("essay %s: still interrupted after %d save points", id, maxSavePoints)
 }

@@ -8,7 +8,13 @@
 //
 //	cd examples/eino && REDIS_URL=redis://127.0.0.1:6379/0 go run .
 //
-// It exits 1 if B started from scratch or A's late checkpoint was stored.
+// Then a second story (approval_story.go): a graph whose approve node asks
+// a person with compose.Interrupt parks its node, holding no worker; a
+// worker restarts; the answer, given with Client.Resume, reaches the node
+// through Eino's resume data, and the run finishes.
+//
+// It exits 1 if B started from scratch, A's late checkpoint was stored, or
+// the approval did not round-trip.
 package main
 
 import (
@@ -49,6 +55,15 @@ func main() {
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "eino demo:", err)
+		os.Exit(1)
+	}
+	fmt.Println()
+	a, err := approvalDemo(ctx, rdb, log, os.Stdout)
+	if err == nil {
+		err = a.check()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "eino approval demo:", err)
 		os.Exit(1)
 	}
 }
@@ -188,28 +203,23 @@ func demo(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, out 
 	if o.After, err = c.LatestCheckpoint(ctx, o.Run, o.NS); err != nil {
 		return nil, err
 	}
-	evs, err := c.Events(ctx, o.Run, "", 0)
-	if err != nil {
+	if err := timeline(ctx, c, o.Run, say); err != nil {
 		return nil, err
-	}
-	say("timeline:")
-	for _, e := range evs {
-		epoch := "-"
-		if e.Epoch > 0 {
-			epoch = fmt.Sprintf("e%d", e.Epoch)
-		}
-		say("%s", strings.TrimRight(fmt.Sprintf("  %+7.3fs  %-9s %-3s %-15s %s",
-			e.At.Sub(evs[0].At).Seconds(), cmp.Or(e.Worker, "-"), epoch, e.Type, details(e)), " "))
 	}
 	say("result: %s (%s)", strings.Join(o.Result.Trail, ", "), o.Status)
 	return o, nil
 }
 
-// startWorker starts a worker that runs the essay kind from queue, with
-// leases short enough to watch one expire. wrap, when set, wraps the kind.
+// startWorker starts a worker that runs the essay and approval kinds from
+// queue, with leases short enough to watch one expire. wrap, when set,
+// wraps the essay kind.
 func startWorker(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, id string,
 	hook stepHook, wrap func(runner.Kind) runner.Kind) (*runner.Worker, error) {
 	graph, err := newGraph(ctx, CheckPointStore{}, hook)
+	if err != nil {
+		return nil, err
+	}
+	approval, err := newApprovalGraph(ctx, CheckPointStore{}, hook)
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +235,7 @@ func startWorker(ctx context.Context, rdb redis.UniversalClient, log *slog.Logge
 		k = wrap(k)
 	}
 	w.Register("essay", k)
+	w.Register("approval", graphKind{graph: approval})
 	return w, w.Start(ctx)
 }
 
@@ -248,10 +259,28 @@ func waitRun(ctx context.Context, c *runner.Client, id string) (*fence.RunInfo, 
 	}
 }
 
+// timeline prints the run's events.
+func timeline(ctx context.Context, c *runner.Client, run string, say func(string, ...any)) error {
+	evs, err := c.Events(ctx, run, "", 0)
+	if err != nil {
+		return err
+	}
+	say("timeline:")
+	for _, e := range evs {
+		epoch := "-"
+		if e.Epoch > 0 {
+			epoch = fmt.Sprintf("e%d", e.Epoch)
+		}
+		say("%s", strings.TrimRight(fmt.Sprintf("  %+7.3fs  %-9s %-3s %-15s %s",
+			e.At.Sub(evs[0].At).Seconds(), cmp.Or(e.Worker, "-"), epoch, e.Type, details(e)), " "))
+	}
+	return nil
+}
+
 // details picks the event fields worth a timeline column.
 func details(e fence.Event) string {
 	var parts []string
-	for _, k := range []string{"attempt", "prev_owner", "op", "current_epoch", "ns", "version", "status"} {
+	for _, k := range []string{"attempt", "prev_owner", "op", "current_epoch", "ns", "version", "wait_id", "status"} {
 		if v := e.Details[k]; v != "" {
 			parts = append(parts, k+"="+v)
 		}
