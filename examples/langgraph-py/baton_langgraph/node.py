@@ -132,7 +132,9 @@ def _finish(result: Any, asked: list[Any], out: Any) -> Any:
     """Prints the node's result line, or, for a graph stopped on interrupt(),
     the "::wait" line that parks the node."""
     if asked:
-        line = "::wait " + json.dumps(wait_request(asked), default=_jsonable, ensure_ascii=False)
+        # Compact, as runNode's JSON.stringify: the same line from either language.
+        line = "::wait " + json.dumps(wait_request(asked), default=_jsonable, ensure_ascii=False,
+                                      separators=(",", ":"))
     else:
         line = json.dumps(result, default=_jsonable, ensure_ascii=False)
     out.write(line + "\n")

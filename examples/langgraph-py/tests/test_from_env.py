@@ -252,7 +252,7 @@ def test_an_interrupt_parks_the_node_and_a_resume_answers_it(ctl, redis_url, pre
     a = ctl.claim(prefix, "t-hitl", "w-a", 300)
     result = run_node(approval_graph(ran), {"change": "v2", "log": []}, env=exec_env(redis_url, prefix, a))
     # Parked: a ::wait line with the interrupt's value, no result line.
-    assert capsys.readouterr().out == '::wait {"ask": "deploy v2?"}\n'
+    assert capsys.readouterr().out == '::wait {"ask":"deploy v2?"}\n'
     assert result["__interrupt__"][0].value == {"ask": "deploy v2?"}
     assert ran == ["plan", "approve"]
     s = BatonSaver(redis=redis_url, prefix=prefix, lease=Lease.from_dict(a))
@@ -261,7 +261,7 @@ def test_an_interrupt_parks_the_node_and_a_resume_answers_it(ctl, redis_url, pre
     # An attempt without a resume (the park was lost with its attempt) asks again, running nothing.
     b = ctl.takeover(prefix, a, "w-b", 300)
     run_node(approval_graph(ran), {"change": "ignored", "log": []}, env=exec_env(redis_url, prefix, b))
-    assert capsys.readouterr().out == '::wait {"ask": "deploy v2?"}\n'
+    assert capsys.readouterr().out == '::wait {"ask":"deploy v2?"}\n'
     assert ran == ["plan", "approve"]
 
     # The attempt after a resume: Command(resume=value), and the answer reaches the graph.
