@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -140,6 +141,138 @@ func TestGraphAsksAPersonAndResumesWithTheAnswer(t *testing.T) {
 	require.Equal(t, 1, count["parked"], "%v", count)
 	require.Equal(t, 1, count["resumed"], "%v", count)
 	require.Zero(t, count["stale_rejected"], "%v", count)
+}
+
+// approvalBundle is a client and a submitted approval run for the tests
+// that drive one by hand.
+type approvalBundle struct {
+	t   *testing.T
+	ctx context.Context
+	rdb redis.UniversalClient
+	c   *runner.Client
+	log *slog.Logger
+	run string
+}
+
+func setupApproval(t *testing.T) *approvalBundle {
+	t.Helper()
+	rdb := startRedis(t)
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return &approvalBundle{t: t, ctx: ctx, rdb: rdb, c: c, run: "approval",
+		log: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))}
+}
+
+func (b *approvalBundle) worker(id string, hook stepHook) *runner.Worker {
+	b.t.Helper()
+	w, err := startWorker(b.ctx, b.rdb, b.log, id, hook, nil)
+	require.NoError(b.t, err)
+	b.t.Cleanup(w.Shutdown)
+	return w
+}
+
+func (b *approvalBundle) submit() {
+	b.t.Helper()
+	_, err := b.c.Submit(b.ctx, &runner.RunSpec{ID: b.run, Nodes: []runner.NodeSpec{{ID: "publish", Kind: "approval",
+		Queue: queue, Input: json.RawMessage(`{"topic": "fencing tokens"}`)}}})
+	require.NoError(b.t, err)
+}
+
+// parked waits for the node to park on a wait other than after's, and
+// returns it with its request.
+func (b *approvalBundle) parked(after string) (*fence.NodeInfo, Request) {
+	b.t.Helper()
+	for {
+		n, err := waitNode(b.ctx, b.c, b.run, "publish", "WAITING")
+		require.NoError(b.t, err)
+		if n.Wait != nil && n.Wait.ID != after {
+			var req Request
+			require.NoError(b.t, json.Unmarshal(n.Wait.Request, &req))
+			return n, req
+		}
+		time.Sleep(20 * time.Millisecond) // polling, as waitNode does
+	}
+}
+
+func (b *approvalBundle) result() (*fence.RunInfo, Essay) {
+	b.t.Helper()
+	info, err := waitRun(b.ctx, b.c, b.run)
+	require.NoError(b.t, err)
+	var e Essay
+	if len(info.Nodes[0].Result) > 0 {
+		require.NoError(b.t, json.Unmarshal(info.Nodes[0].Result, &e))
+	}
+	return info, e
+}
+
+// An answer the node cannot take is asked again: the node parks on a new
+// wait whose request says why; the next answer finishes the run. A
+// rejection shelves the essay.
+func TestAWrongAnswerIsAskedAgain(t *testing.T) {
+	t.Parallel()
+	b := setupApproval(t)
+	b.worker("worker-a", nil)
+	b.submit()
+	first, _ := b.parked("")
+	_, err := b.c.Resume(b.ctx, b.run, "publish", "", json.RawMessage(`"maybe"`))
+	require.NoError(t, err)
+
+	second, req := b.parked(first.Wait.ID)
+	require.Len(t, req.Interrupts, 1)
+	var ask Ask
+	require.NoError(t, json.Unmarshal(req.Interrupts[0].Info, &ask))
+	require.Equal(t, `want {"approved": true|false, "note": "..."}, got "maybe"`, ask.Error)
+	require.Equal(t, []string{"draft by worker-a (epoch 1)"}, ask.Trail, "the input came back from the interrupt state")
+	require.Equal(t, second.Attempt, second.Releases, "neither wait counted an attempt")
+
+	_, err = b.c.Resume(b.ctx, b.run, "publish", second.Wait.ID, json.RawMessage(`{"approved": false, "note": "not yet"}`))
+	require.NoError(t, err)
+	info, e := b.result()
+	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
+	require.Equal(t, &Decision{Approved: false, Note: "not yet"}, e.Decision)
+	require.Len(t, e.Trail, 3)
+	require.Regexp(t, `^shelve by worker-a`, e.Trail[2])
+}
+
+// A worker that took the answer and then lost the node (stalled inside
+// approve, before the graph saved again) did not use it up: the next
+// owner resumes the same interrupt with the same answer.
+func TestTheAnswerSurvivesATakeover(t *testing.T) {
+	t.Parallel()
+	b := setupApproval(t)
+	a := b.worker("worker-a", nil)
+	b.submit()
+	b.parked("")
+	a.Shutdown()
+
+	stalled, wake := make(chan struct{}), make(chan struct{})
+	wakeB := sync.OnceFunc(func() { close(wake) })
+	t.Cleanup(wakeB)
+	w := b.worker("worker-b", func(ctx context.Context, step string) {
+		if step == "approve" {
+			close(stalled)
+			<-wake
+		}
+	})
+	_, err := b.c.Resume(b.ctx, b.run, "publish", "", json.RawMessage(`{"approved": true, "note": "go"}`))
+	require.NoError(t, err)
+	select {
+	case <-stalled:
+	case <-b.ctx.Done():
+		t.Fatal("worker-b never reached approve")
+	}
+	w.Kill() // heartbeats stop; the lease runs out
+
+	b.worker("worker-c", nil)
+	info, e := b.result()
+	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
+	require.Equal(t, &Decision{Approved: true, Note: "go"}, e.Decision)
+	require.Regexp(t, `^approve by worker-c \(epoch 3\): approved=true "go"$`, e.Trail[1])
+	require.Regexp(t, `^publish by worker-c`, e.Trail[2])
+	wakeB()
 }
 
 // With several interrupts, an object keyed by interrupt ids answers each
