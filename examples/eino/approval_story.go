@@ -130,7 +130,11 @@ func approvalDemo(ctx context.Context, rdb redis.UniversalClient, log *slog.Logg
 		return nil, err
 	}
 	o.RunWhileParked = info.Status
-	say("  ...   the node parks: %s, lease %v, run %s; it asks %s", n.State, n.LeaseUntil, info.Status, n.Wait.Request)
+	lease := "no lease"
+	if n.LeaseUntil != nil {
+		lease = "lease until " + n.LeaseUntil.String()
+	}
+	say("  ...   the node parks: %s, %s, run %s; it asks %s", n.State, lease, info.Status, n.Wait.Request)
 
 	a.Shutdown()
 	b, err := startWorker(ctx, rdb, log, "worker-b", record, nil)
