@@ -133,5 +133,5 @@ func (k graphKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		}
 		return json.Marshal(out)
 	}
-	return nil, fmt.Errorf("essay %s: still interrupted after %d save points", id, maxSavePoints)
+	return nil, fmt.Errorf("essay %s: still interrupted after more than %d save points", id, maxSavePoints)
 }
