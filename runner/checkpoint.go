@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -144,6 +146,18 @@ func (c *checkpointer) bound(ctx context.Context) (context.Context, func()) {
 // no checkpoint is fence.ErrNotFound.
 func (c *Client) Thread(ctx context.Context, thread string) (*fence.ThreadInfo, error) {
 	return c.store.Thread(ctx, thread)
+}
+
+// Namespaces lists the thread's checkpoint namespaces, sorted. The CLI and
+// the HTTP API read a thread's checkpoints without a namespace the same
+// way: the root namespace ("") when there is none, the only one when there
+// is one, and they ask for one when there are several.
+func (c *Client) Namespaces(ctx context.Context, thread string) ([]string, error) {
+	info, err := c.Thread(ctx, thread)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Sorted(maps.Keys(info.Checkpoints)), nil
 }
 
 // LatestCheckpoint returns the newest checkpoint of thread in ns, or an

@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -95,11 +93,10 @@ func (a *app) checkpoint(ctx context.Context, args []string) error {
 // thread has no checkpoint (exit 1); with several the caller must choose
 // (exit 2).
 func (a *app) onlyNamespace(ctx context.Context, client *runner.Client, thread string) (string, error) {
-	info, err := client.Thread(ctx, thread)
+	names, err := client.Namespaces(ctx, thread)
 	if err != nil {
 		return "", a.threadNotFound(thread, err)
 	}
-	names := slices.Sorted(maps.Keys(info.Checkpoints))
 	switch len(names) {
 	case 0:
 		return "", fmt.Errorf("thread %s has no checkpoint", thread)

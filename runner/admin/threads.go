@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/batonrun/baton/fence"
 )
@@ -66,6 +67,26 @@ func (a *api) checkpoints(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		before = n
+	}
+	if !q.Has("ns") {
+		// As the CLI: the thread's only namespace; with several, ask.
+		names, err := a.client.Namespaces(r.Context(), thread)
+		if err != nil {
+			a.fail(w, r, err)
+			return
+		}
+		switch {
+		case len(names) == 1:
+			ns = names[0]
+		case len(names) > 1:
+			quoted := make([]string, len(names))
+			for i, n := range names {
+				quoted[i] = strconv.Quote(n)
+			}
+			writeError(w, http.StatusBadRequest, "ns: thread "+thread+" has checkpoints in "+strconv.Itoa(len(names))+
+				" namespaces ("+strings.Join(quoted, ", ")+"): choose one with ns=")
+			return
+		}
 	}
 	list, next, err := a.client.Checkpoints(r.Context(), thread, ns, before, limit)
 	if err != nil {

@@ -67,7 +67,10 @@ func TestThreadAndCheckpointReads(t *testing.T) {
 	assert.Equal(t, []string{`v5={"step":5}`, `v4={"step":4}`, `v3={"step":3}`, `v2={"step":2}`, `v1={"step":1}`}, steps)
 	assert.Empty(t, page.Next, "the last page has no next")
 
-	b.call(t, "GET", "/v1/threads/conv/checkpoints", "", http.StatusOK, &page) // ns= is the root namespace
+	// Without ns, as the CLI: the only namespace, or a 400 naming them.
+	e := b.errorBody(t, "GET", "/v1/threads/conv/checkpoints", "", http.StatusBadRequest)
+	assert.Contains(t, e.Error, `2 namespaces ("", "agent")`)
+	b.call(t, "GET", "/v1/threads/conv/checkpoints?ns=", "", http.StatusOK, &page) // ns= is the root namespace
 	require.Len(t, page.Checkpoints, 1)
 	assert.JSONEq(t, `{"root":"yes"}`, string(page.Checkpoints[0].Data))
 	b.call(t, "GET", "/v1/threads/conv/checkpoints?ns=other", "", http.StatusOK, &page)
