@@ -147,7 +147,8 @@ bench µs   the worker process's CPU per node during the drain: this process's (
            clients, hook); for BullMQ its node process's, which measures it itself
 redis B    used_memory after the drain less before the submit, per node: what a system keeps
            of finished work (baton: retained runs; BullMQ kept: job hashes and the completed
-           set; both: their event streams, BullMQ's capped at about 10,000 events)
+           set; both: their event streams, BullMQ's capped at about 10,000 events); near 0
+           or below: nothing kept (asynq, BullMQ removed), within used_memory's noise
 Each row is the round with the median drain/s; min–max spans every round.`)
 	if skipBullMQ != "" {
 		fmt.Fprintf(w, "BullMQ: SKIPPED (%s): its rows and ×bullmq are missing.\n", skipBullMQ)
