@@ -192,7 +192,7 @@ func (u *ui) node(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d.Input = prettyJSON(in)
+	d.Input = prettyJSON(redact(in))
 	d.Result = prettyJSON(d.Node.Result)
 	evs, err := u.client.Events(r.Context(), id, "", 10*uiMaxEvents)
 	if err != nil {

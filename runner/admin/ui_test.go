@@ -411,3 +411,22 @@ func TestResumeFromTheNodePage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "READY", st.Nodes[0].State)
 }
+
+// A secret passed literally in a node's input (an exec env) is stored, as
+// the spec said, but the node page shows it redacted; other values show.
+func TestNodePageRedactsLiteralSecrets(t *testing.T) {
+	t.Parallel()
+	b := setupView(t, "")
+	spec, err := runner.ParseSpec([]byte(`{"id":"s1","nodes":[{"id":"a","kind":"exec","input":{"command":["true"],
+		"env":{"OPENAI_API_KEY":"sk-live-123","DB_PASSWORD":"hunter2","MODE":"fast","REF":{"$env":"TOKEN"}}}}]}`))
+	require.NoError(t, err)
+	_, err = b.client.Submit(t.Context(), spec)
+	require.NoError(t, err)
+	code, body := b.page(t, http.DefaultClient, "/runs/s1/nodes/a")
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, body, "sk-live-123")
+	assert.NotContains(t, body, "hunter2")
+	assert.Contains(t, body, "[redacted]")
+	assert.Contains(t, body, "fast")
+	assert.Contains(t, body, "$env", "a reference is no secret")
+}
