@@ -155,7 +155,9 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 	}
 	peeks, err := s.store.Peek(ctx, refs)
 	if err != nil {
-		s.log.Warn("sweep_failed", "err", err)
+		if ctx.Err() == nil {
+			s.log.Warn("sweep_failed", "err", err)
+		}
 		return
 	}
 	if action == "stale_ready" {
@@ -168,6 +170,9 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		}
 		what := action
 		fresh, err := s.queue.enqueueNew(ctx, ref, p.Queue, p.Attempt+1, time.Time{})
+		if ctx.Err() != nil {
+			return // shutting down: the next sweep, anyone's, does it
+		}
 		if err != nil {
 			s.log.Warn("sweep_enqueue_failed", "run_id", ref.Run, "node_id", ref.Node, "err", err)
 			continue
