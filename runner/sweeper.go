@@ -129,7 +129,8 @@ func (s *sweeper) sweep(ctx context.Context) {
 	defer s.forgetServed()
 	s.trim(ctx)
 	s.startQueued(ctx)
-	s.timeOutWaits(ctx)
+	// Waits time out after the leases' pass below: takeovers come first.
+	defer s.timeOutWaits(ctx)
 	for ctx.Err() == nil {
 		sw, err := s.store.Sweep(ctx, s.opts)
 		if err != nil {
