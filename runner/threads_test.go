@@ -64,6 +64,35 @@ func (b *threadBundle) save(l fence.Lease, id string) (fence.Checkpoint, error) 
 		Data: json.RawMessage(fmt.Sprintf(`{"by":%q}`, id))})
 }
 
+// mustRun is run that must be accepted.
+func (b *threadBundle) mustRun(id, thread, multitask string) runner.Submitted {
+	b.t.Helper()
+	s, err := b.run(id, thread, multitask)
+	require.NoError(b.t, err, "submit %s", id)
+	return s
+}
+
+// mustSave is save that must be accepted.
+func (b *threadBundle) mustSave(l fence.Lease, id string) fence.Checkpoint {
+	b.t.Helper()
+	cp, err := b.save(l, id)
+	require.NoError(b.t, err, "save %s", id)
+	return cp
+}
+
+// end ends l's attempt: "commit", or "release" (as a run answering its
+// cancel does).
+func (b *threadBundle) end(l fence.Lease, how string) {
+	b.t.Helper()
+	var err error
+	if how == "commit" {
+		_, err = b.store.Commit(context.Background(), l, []byte(`1`), nil)
+	} else {
+		_, err = b.store.Release(context.Background(), l, "cancelled")
+	}
+	require.NoError(b.t, err, "%s %s", how, l)
+}
+
 // latest is the id of the thread's latest checkpoint ("" when none).
 func (b *threadBundle) latest(thread string) string {
 	b.t.Helper()
@@ -101,19 +130,14 @@ func TestRollbackTargetsTheRunItWasSubmittedAgainst(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("r0", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r0", "chat", "enqueue")
 	r0 := b.claim("chat", "r0", "w", time.Minute)
-	_, err = b.save(r0.Lease, "cp-r0")
-	require.NoError(t, err)
-	_, err = b.store.Commit(ctx, r0.Lease, []byte(`1`), nil)
-	require.NoError(t, err)
+	b.mustSave(r0.Lease, "cp-r0")
+	b.end(r0.Lease, "commit")
 
-	_, err = b.run("r1", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r1", "chat", "enqueue")
 	r1 := b.claim("chat", "r1", "w", time.Minute)
-	_, err = b.save(r1.Lease, "cp-r1")
-	require.NoError(t, err)
+	b.mustSave(r1.Lease, "cp-r1")
 
 	rb, err := b.run("rb", "chat", "rollback")
 	require.NoError(t, err)
@@ -128,19 +152,15 @@ func TestRollbackTargetsTheRunItWasSubmittedAgainst(t *testing.T) {
 
 	// r1 was cancelled by the submits themselves; it saves its state as it
 	// answers the cancel, and ends.
-	_, err = b.save(r1.Lease, "cp-r1-last")
-	require.NoError(t, err)
-	_, err = b.store.Release(ctx, r1.Lease, "cancelled")
-	require.NoError(t, err)
+	b.mustSave(r1.Lease, "cp-r1-last")
+	b.end(r1.Lease, "release")
 	require.Equal(t, "CANCELLED", b.status("r1"))
 
 	require.Equal(t, "int", b.promote("chat"))
 	require.Equal(t, "cp-r0", b.latest("chat"), "int starts from the state before r1")
 	ic := b.claim("chat", "int", "w", time.Minute)
-	_, err = b.save(ic.Lease, "cp-int")
-	require.NoError(t, err)
-	_, err = b.store.Commit(ctx, ic.Lease, []byte(`1`), nil)
-	require.NoError(t, err)
+	b.mustSave(ic.Lease, "cp-int")
+	b.end(ic.Lease, "commit")
 
 	require.Equal(t, "rb", b.promote("chat"))
 	require.Equal(t, "cp-int", b.latest("chat"), "rb removes nothing of int's")
@@ -152,20 +172,16 @@ func TestRollbackTargetsTheRunItWasSubmittedAgainst(t *testing.T) {
 func TestRollbackWaitingBehindARunningRunDeletesNothing(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
-	_, err := b.run("r1", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r1", "chat", "enqueue")
 	r1 := b.claim("chat", "r1", "w", time.Minute)
-	_, err = b.save(r1.Lease, "cp-r1")
-	require.NoError(t, err)
-	_, err = b.run("rb", "chat", "rollback")
-	require.NoError(t, err)
+	b.mustSave(r1.Lease, "cp-r1")
+	b.mustRun("rb", "chat", "rollback")
 	for range 3 {
 		require.Empty(t, b.promote("chat"), "r1 is still running")
 		require.Equal(t, "cp-r1", b.latest("chat"))
 	}
 	// r1 still owns the thread's state while it finishes.
-	_, err = b.save(r1.Lease, "cp-r1-2")
-	require.NoError(t, err)
+	b.mustSave(r1.Lease, "cp-r1-2")
 }
 
 // 1c. A rollback run cancelled while queued removes nothing when the run it
@@ -174,18 +190,14 @@ func TestWithdrawnRollbackDeletesNothing(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("r1", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r1", "chat", "enqueue")
 	r1 := b.claim("chat", "r1", "w", time.Minute)
-	_, err = b.save(r1.Lease, "cp-r1")
-	require.NoError(t, err)
-	_, err = b.run("rb", "chat", "rollback")
-	require.NoError(t, err)
-	_, err = b.client.Cancel(ctx, "rb", "never mind")
+	b.mustSave(r1.Lease, "cp-r1")
+	b.mustRun("rb", "chat", "rollback")
+	_, err := b.client.Cancel(ctx, "rb", "never mind")
 	require.NoError(t, err)
 	require.Equal(t, "CANCELLED", b.status("rb"))
-	_, err = b.store.Release(ctx, r1.Lease, "cancelled")
-	require.NoError(t, err)
+	b.end(r1.Lease, "release")
 	require.Empty(t, b.promote("chat"))
 	require.Equal(t, "cp-r1", b.latest("chat"), "the withdrawn rollback removed nothing")
 }
@@ -197,11 +209,10 @@ func TestThreadlessRunIsTheThreadOfItsID(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("chat-1", "", "")
-	require.NoError(t, err)
+	b.mustRun("chat-1", "", "")
 	own := b.claim("chat-1", "chat-1", "w", time.Minute)
 
-	_, err = b.run("x", "chat-1", "reject")
+	_, err := b.run("x", "chat-1", "reject")
 	require.ErrorIs(t, err, fence.ErrThreadBusy)
 	_, err = b.client.Status(ctx, "x")
 	require.ErrorIs(t, err, fence.ErrNotFound, "nothing stored")
@@ -212,14 +223,12 @@ func TestThreadlessRunIsTheThreadOfItsID(t *testing.T) {
 
 	_, err = b.save(own.Lease, "cp-own")
 	require.NoError(t, err, "the thread-less run still owns its thread's state")
-	_, err = b.store.Commit(ctx, own.Lease, []byte(`1`), nil)
-	require.NoError(t, err)
+	b.end(own.Lease, "commit")
 	require.Equal(t, "SUCCEEDED", b.status("chat-1"))
 	require.Equal(t, "y", b.promote("chat-1"))
 
 	// The reverse: a thread busy with w1 refuses a thread-less run of its id.
-	_, err = b.run("w1", "other", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("w1", "other", "enqueue")
 	_, err = b.run("other", "", "")
 	require.ErrorIs(t, err, fence.ErrThreadBusy, "thread other is running w1")
 	_, err = b.client.Status(ctx, "other")
@@ -245,13 +254,10 @@ func TestRollbackAndPromotionAreOneStep(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("r1", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r1", "chat", "enqueue")
 	r1 := b.claim("chat", "r1", "w", time.Minute)
-	_, err = b.save(r1.Lease, "cp-r1")
-	require.NoError(t, err)
-	_, err = b.run("rb", "chat", "rollback")
-	require.NoError(t, err)
+	b.mustSave(r1.Lease, "cp-r1")
+	b.mustRun("rb", "chat", "rollback")
 
 	ended := false
 	end := func() {
@@ -306,27 +312,21 @@ func TestRollbackPastTheHistoryCap(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, &fence.Options{CheckpointHistory: 3})
 	ctx := context.Background()
-	_, err := b.run("r0", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r0", "chat", "enqueue")
 	r0 := b.claim("chat", "r0", "w", time.Minute)
-	_, err = b.save(r0.Lease, "cp-r0")
-	require.NoError(t, err)
-	_, err = b.store.Commit(ctx, r0.Lease, []byte(`1`), nil)
-	require.NoError(t, err)
-	_, err = b.run("r1", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustSave(r0.Lease, "cp-r0")
+	b.end(r0.Lease, "commit")
+	b.mustRun("r1", "chat", "enqueue")
 	r1 := b.claim("chat", "r1", "w", time.Minute)
 	for i := range 5 {
-		_, err = b.save(r1.Lease, fmt.Sprintf("cp-r1-%d", i))
+		_, err := b.save(r1.Lease, fmt.Sprintf("cp-r1-%d", i))
 		require.NoError(t, err)
 	}
 	list, _, err := b.store.Checkpoints(ctx, "chat", "state", 0, 10)
 	require.NoError(t, err)
 	require.Len(t, list, 4, "the newest 3, and r1's anchor")
-	_, err = b.run("rb", "chat", "rollback")
-	require.NoError(t, err)
-	_, err = b.store.Release(ctx, r1.Lease, "cancelled")
-	require.NoError(t, err)
+	b.mustRun("rb", "chat", "rollback")
+	b.end(r1.Lease, "release")
 	require.Equal(t, "rb", b.promote("chat"))
 	require.Equal(t, "cp-r0", b.latest("chat"))
 }
@@ -337,25 +337,19 @@ func TestRollbackRemovesTheRunsPendingWrites(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("r0", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r0", "chat", "enqueue")
 	r0 := b.claim("chat", "r0", "w", time.Minute)
-	_, err = b.save(r0.Lease, "cp-r0")
+	b.mustSave(r0.Lease, "cp-r0")
+	_, err := b.store.PutWrites(ctx, r0.Lease, "state", "cp-r0", "task-a", []fence.PendingWrite{{Channel: "x", Value: []byte(`"a"`)}})
 	require.NoError(t, err)
-	_, err = b.store.PutWrites(ctx, r0.Lease, "state", "cp-r0", "task-a", []fence.PendingWrite{{Channel: "x", Value: []byte(`"a"`)}})
-	require.NoError(t, err)
-	_, err = b.store.Commit(ctx, r0.Lease, []byte(`1`), nil)
-	require.NoError(t, err)
+	b.end(r0.Lease, "commit")
 
-	_, err = b.run("r1", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r1", "chat", "enqueue")
 	r1 := b.claim("chat", "r1", "w", time.Minute)
 	_, err = b.store.PutWrites(ctx, r1.Lease, "state", "cp-r0", "task-b", []fence.PendingWrite{{Channel: "x", Value: []byte(`"b"`)}})
 	require.NoError(t, err)
-	_, err = b.run("rb", "chat", "rollback")
-	require.NoError(t, err)
-	_, err = b.store.Release(ctx, r1.Lease, "cancelled")
-	require.NoError(t, err)
+	b.mustRun("rb", "chat", "rollback")
+	b.end(r1.Lease, "release")
 	require.Equal(t, "rb", b.promote("chat"))
 
 	writes, err := b.store.PendingWrites(ctx, "chat", "state", "cp-r0")
@@ -370,16 +364,13 @@ func TestDeleteCheckpointsRefusesARunningThreadlessRun(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("solo", "", "")
-	require.NoError(t, err)
+	b.mustRun("solo", "", "")
 	c := b.claim("solo", "solo", "w", time.Minute)
-	_, err = b.save(c.Lease, "cp-1")
-	require.NoError(t, err)
-	_, err = b.store.DeleteCheckpoints(ctx, "solo")
+	b.mustSave(c.Lease, "cp-1")
+	_, err := b.store.DeleteCheckpoints(ctx, "solo")
 	require.ErrorIs(t, err, fence.ErrThreadBusy)
 	require.Equal(t, "cp-1", b.latest("solo"))
-	_, err = b.store.Commit(ctx, c.Lease, []byte(`1`), nil)
-	require.NoError(t, err)
+	b.end(c.Lease, "commit")
 	n, err := b.store.DeleteCheckpoints(ctx, "solo")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
@@ -391,8 +382,7 @@ func TestReplayAfterTakeoverIsRecognised(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("solo", "", "")
-	require.NoError(t, err)
+	b.mustRun("solo", "", "")
 	first := b.claim("solo", "solo", "w1", 300*time.Millisecond)
 	saved, err := b.save(first.Lease, "cp-1") // its reply is "lost"
 	require.NoError(t, err)
@@ -426,17 +416,16 @@ func TestEveryRetryIDIsRemembered(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("job", "", "")
-	require.NoError(t, err)
+	b.mustRun("job", "", "")
 	fail := func() {
 		t.Helper()
 		c := b.claim("job", "job", "w", time.Minute)
-		_, err = b.store.Fail(ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, nil)
+		_, err := b.store.Fail(ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, nil)
 		require.NoError(t, err)
 		require.Equal(t, "FAILED", b.status("job"))
 	}
 	fail()
-	_, err = b.client.Retry(ctx, "job", "req-1")
+	_, err := b.client.Retry(ctx, "job", "req-1")
 	require.NoError(t, err)
 	fail()
 	_, err = b.client.Retry(ctx, "job", "req-2")
@@ -449,8 +438,7 @@ func TestEveryRetryIDIsRemembered(t *testing.T) {
 	require.Equal(t, 2, countEvents(b.events("job"), "run_retried")[""])
 
 	// Bad input: a retry of a run that is not failed.
-	_, err = b.run("fine", "", "")
-	require.NoError(t, err)
+	b.mustRun("fine", "", "")
 	_, err = b.client.Retry(ctx, "fine", "req-3")
 	require.NoError(t, err, "RUNNING: answered AlreadyRunning")
 }
@@ -462,8 +450,7 @@ func TestPendingWritesExpireWithTheirCounter(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, &fence.Options{ThreadRetention: 400 * time.Millisecond})
 	ctx := context.Background()
-	_, err := b.run("r0", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("r0", "chat", "enqueue")
 	r0 := b.claim("chat", "r0", "w", time.Minute)
 	cp, err := b.save(r0.Lease, "cp-a")
 	require.NoError(t, err)
@@ -521,13 +508,11 @@ func TestThreadlessRetryAfterTheThreadMovedOn(t *testing.T) {
 	t.Parallel()
 	b := threadSetup(t, nil)
 	ctx := context.Background()
-	_, err := b.run("chat", "", "")
-	require.NoError(t, err)
+	b.mustRun("chat", "", "")
 	c := b.claim("chat", "chat", "w", time.Minute)
-	_, err = b.store.Fail(ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, nil)
+	_, err := b.store.Fail(ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, nil)
 	require.NoError(t, err)
-	_, err = b.run("next", "chat", "enqueue")
-	require.NoError(t, err)
+	b.mustRun("next", "chat", "enqueue")
 	require.Equal(t, "RUNNING", b.status("next"))
 	_, err = b.client.Retry(ctx, "chat", "")
 	require.ErrorIs(t, err, fence.ErrNotActiveRun)
