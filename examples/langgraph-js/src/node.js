@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { Command } from "@langchain/langgraph";
 
 import { BatonError, EXIT_LEASE_LOST, isFenced } from "./errors.js";
-import { BatonSaver, RUN_METADATA_KEY } from "./saver.js";
+import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
 
 /** The environment variable whose JSON is the graph's input when runNode is given none. */
 export const INPUT_ENV = "GRAPH_INPUT";
@@ -108,9 +108,11 @@ function inputOf(input, env) {
  *   no worker, until a resume. The attempt after the resume finds the value
  *   in BATON_RESUME_FILE and resumes the graph with
  *   `new Command({ resume: value })`, where it stopped (only a graph this
- *   run started, stopped on an interrupt). Without a resume (the park was
- *   lost with its attempt) a graph stopped on an interrupt asks again,
- *   running nothing;
+ *   run started, stopped on an interrupt). The checkpoints written with
+ *   that value record the wait it answers (metadata `baton_resume`), so
+ *   that it answers one interrupt only. Without a resume, or with one
+ *   already given (the park was lost with its attempt), a graph stopped on
+ *   an interrupt asks again, running nothing;
  * - it invokes with `durability: "sync"` (each super-step saved before the
  *   next starts) and the saver's `signal`;
  * - it prints the result (the final state, or `options.output(state)`) as
@@ -156,7 +158,14 @@ export async function runNode(graph, options = {}) {
       if (mine && saved.next.length > 0) {
         const at = `${saved.next.join(", ")} (checkpoint ${saved.config.configurable.checkpoint_id})`;
         const pending = pendingInterrupts(saved);
-        const resume = pending.length > 0 ? resumeOf(env) : undefined;
+        let resume = pending.length > 0 ? resumeOf(env) : undefined;
+        if (resume !== undefined) {
+          // The same answer comes with every attempt until the node parks
+          // again: given already (this checkpoint was written after it),
+          // it is not the answer to the interrupt pending now.
+          resume.wait = await saver.resumedWait();
+          if (resume.wait !== null && saved.metadata?.[RESUME_METADATA_KEY] === resume.wait) resume = undefined;
+        }
         if (pending.length > 0 && resume === undefined) {
           // Stopped on interrupt() and not answered yet (the park was lost
           // with its attempt): ask again, without running anything.
@@ -167,7 +176,8 @@ export async function runNode(graph, options = {}) {
         out.resumed = true;
         if (resume !== undefined) {
           log(`resuming run ${run} at ${at} with the resume's value`);
-          return g.invoke(new Command({ resume: resume.value }), config);
+          const marked = resume.wait === null ? config : { ...config, configurable: { ...config.configurable, [RESUME_METADATA_KEY]: resume.wait } };
+          return g.invoke(new Command({ resume: resume.value }), marked);
         }
         log(`resuming run ${run} at ${at}`);
         return g.invoke(null, config);

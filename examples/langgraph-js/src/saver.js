@@ -70,6 +70,19 @@ function unwrap(text) {
  */
 export const RUN_METADATA_KEY = "baton_run";
 
+/**
+ * The checkpoint metadata key, and the `configurable` key runNode sets it
+ * by, that records the wait whose answer the graph was resumed with
+ * (runNode gives one answer to one interrupt by it).
+ */
+export const RESUME_METADATA_KEY = "baton_resume";
+
+/** The metadata a saver of one lease stores: LangGraph's, with the run, and the wait answered. */
+function leaseMetadata(metadata, config, lease) {
+  const wait = config?.configurable?.[RESUME_METADATA_KEY];
+  return { ...metadata, [RUN_METADATA_KEY]: lease.run, ...(typeof wait === "string" ? { [RESUME_METADATA_KEY]: wait } : {}) };
+}
+
 function sameClaim(a, b) {
   return a.thread === b.thread && a.run === b.run && a.node === b.node && a.epoch === b.epoch && a.claim === b.claim;
 }
@@ -236,6 +249,21 @@ export class BatonSaver extends BaseCheckpointSaver {
     return !v.lost;
   }
 
+  /**
+   * The id of the wait the node's latest resume answered (the node's
+   * `resumed_wait`, set by a resume, cleared by the next park), or null
+   * when it was not resumed since it last parked. runNode records it in
+   * the checkpoints it writes with that resume's value, so that one answer
+   * goes to one interrupt: the exec kind gives every attempt after a
+   * resume the same BATON_RESUME_FILE until the node parks again.
+   * @returns {Promise<string|null>}
+   */
+  async resumedWait() {
+    this.#throwIfLost();
+    if (!this.lease) throw new BatonError("baton: resumedWait needs a lease, not leaseFor");
+    return (await this.#redis.hget(this.#nodeKey(), "resumed_wait")) || null;
+  }
+
   #nodeKey() {
     return this.#keys.node(this.lease.thread, this.lease.run, this.lease.node);
   }
@@ -305,7 +333,7 @@ export class BatonSaver extends BaseCheckpointSaver {
     const lease = await this.#leaseFor(thread);
     const [[dt, db], [mt, mb]] = await Promise.all([
       this.serde.dumpsTyped(copyCheckpoint(checkpoint)),
-      this.serde.dumpsTyped(this.lease === undefined ? (metadata ?? {}) : { ...metadata, [RUN_METADATA_KEY]: lease.run }),
+      this.serde.dumpsTyped(this.lease === undefined ? (metadata ?? {}) : leaseMetadata(metadata, config, lease)),
     ]);
     const data = envelope(dt, db);
     const meta = envelope(mt, mb);

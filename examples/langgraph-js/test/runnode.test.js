@@ -11,6 +11,7 @@ import { Redis } from "ioredis";
 import { inject, vi } from "vitest";
 
 import { BatonSaver, EXIT_LEASE_LOST, runNode } from "../src/index.js";
+import { Keys } from "../src/keys.js";
 import { Batonctl, dropPrefix } from "./harness.js";
 
 let redis;
@@ -249,6 +250,38 @@ describe("runNode and interrupt()", () => {
     const out = await runNode(graph(), { saver: saverOf(b), exit: false, env: resumed(JSON.stringify(answers)) });
     expect(out.code).toBe(0);
     expect(printed.at(-1).log.sort()).toEqual(["legal:yes", "security:no"]);
+  });
+
+  it("gives one answer to one interrupt: a resume already given does not answer the next interrupt", async () => {
+    const State = Annotation.Root({ log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }) });
+    const ran = [];
+    const graph = () =>
+      new StateGraph(State)
+        .addNode("first", async () => (ran.push("first"), { log: [`first:${interrupt("first?")}`] }))
+        .addNode("second", async () => (ran.push("second"), { log: [`second:${interrupt("second?")}`] }))
+        .addEdge(START, "first")
+        .addEdge("first", "second")
+        .addEdge("second", END);
+    // What resume.lua leaves on the node: the id of the wait it answered.
+    const answered = (lease, wait) => redis.hset(new Keys(prefix).node(lease.thread, lease.run, lease.node), "resumed_wait", wait);
+    const a = await ctl.claim(prefix, "t-once", "w-a", 300);
+    await runNode(graph(), { saver: saverOf(a), exit: false, env: {}, input: {} });
+    await answered(a, "wait-1");
+    const b = await ctl.takeover(prefix, a, "w-b", 300);
+    const yes = resumed('"yes"');
+    const second = await runNode(graph(), { saver: saverOf(b), exit: false, env: yes });
+    expect(second).toMatchObject({ code: 0, waiting: "second?" });
+    // The park was lost with b's attempt: c comes with the same answer, wait-1's.
+    const c = await ctl.takeover(prefix, b, "w-c", 300);
+    const again = await runNode(graph(), { saver: saverOf(c), exit: false, env: yes });
+    expect(again).toMatchObject({ code: 0, waiting: "second?" });
+    expect(ran).toEqual(["first", "first", "second"]); // c ran nothing
+    // A new wait answered with the same text is a new answer.
+    await answered(c, "wait-2");
+    const d = await ctl.takeover(prefix, c, "w-d");
+    const out = await runNode(graph(), { saver: saverOf(d), exit: false, env: yes });
+    expect(out.code).toBe(0);
+    expect(printed.at(-1)).toEqual({ log: ["first:yes", "second:yes"] });
   });
 
   it("fails the attempt, saying why, when BATON_RESUME_FILE is not JSON", async () => {

@@ -19,6 +19,10 @@ INPUT_ENV = "GRAPH_INPUT"
 """The environment variable run_node reads the graph's input from (JSON), when
 no input is given: set it in the node's input.env."""
 
+RESUME_KEY = "baton_resume"
+"""The checkpoint metadata key that records the wait whose answer the graph
+was resumed with: run_node gives one answer to one interrupt by it."""
+
 RESUME_ENV = "BATON_RESUME_FILE"
 """The environment variable the exec kind sets, on the attempt after a resume,
 to a file holding the resume's value (JSON)."""
@@ -99,21 +103,6 @@ def _resume_value(env: Mapping[str, str]) -> Any:
         raise BatonError(f"baton: run_node: {RESUME_ENV} {path} is not JSON: {e}") from None
 
 
-def _what_to_invoke(state: Any, plan: str, input: Any, env: Mapping[str, str]) -> Any:
-    """What invoke gets: None to resume, Command(resume=...) to answer an
-    interrupt, _ABSENT to ask the pending interrupts again without running,
-    or the run's input to start."""
-    if plan != "resume":
-        return _input(input, env)
-    if not _pending(state):
-        return None
-    value = _resume_value(env)
-    if value is _ABSENT:
-        return _ABSENT  # stopped on interrupt() and not answered: the park was lost with its attempt
-    from langgraph.types import Command
-    return Command(resume=value)
-
-
 def _input(input: Any, env: Mapping[str, str]) -> Any:
     if callable(input):
         return input(env)
@@ -126,6 +115,40 @@ def _input(input: Any, env: Mapping[str, str]) -> Any:
         return json.loads(raw)
     except ValueError as e:
         raise BatonError(f"baton: run_node: {INPUT_ENV} is not JSON: {e}") from None
+
+
+def _answer(state: Any, plan: str, env: Mapping[str, str]) -> Any:
+    """The resume's value when it answers the interrupt the state is stopped
+    on, else _ABSENT (no resume, or not stopped on an interrupt)."""
+    if plan != "resume" or not _pending(state):
+        return _ABSENT
+    return _resume_value(env)
+
+
+def _given(state: Any, wait: str | None) -> bool:
+    """Whether wait's answer was given already: the state's checkpoint was
+    written after the graph was resumed with it (the same answer comes with
+    every attempt until the node parks again)."""
+    meta = getattr(state, "metadata", None) or {}
+    return wait is not None and meta.get(RESUME_KEY) == wait
+
+
+def _what_to_invoke(state: Any, plan: str, input: Any, env: Mapping[str, str], answer: Any,
+                    cfg: dict[str, Any], wait: str | None) -> tuple[Any, dict[str, Any]]:
+    """What invoke gets, and its config: None to resume, Command(resume=...)
+    to answer an interrupt (its checkpoints recording the wait answered),
+    _ABSENT to ask the pending interrupts again without running, or the
+    run's input to start."""
+    if plan != "resume":
+        return _input(input, env), cfg
+    if not _pending(state):
+        return None, cfg
+    if answer is _ABSENT or _given(state, wait):
+        return _ABSENT, cfg  # stopped on interrupt() and not answered: the park was lost with its attempt
+    from langgraph.types import Command
+    if wait is not None:
+        cfg = {**cfg, "metadata": {**cfg["metadata"], RESUME_KEY: wait}}
+    return Command(resume=answer), cfg
 
 
 def _finish(result: Any, asked: list[Any], out: Any) -> Any:
@@ -170,9 +193,11 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
       is WAITING, with no lease and no worker, until a resume. The attempt
       after the resume finds the value in BATON_RESUME_FILE and resumes the
       graph with ``Command(resume=value)`` where it stopped (only a graph this
-      run started, stopped on an interrupt). Without a resume (the park was
-      lost with its attempt) a graph stopped on an interrupt asks again,
-      running nothing.
+      run started, stopped on an interrupt). The checkpoints written with
+      that value record the wait it answers (metadata ``baton_resume``), so
+      that it answers one interrupt only. Without a resume, or with one
+      already given (the park was lost with its attempt), a graph stopped on
+      an interrupt asks again, running nothing.
     - A refused write or a lost claim ends the process with exit code 75.
 
     Returns the result (for tests; an exec node's main just calls it): the
@@ -196,12 +221,14 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
             if plan == "done":
                 result = state.values
             else:
-                what = _what_to_invoke(state, plan, input, env)
+                answer = _answer(state, plan, env)
+                wait = saver.resumed_wait() if answer is not _ABSENT else None
+                what, run_cfg = _what_to_invoke(state, plan, input, env, answer, cfg, wait)
                 if what is _ABSENT:
                     asked = _pending(state)
                     result = {**state.values, "__interrupt__": asked}
                 else:
-                    result = graph.invoke(what, cfg, durability="sync")
+                    result = graph.invoke(what, run_cfg, durability="sync")
                     asked = _asked(result) or _pending(graph.get_state(cfg))
     except BaseException as e:
         if is_fenced(e) or saver.lost is not None:
@@ -235,12 +262,14 @@ async def arun_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | N
             if plan == "done":
                 result = state.values
             else:
-                what = _what_to_invoke(state, plan, input, env)
+                answer = _answer(state, plan, env)
+                wait = await saver.aresumed_wait() if answer is not _ABSENT else None
+                what, run_cfg = _what_to_invoke(state, plan, input, env, answer, cfg, wait)
                 if what is _ABSENT:
                     asked = _pending(state)
                     result = {**state.values, "__interrupt__": asked}
                 else:
-                    result = await graph.ainvoke(what, cfg, durability="sync")
+                    result = await graph.ainvoke(what, run_cfg, durability="sync")
                     asked = _asked(result) or _pending(await graph.aget_state(cfg))
     except BaseException as e:
         if is_fenced(e) or saver.lost is not None:
@@ -253,4 +282,4 @@ async def arun_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | N
     return _finish(result, asked, out)
 
 
-__all__ = ["RUN_KEY", "INPUT_ENV", "RESUME_ENV", "progress", "run_node", "arun_node", "wait_request"]
+__all__ = ["RUN_KEY", "RESUME_KEY", "INPUT_ENV", "RESUME_ENV", "progress", "run_node", "arun_node", "wait_request"]

@@ -200,6 +200,26 @@ class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    def _resumed_wait_key(self) -> str:
+        self._check()
+        if self.lease is None:
+            raise BatonError("baton: resumed_wait needs a lease, not lease_for")
+        return self.keys.node(self.lease.thread, self.lease.run, self.lease.node)
+
+    def resumed_wait(self) -> str | None:
+        """The id of the wait the node's latest resume answered (the node's
+        ``resumed_wait``, set by a resume, cleared by the next park), or None
+        when it was not resumed since it last parked. run_node records it in
+        the checkpoints it writes with that resume's value (metadata
+        ``baton_resume``), so that one answer goes to one interrupt: the exec
+        kind gives every attempt after a resume the same BATON_RESUME_FILE
+        until the node parks again."""
+        return self._redis.hget(self._resumed_wait_key(), "resumed_wait") or None
+
+    async def aresumed_wait(self) -> str | None:
+        """resumed_wait(), async."""
+        return await self._async_client().hget(self._resumed_wait_key(), "resumed_wait") or None
+
     def _async_client(self) -> redis_async.Redis:
         if self._aredis is None:
             if not self._url:

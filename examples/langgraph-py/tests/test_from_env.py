@@ -238,6 +238,13 @@ def approval_graph(ran: list[str]):
             .add_edge("deploy", END).compile())
 
 
+def next_attempt(ctl, prefix, lease, worker):
+    """The node's next claim, as after a park and a resume (or a lost
+    lease): the lease is cut short, then the node claimed again."""
+    ctl.heartbeat(prefix, lease, 1)
+    return ctl.takeover(prefix, lease, worker)
+
+
 def resumed(tmp_path, text: str) -> dict[str, str]:
     """The BATON_RESUME_FILE the exec kind gives the attempt after a resume."""
     f = tmp_path / "resume.json"
@@ -249,7 +256,7 @@ def test_an_interrupt_parks_the_node_and_a_resume_answers_it(ctl, redis_url, pre
     from baton_langgraph import run_node
 
     ran: list[str] = []
-    a = ctl.claim(prefix, "t-hitl", "w-a", 300)
+    a = ctl.claim(prefix, "t-hitl", "w-a")
     result = run_node(approval_graph(ran), {"change": "v2", "log": []}, env=exec_env(redis_url, prefix, a))
     # Parked: a ::wait line with the interrupt's value, no result line.
     assert capsys.readouterr().out == '::wait {"ask":"deploy v2?"}\n'
@@ -259,13 +266,13 @@ def test_an_interrupt_parks_the_node_and_a_resume_answers_it(ctl, redis_url, pre
     assert s.get_tuple({"configurable": {"thread_id": "t-hitl"}}).metadata[RUN_KEY] == a["run"]
 
     # An attempt without a resume (the park was lost with its attempt) asks again, running nothing.
-    b = ctl.takeover(prefix, a, "w-b", 300)
+    b = next_attempt(ctl, prefix, a, "w-b")
     run_node(approval_graph(ran), {"change": "ignored", "log": []}, env=exec_env(redis_url, prefix, b))
     assert capsys.readouterr().out == '::wait {"ask":"deploy v2?"}\n'
     assert ran == ["plan", "approve"]
 
     # The attempt after a resume: Command(resume=value), and the answer reaches the graph.
-    c = ctl.takeover(prefix, b, "w-c")
+    c = next_attempt(ctl, prefix, b, "w-c")
     env = {**exec_env(redis_url, prefix, c), **resumed(tmp_path, '{"ok": true, "by": "ann"}')}
     result = run_node(approval_graph(ran), {"change": "ignored", "log": []}, env=env)
     assert json.loads(capsys.readouterr().out) == {
@@ -292,26 +299,68 @@ def test_several_interrupts_are_asked_by_id_and_answered_by_id(ctl, redis_url, p
 
     import asyncio
 
-    a = ctl.claim(prefix, "t-two", "w-a", 300)
+    a = ctl.claim(prefix, "t-two", "w-a")
     asyncio.run(arun_node(graph(), {"log": []}, env=exec_env(redis_url, prefix, a)))
     line = capsys.readouterr().out
     assert line.startswith("::wait ") and line.endswith("\n") and line.count("\n") == 1
     asks = json.loads(line[len("::wait "):])["interrupts"]
     assert sorted(i["value"] for i in asks) == ["legal ok?", "security ok?"]
     answers = {i["id"]: "yes" if i["value"].startswith("legal") else "no" for i in asks}
-    b = ctl.takeover(prefix, a, "w-b")
+    b = next_attempt(ctl, prefix, a, "w-b")
     env = {**exec_env(redis_url, prefix, b), **resumed(tmp_path, json.dumps(answers))}
     asyncio.run(arun_node(graph(), {"log": []}, env=env))
     assert sorted(json.loads(capsys.readouterr().out)["log"]) == ["legal:yes", "security:no"]
 
 
+def test_one_answer_goes_to_one_interrupt(ctl, redis_url, prefix, rdb, capsys, tmp_path):
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.types import interrupt
+
+    from baton_langgraph import Keys, run_node
+
+    ran: list[str] = []
+
+    def first(s):
+        ran.append("first")
+        return {"log": [f"first:{interrupt('first?')}"]}
+
+    def second(s):
+        ran.append("second")
+        return {"log": [f"second:{interrupt('second?')}"]}
+
+    def graph():
+        return (StateGraph(S).add_node("first", first).add_node("second", second).add_edge(START, "first")
+                .add_edge("first", "second").add_edge("second", END).compile())
+
+    def answered(lease, wait):  # what resume.lua leaves on the node: the wait it answered
+        rdb.hset(Keys(prefix).node(lease["thread"], lease["run"], lease["node"]), "resumed_wait", wait)
+
+    yes = resumed(tmp_path, '"yes"')
+    a = ctl.claim(prefix, "t-once", "w-a")
+    run_node(graph(), {"log": []}, env=exec_env(redis_url, prefix, a))
+    answered(a, "wait-1")
+    b = next_attempt(ctl, prefix, a, "w-b")
+    run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, b), **yes})
+    assert capsys.readouterr().out == '::wait "first?"\n::wait "second?"\n'
+    # The park was lost with b's attempt: c comes with wait-1's answer again, and asks.
+    c = next_attempt(ctl, prefix, b, "w-c")
+    run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, c), **yes})
+    assert capsys.readouterr().out == '::wait "second?"\n'
+    assert ran == ["first", "first", "second"]  # c ran nothing
+    # A new wait answered with the same text is a new answer.
+    answered(c, "wait-2")
+    d = next_attempt(ctl, prefix, c, "w-d")
+    run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, d), **yes})
+    assert json.loads(capsys.readouterr().out) == {"log": ["first:yes", "second:yes"]}
+
+
 def test_a_resume_file_that_is_not_json_fails_the_attempt_saying_so(ctl, redis_url, prefix, capsys, tmp_path):
     from baton_langgraph import BatonError, run_node
 
-    a = ctl.claim(prefix, "t-badresume", "w-a", 300)
+    a = ctl.claim(prefix, "t-badresume", "w-a")
     run_node(approval_graph([]), {"change": "v4", "log": []}, env=exec_env(redis_url, prefix, a))
     capsys.readouterr()
-    b = ctl.takeover(prefix, a, "w-b")
+    b = next_attempt(ctl, prefix, a, "w-b")
     with pytest.raises(BatonError, match="BATON_RESUME_FILE .* is not JSON"):
         run_node(approval_graph([]), {"log": []}, env={**exec_env(redis_url, prefix, b), **resumed(tmp_path, "yes please")})
     assert capsys.readouterr().out == ""
