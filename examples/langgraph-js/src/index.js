@@ -1,6 +1,6 @@
 // @baton/langgraph-saver: LangGraph.js checkpoints in baton's fenced
 // checkpoint store. See README.md.
-export { BatonSaver, DEFAULTS } from "./saver.js";
+export { BatonSaver, DEFAULTS, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
 export { INPUT_ENV, RESUME_ENV, progress, runNode, waitRequest } from "./node.js";
 export { BatonError, BatonFencedError, BatonLeaseLostError, EXIT_LEASE_LOST, isFenced } from "./errors.js";
 export { leaseFromEnv, parseToken } from "./lease.js";

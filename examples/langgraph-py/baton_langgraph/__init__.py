@@ -17,12 +17,13 @@ from .errors import (
 )
 from .keys import Keys, shard_of
 from .lease import Lease, lease_from_env, parse_token
-from .node import RESUME_ENV, RUN_KEY, arun_node, progress, run_node, wait_request
+from .node import RESUME_ENV, RESUME_KEY, RUN_KEY, arun_node, progress, run_node, wait_request
 from .saver import BatonSaver
 
 __all__ = [
     "EXIT_LEASE_LOST",
     "RESUME_ENV",
+    "RESUME_KEY",
     "RUN_KEY",
     "BatonError",
     "BatonFencedError",
