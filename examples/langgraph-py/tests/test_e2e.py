@@ -78,3 +78,36 @@ def test_a_paused_runners_child_stops_and_the_run_succeeds_elsewhere_with_every_
     assert ("heartbeat_lost", epoch) in events and ("takeover", node["epoch"]) in events
     assert ("committed", node["epoch"]) in events
     assert all(ep == epoch for kind, ep in events if kind == "stale_rejected")  # only the paused attempt's
+
+
+def test_an_interrupt_waits_through_a_restart_of_every_runner_and_a_resume_finishes_it(fleet, start_runner, tmp_path):
+    """agent.py with "review": its interrupt() parks the node (WAITING, no
+    lease, its process exited 0); every runner is stopped and a new one
+    started; BatonClient.resume answers, and the graph gets the answer."""
+    step_log = tmp_path / "steps.log"
+    client = BatonClient(fleet["py-r1"].url)
+    client.submit({"id": "e2e-hitl", "thread": "chat-hitl", "nodes": [agent_node(
+        step_log, GRAPH_INPUT=json.dumps({"messages": [{"role": "user", "content": "deploy v2"}], "review": True}))]})
+    node = wait_until(lambda: next((n for n in client.status("e2e-hitl")["nodes"] if n["state"] == "WAITING"), None),
+                      60, "the agent to park on its interrupt")
+    assert node["wait"]["request"]["question"] == "publish the answer to 'deploy v2'?"
+    assert not node.get("lease_until"), "a waiting node holds no lease"
+    ran = [l[1] for l in lines(step_log) if l[0] == "done"]
+    assert ran == STEPS[:-1], "every step before the question, once"
+
+    for r in fleet.values():
+        r.stop()
+    fresh = start_runner("py-r3", LEASE_TTL=f"{int(LEASE_TTL * 1000)}ms")
+    client = BatonClient(fresh.url)
+    assert client.status("e2e-hitl")["nodes"][0]["state"] == "WAITING"
+
+    answer = {"approved": True, "note": "ship it"}
+    assert client.resume("e2e-hitl", "agent", answer, wait_id=node["wait"]["id"])["already"] is False
+    final = client.wait("e2e-hitl")
+    assert final["status"] == "SUCCEEDED"
+    result = final["nodes"][0]["result"]
+    assert result["verdict"] == answer
+    assert result["messages"][-1]["content"].endswith("(approved by a person: ship it)")
+    assert [s["step"] for s in result["steps"]] == STEPS
+    assert [s["worker"] for s in result["steps"]][-1] == "py-r3"
+    assert sorted(l[1] for l in lines(step_log) if l[0] == "done") == sorted(STEPS), "every step once"
