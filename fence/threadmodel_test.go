@@ -11,10 +11,23 @@ package fence_test
 //	BATON_THREADMODEL_CHECKS=2000 go test -run ThreadModel ./fence/
 //	go test -run ThreadModel ./fence/ -rapid.seed=N               # replay a failure
 //
-// BATON_THREADMODEL_OFF (comma-separated action or feature names, e.g.
-// "rollback,threadless") leaves those out, to look past a known defect;
-// BATON_THREADMODEL_CLIENTCANCEL=1 makes the test cancel the active run
-// after a queued interrupt or rollback submit, as runner.Client does.
+// A failure prints the shrunk sequence, one numbered step a line with the
+// store's answer under it, and what differed; in a checkpoint list "?"
+// marks one the contract lets the store trim or keep.
+//
+// BATON_THREADMODEL_OFF (comma-separated) leaves things out, to look past a
+// known defect: actions (submit, claim, save, putWrites, end, cancel,
+// takeover, promote, retry, delete, advance, replay, promoteDuring),
+// strategies (reject, enqueue, interrupt, rollback), and: badinput (a
+// strategy on a run without a thread), threadless (run "t1", the id of a
+// thread), resubmit (a run id twice), replayend (resent commits, fails,
+// releases), crossend (another end of an ended claim), cancelqueued,
+// promotebusy (promotions while the active run runs), twons (a second
+// namespace), trim (a history of 50, not 2-3), rollbackidle (a rollback
+// submitted while the active run is not RUNNING: it has no target),
+// rollbackqueue (a rollback submitted while runs are queued). BATON_THREADMODEL_CLIENTCANCEL=1 makes the test cancel the
+// active run after a queued interrupt or rollback submit, as runner.Client
+// did before the strategies became one script.
 //
 // Time: leases are long (10 min) and never run out by themselves; a
 // takeover shortens the owner's lease with a 1 ms heartbeat and waits for
@@ -161,6 +174,9 @@ func newHarness(t *testing.T, rt *rapid.T, be redistest.Backend, hook *promoteHo
 		rt.Fatalf("flushall: %v", err)
 	}
 	history := rapid.IntRange(2, 3).Draw(rt, "history")
+	if off["trim"] {
+		history = 50
+	}
 	store := fence.New(be.Client, &fence.Options{CheckpointHistory: history, ThreadRetention: tmRetention})
 	rt.Logf("store: CheckpointHistory=%d ThreadRetention=%s; leases %s; two-node runs are n1 -> n2, max 2 attempts",
 		history, tmRetention, tmLease)
@@ -198,6 +214,14 @@ func (h *harness) actions() map[string]func(*rapid.T) {
 		}
 	}
 	return all
+}
+
+// namespaces are the checkpoint namespaces steps write to.
+func (h *harness) namespaces() []string {
+	if h.off["twons"] {
+		return tmNS[:1]
+	}
+	return tmNS
 }
 
 func (h *harness) logf(format string, args ...any) {
@@ -303,6 +327,12 @@ func (h *harness) submit(rt *rapid.T) {
 	}
 	strategies = slices.DeleteFunc(strategies, func(s string) bool { return h.off[s] })
 	strategy := rapid.SampledFrom(strategies).Draw(rt, "strategy")
+	if a := h.m.active(thread); strategy == "rollback" && h.off["rollbackidle"] && (a == "" || h.m.runs[a].status != stRunning) {
+		rt.Skip("a rollback with no target")
+	}
+	if th := h.m.threads[thread]; strategy == "rollback" && h.off["rollbackqueue"] && th != nil && len(th.queue) > 0 {
+		rt.Skip("a rollback behind queued runs")
+	}
 	nodes := rapid.IntRange(1, 2).Draw(rt, "nodes")
 	h.logf("submit %s thread=%q multitask=%q nodes=%d", run, thread, strategy, nodes)
 	want := h.m.submit(run, thread, strategy, nodes)
@@ -400,7 +430,7 @@ func (h *harness) save(rt *rapid.T) {
 	if !found {
 		rt.Skip("no lease")
 	}
-	ns := rapid.SampledFrom(tmNS).Draw(rt, "ns")
+	ns := rapid.SampledFrom(h.namespaces()).Draw(rt, "ns")
 	id := h.fresh("c")
 	h.logf("save %s ns=%q id=%s by %s", l.Thread, ns, id, leaseString(l))
 	h.doSave(l, ns, id)
@@ -428,7 +458,7 @@ func (h *harness) putWrites(rt *rapid.T) {
 	if !found {
 		rt.Skip("no lease")
 	}
-	ns := rapid.SampledFrom(tmNS).Draw(rt, "ns")
+	ns := rapid.SampledFrom(h.namespaces()).Draw(rt, "ns")
 	c := h.m.ck[l.Thread]
 	if c == nil || len(c.ns[ns]) == 0 {
 		rt.Skip("no checkpoint")
@@ -469,7 +499,7 @@ func (h *harness) end(rt *rapid.T) {
 	if e, found := h.m.endings[l.ClaimID]; found {
 		switch {
 		case e.op == strings.TrimSuffix(kind, "-final"):
-			if h.off["replay"] {
+			if h.off["replay"] || h.off["replayend"] {
 				rt.Skip("a resend")
 			}
 			resend = " again (a resend: its reply was lost)"
@@ -586,6 +616,9 @@ func (h *harness) takeover(rt *rapid.T) {
 
 func (h *harness) promote(rt *rapid.T) {
 	t := rapid.SampledFrom(tmThreads).Draw(rt, "thread")
+	if a := h.m.active(t); h.off["promotebusy"] && a != "" && h.m.runs[a].status == stRunning {
+		rt.Skip("its active run is running")
+	}
 	who := rapid.SampledFrom([]string{"w1", "client", "sweeper"}).Draw(rt, "who")
 	h.logf("promote %s by %s", t, who)
 	want := h.m.promote(t)
@@ -624,7 +657,7 @@ func (h *harness) promoteDuring(rt *rapid.T) {
 		rt.Skip("no owner")
 	}
 	l := rapid.SampledFrom(owners).Draw(rt, "owner")
-	ns := rapid.SampledFrom(tmNS).Draw(rt, "ns")
+	ns := rapid.SampledFrom(h.namespaces()).Draw(rt, "ns")
 	kind := rapid.SampledFrom([]string{"commit", "fail-final", "release"}).Draw(rt, "end")
 	id := h.fresh("c")
 	h.logf("promote %s; while it runs, %s saves %s ns=%q and %ss", t, leaseString(l), id, ns, kind)
@@ -730,6 +763,9 @@ func (h *harness) advance(rt *rapid.T) {
 func (h *harness) replay(rt *rapid.T) {
 	var cands []pastOp
 	for _, p := range h.past {
+		if h.off["replayend"] && p.kind != "save" && p.kind != "writes" && p.kind != "claim" {
+			continue
+		}
 		if h.replayable(p) {
 			cands = append(cands, p)
 		}
