@@ -22,8 +22,9 @@ taken over or the run ended: the replay is recognised before the fence.
 The newest N are kept (ARGV[12]), and one more: the anchor of the run that
 writes (lib/anchor.lua), the newest checkpoint from before its first write
 to the namespace, so that a rollback of the run (lib/rollback.lua) finds
-the state from before it whatever N is. Every key of the thread's
-checkpoint state expires together (ARGV[13]).
+the state from before it whatever N is. The namespace's keys and the
+thread's counters get the retention from this write (ARGV[13]), so a
+counter never expires before what it numbers.
 
 KEYS[1] node hash
 KEYS[2] run event stream
@@ -129,8 +130,8 @@ if over > 0 then
   if #dropped > 0 then rcall('ZREM', versionsKey, unpack(dropped)) end
 end
 
--- Every key of the namespace's state, and the thread's counters, expire
--- together: a counter never expires before what it numbered.
+-- The namespace's keys and the thread's counters get the retention from
+-- this write: a counter never expires before what it numbers.
 if retention > 0 then
   for i = 4, 8 do rcall('PEXPIRE', KEYS[i], retention) end
 end

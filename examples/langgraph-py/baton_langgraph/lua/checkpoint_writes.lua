@@ -32,8 +32,9 @@ ARGV[12] size cap of all the writes together, bytes
 ARGV[13] event stream MAXLEN (approximate)
 
 Writes belong to the run that stored them: a rollback of the run removes
-them (lib/anchor.lua, lib/rollback.lua). Every key of the thread's
-checkpoint state, counters included, expires together (ARGV[11]). A retry
+them (lib/anchor.lua, lib/rollback.lua). The namespace's keys and the
+thread's counters get the retention from this write (ARGV[11]), so a
+counter never expires before what it numbers. A retry
 of writes the same claim stored (its reply was lost) finds every write
 stored with the same value and answers {2, 0}, before the fence.
 
@@ -167,8 +168,9 @@ for _, w in ipairs(list) do
 end
 rcall('HSET', dataKey, v .. ':w', cjson.encode(fields))
 if foreign and #mine > 0 then rcall('HSET', dataKey, 'anchor_w', cjson.encode(mine)) end
--- Every key of the thread's checkpoint state expires together, so the
--- writes never outlive the counter that numbers their checkpoints.
+-- The namespace's keys and the thread's counters get the retention from
+-- this write: the writes never outlive the counter that numbers their
+-- checkpoints.
 if retention > 0 then
   for i = 4, 8 do rcall('PEXPIRE', KEYS[i], retention) end
 end
