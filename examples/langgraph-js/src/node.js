@@ -158,13 +158,18 @@ export async function runNode(graph, options = {}) {
       if (mine && saved.next.length > 0) {
         const at = `${saved.next.join(", ")} (checkpoint ${saved.config.configurable.checkpoint_id})`;
         const pending = pendingInterrupts(saved);
-        let resume = pending.length > 0 ? resumeOf(env) : undefined;
+        let resume = resumeOf(env);
+        let resumed = config;
         if (resume !== undefined) {
           // The same answer comes with every attempt until the node parks
-          // again: given already (this checkpoint was written after it),
-          // it is not the answer to the interrupt pending now.
+          // again. Every checkpoint written by an attempt that holds it
+          // records its wait: such a checkpoint's interrupt came after the
+          // answer was given, and is not answered by it.
           resume.wait = await saver.resumedWait();
-          if (resume.wait !== null && saved.metadata?.[RESUME_METADATA_KEY] === resume.wait) resume = undefined;
+          if (resume.wait !== null) {
+            resumed = { ...config, configurable: { ...config.configurable, [RESUME_METADATA_KEY]: resume.wait } };
+            if (saved.metadata?.[RESUME_METADATA_KEY] === resume.wait) resume = undefined;
+          }
         }
         if (pending.length > 0 && resume === undefined) {
           // Stopped on interrupt() and not answered yet (the park was lost
@@ -174,13 +179,12 @@ export async function runNode(graph, options = {}) {
           return undefined;
         }
         out.resumed = true;
-        if (resume !== undefined) {
+        if (pending.length > 0) {
           log(`resuming run ${run} at ${at} with the resume's value`);
-          const marked = resume.wait === null ? config : { ...config, configurable: { ...config.configurable, [RESUME_METADATA_KEY]: resume.wait } };
-          return g.invoke(new Command({ resume: resume.value }), marked);
+          return g.invoke(new Command({ resume: resume.value }), resumed);
         }
         log(`resuming run ${run} at ${at}`);
-        return g.invoke(null, config);
+        return g.invoke(null, resumed);
       }
       if (mine) {
         log(`run ${run} already finished its graph; its state is the result`);

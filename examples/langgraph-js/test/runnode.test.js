@@ -252,36 +252,47 @@ describe("runNode and interrupt()", () => {
     expect(printed.at(-1).log.sort()).toEqual(["legal:yes", "security:no"]);
   });
 
-  it("gives one answer to one interrupt: a resume already given does not answer the next interrupt", async () => {
+  it("gives one answer to one interrupt: a resume already given does not answer a later interrupt", async () => {
     const State = Annotation.Root({ log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }) });
     const ran = [];
+    let crash = true;
     const graph = () =>
       new StateGraph(State)
         .addNode("first", async () => (ran.push("first"), { log: [`first:${interrupt("first?")}`] }))
+        .addNode("middle", async () => {
+          ran.push("middle");
+          if (crash) {
+            crash = false;
+            throw new Error("middle crashed");
+          }
+          return { log: ["middle"] };
+        })
         .addNode("second", async () => (ran.push("second"), { log: [`second:${interrupt("second?")}`] }))
         .addEdge(START, "first")
-        .addEdge("first", "second")
+        .addEdge("first", "middle")
+        .addEdge("middle", "second")
         .addEdge("second", END);
     // What resume.lua leaves on the node: the id of the wait it answered.
     const answered = (lease, wait) => redis.hset(new Keys(prefix).node(lease.thread, lease.run, lease.node), "resumed_wait", wait);
-    const a = await ctl.claim(prefix, "t-once", "w-a", 300);
-    await runNode(graph(), { saver: saverOf(a), exit: false, env: {}, input: {} });
-    await answered(a, "wait-1");
-    const b = await ctl.takeover(prefix, a, "w-b", 300);
     const yes = resumed('"yes"');
-    const second = await runNode(graph(), { saver: saverOf(b), exit: false, env: yes });
-    expect(second).toMatchObject({ code: 0, waiting: "second?" });
-    // The park was lost with b's attempt: c comes with the same answer, wait-1's.
+    const a = await ctl.claim(prefix, "t-once", "w-a", 300);
+    expect(await runNode(graph(), { saver: saverOf(a), exit: false, env: {}, input: {} })).toMatchObject({ code: 0, waiting: "first?" });
+    await answered(a, "wait-1");
+    // Every attempt after the resume holds wait-1's answer: b answers, then crashes ...
+    const b = await ctl.takeover(prefix, a, "w-b", 300);
+    expect((await runNode(graph(), { saver: saverOf(b), exit: false, env: yes })).code).toBe(1);
+    // ... c goes on and reaches the second question ...
     const c = await ctl.takeover(prefix, b, "w-c", 300);
-    const again = await runNode(graph(), { saver: saverOf(c), exit: false, env: yes });
-    expect(again).toMatchObject({ code: 0, waiting: "second?" });
-    expect(ran).toEqual(["first", "first", "second"]); // c ran nothing
+    expect(await runNode(graph(), { saver: saverOf(c), exit: false, env: yes })).toMatchObject({ code: 0, waiting: "second?" });
+    // ... and, its park lost with its attempt, d asks it again: wait-1's answer is not its answer.
+    const d = await ctl.takeover(prefix, c, "w-d", 300);
+    expect(await runNode(graph(), { saver: saverOf(d), exit: false, env: yes })).toMatchObject({ code: 0, waiting: "second?" });
+    expect(ran).toEqual(["first", "first", "middle", "middle", "second"]); // d ran nothing
     // A new wait answered with the same text is a new answer.
-    await answered(c, "wait-2");
-    const d = await ctl.takeover(prefix, c, "w-d");
-    const out = await runNode(graph(), { saver: saverOf(d), exit: false, env: yes });
-    expect(out.code).toBe(0);
-    expect(printed.at(-1)).toEqual({ log: ["first:yes", "second:yes"] });
+    await answered(d, "wait-2");
+    const e = await ctl.takeover(prefix, d, "w-e");
+    expect((await runNode(graph(), { saver: saverOf(e), exit: false, env: yes })).code).toBe(0);
+    expect(printed.at(-1)).toEqual({ log: ["first:yes", "middle", "second:yes"] });
   });
 
   it("fails the attempt, saying why, when BATON_RESUME_FILE is not JSON", async () => {

@@ -117,18 +117,10 @@ def _input(input: Any, env: Mapping[str, str]) -> Any:
         raise BatonError(f"baton: run_node: {INPUT_ENV} is not JSON: {e}") from None
 
 
-def _answer(state: Any, plan: str, env: Mapping[str, str]) -> Any:
-    """The resume's value when it answers the interrupt the state is stopped
-    on, else _ABSENT (no resume, or not stopped on an interrupt)."""
-    if plan != "resume" or not _pending(state):
-        return _ABSENT
-    return _resume_value(env)
-
-
 def _given(state: Any, wait: str | None) -> bool:
     """Whether wait's answer was given already: the state's checkpoint was
-    written after the graph was resumed with it (the same answer comes with
-    every attempt until the node parks again)."""
+    written by an attempt that held it (the same answer comes with every
+    attempt until the node parks again)."""
     meta = getattr(state, "metadata", None) or {}
     return wait is not None and meta.get(RESUME_KEY) == wait
 
@@ -136,18 +128,19 @@ def _given(state: Any, wait: str | None) -> bool:
 def _what_to_invoke(state: Any, plan: str, input: Any, env: Mapping[str, str], answer: Any,
                     cfg: dict[str, Any], wait: str | None) -> tuple[Any, dict[str, Any]]:
     """What invoke gets, and its config: None to resume, Command(resume=...)
-    to answer an interrupt (its checkpoints recording the wait answered),
-    _ABSENT to ask the pending interrupts again without running, or the
-    run's input to start."""
+    to answer an interrupt, _ABSENT to ask the pending interrupts again
+    without running, or the run's input to start. An attempt that holds a
+    resume's answer records its wait in every checkpoint it writes: an
+    interrupt in such a checkpoint came after the answer was given."""
     if plan != "resume":
         return _input(input, env), cfg
+    if wait is not None:
+        cfg = {**cfg, "metadata": {**cfg["metadata"], RESUME_KEY: wait}}
     if not _pending(state):
         return None, cfg
     if answer is _ABSENT or _given(state, wait):
         return _ABSENT, cfg  # stopped on interrupt() and not answered: the park was lost with its attempt
     from langgraph.types import Command
-    if wait is not None:
-        cfg = {**cfg, "metadata": {**cfg["metadata"], RESUME_KEY: wait}}
     return Command(resume=answer), cfg
 
 
@@ -193,9 +186,9 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
       is WAITING, with no lease and no worker, until a resume. The attempt
       after the resume finds the value in BATON_RESUME_FILE and resumes the
       graph with ``Command(resume=value)`` where it stopped (only a graph this
-      run started, stopped on an interrupt). The checkpoints written with
-      that value record the wait it answers (metadata ``baton_resume``), so
-      that it answers one interrupt only. Without a resume, or with one
+      run started, stopped on an interrupt). The checkpoints an attempt
+      holding that value writes record the wait it answers (metadata
+      ``baton_resume``), so that it answers one interrupt only. Without a resume, or with one
       already given (the park was lost with its attempt), a graph stopped on
       an interrupt asks again, running nothing.
     - A refused write or a lost claim ends the process with exit code 75.
@@ -221,7 +214,7 @@ def run_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | None = N
             if plan == "done":
                 result = state.values
             else:
-                answer = _answer(state, plan, env)
+                answer = _resume_value(env) if plan == "resume" else _ABSENT
                 wait = saver.resumed_wait() if answer is not _ABSENT else None
                 what, run_cfg = _what_to_invoke(state, plan, input, env, answer, cfg, wait)
                 if what is _ABSENT:
@@ -262,7 +255,7 @@ async def arun_node(graph: Any, input: Any = None, *, env: Mapping[str, str] | N
             if plan == "done":
                 result = state.values
             else:
-                answer = _answer(state, plan, env)
+                answer = _resume_value(env) if plan == "resume" else _ABSENT
                 wait = await saver.aresumed_wait() if answer is not _ABSENT else None
                 what, run_cfg = _what_to_invoke(state, plan, input, env, answer, cfg, wait)
                 if what is _ABSENT:

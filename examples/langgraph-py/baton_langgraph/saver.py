@@ -4,10 +4,12 @@ the LangGraph.js saver use)."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -41,6 +43,10 @@ MAX_BYTES = 1 << 20
 """Cap on a checkpoint's data plus metadata, and on one put_writes, bytes."""
 EVENT_MAX_LEN = 10000
 """Approximate MAXLEN of a run's event stream."""
+
+
+NO_CHECKPOINT = -16
+"""checkpoint_writes.lua's code for writes to a checkpoint it does not have."""
 
 
 def _code_of(reply: object) -> int | None:
@@ -381,6 +387,14 @@ class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
             ns, cid, task_id, arg, self._retention_ms, self._max_bytes, self._event_max_len,
         ]
 
+    # LangGraph's loop saves a checkpoint and its tasks' writes from different
+    # threads of its executor: a fast task (one that calls interrupt() at
+    # once) can have its writes arrive before the checkpoint they belong to
+    # is stored, and checkpoint_writes.lua refuses writes to a checkpoint it
+    # does not have (-16). The put is already on its way, so such writes are
+    # tried again for a while before the refusal stands.
+    _WRITES_AHEAD_S = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.4, 0.8)
+
     def put_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                    task_path: str = "") -> None:
         thread, ns, cid, arg, any_writes = self._writes_prep(config, writes, task_id, task_path)
@@ -388,7 +402,14 @@ class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
         if not any_writes:
             return
         keys, args = self._writes_call(lease, ns, cid, task_id, arg)
-        self._reply("checkpoint_writes", lease, scripts.CHECKPOINT_WRITES.run(self._redis, keys, args))
+        v = scripts.CHECKPOINT_WRITES.run(self._redis, keys, args)
+        for pause in self._WRITES_AHEAD_S:
+            if _code_of(v) != NO_CHECKPOINT:
+                break
+            time.sleep(pause)
+            self._check()
+            v = scripts.CHECKPOINT_WRITES.run(self._redis, keys, args)
+        self._reply("checkpoint_writes", lease, v)
 
     async def aput_writes(self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str,
                           task_path: str = "") -> None:
@@ -397,7 +418,14 @@ class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
         if not any_writes:
             return
         keys, args = self._writes_call(lease, ns, cid, task_id, arg)
-        self._reply("checkpoint_writes", lease, await scripts.CHECKPOINT_WRITES.arun(self._async_client(), keys, args))
+        v = await scripts.CHECKPOINT_WRITES.arun(self._async_client(), keys, args)
+        for pause in self._WRITES_AHEAD_S:
+            if _code_of(v) != NO_CHECKPOINT:
+                break
+            await asyncio.sleep(pause)
+            self._check()
+            v = await scripts.CHECKPOINT_WRITES.arun(self._async_client(), keys, args)
+        self._reply("checkpoint_writes", lease, v)
 
     # -- delete_thread ------------------------------------------------------
 

@@ -319,18 +319,26 @@ def test_one_answer_goes_to_one_interrupt(ctl, redis_url, prefix, rdb, capsys, t
     from baton_langgraph import Keys, run_node
 
     ran: list[str] = []
+    crash = [True]
 
     def first(s):
         ran.append("first")
         return {"log": [f"first:{interrupt('first?')}"]}
+
+    def middle(s):
+        ran.append("middle")
+        if crash.pop() if crash else False:
+            raise RuntimeError("middle crashed")
+        return {"log": ["middle"]}
 
     def second(s):
         ran.append("second")
         return {"log": [f"second:{interrupt('second?')}"]}
 
     def graph():
-        return (StateGraph(S).add_node("first", first).add_node("second", second).add_edge(START, "first")
-                .add_edge("first", "second").add_edge("second", END).compile())
+        return (StateGraph(S).add_node("first", first).add_node("middle", middle).add_node("second", second)
+                .add_edge(START, "first").add_edge("first", "middle").add_edge("middle", "second")
+                .add_edge("second", END).compile())
 
     def answered(lease, wait):  # what resume.lua leaves on the node: the wait it answered
         rdb.hset(Keys(prefix).node(lease["thread"], lease["run"], lease["node"]), "resumed_wait", wait)
@@ -338,20 +346,26 @@ def test_one_answer_goes_to_one_interrupt(ctl, redis_url, prefix, rdb, capsys, t
     yes = resumed(tmp_path, '"yes"')
     a = ctl.claim(prefix, "t-once", "w-a")
     run_node(graph(), {"log": []}, env=exec_env(redis_url, prefix, a))
+    assert capsys.readouterr().out == '::wait "first?"\n'
     answered(a, "wait-1")
+    # Every attempt after the resume holds wait-1's answer: b answers, then crashes ...
     b = next_attempt(ctl, prefix, a, "w-b")
-    run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, b), **yes})
-    assert capsys.readouterr().out == '::wait "first?"\n::wait "second?"\n'
-    # The park was lost with b's attempt: c comes with wait-1's answer again, and asks.
+    with pytest.raises(RuntimeError, match="middle crashed"):
+        run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, b), **yes})
+    # ... c goes on and reaches the second question ...
     c = next_attempt(ctl, prefix, b, "w-c")
     run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, c), **yes})
     assert capsys.readouterr().out == '::wait "second?"\n'
-    assert ran == ["first", "first", "second"]  # c ran nothing
-    # A new wait answered with the same text is a new answer.
-    answered(c, "wait-2")
+    # ... and, its park lost with its attempt, d asks it again: wait-1's answer is not its answer.
     d = next_attempt(ctl, prefix, c, "w-d")
     run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, d), **yes})
-    assert json.loads(capsys.readouterr().out) == {"log": ["first:yes", "second:yes"]}
+    assert capsys.readouterr().out == '::wait "second?"\n'
+    assert ran == ["first", "first", "middle", "middle", "second"]  # d ran nothing
+    # A new wait answered with the same text is a new answer.
+    answered(d, "wait-2")
+    e = next_attempt(ctl, prefix, d, "w-e")
+    run_node(graph(), {"log": []}, env={**exec_env(redis_url, prefix, e), **yes})
+    assert json.loads(capsys.readouterr().out) == {"log": ["first:yes", "middle", "second:yes"]}
 
 
 def test_a_resume_file_that_is_not_json_fails_the_attempt_saying_so(ctl, redis_url, prefix, capsys, tmp_path):
