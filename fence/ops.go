@@ -263,6 +263,8 @@ type Claimed struct {
 // Answer answers a parked node's wait: a value, or, when the wait timed
 // out with outcome "fail", an error for the next attempt to fail with.
 type Answer struct {
+	// Wait is the wait answered.
+	Wait  string          `json:"wait,omitempty"`
 	Value json.RawMessage `json:"value,omitempty"`
 	Error string          `json:"error,omitempty"`
 }

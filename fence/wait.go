@@ -172,7 +172,7 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 	}
 	out.Queue, out.Attempt = asString(r[0]), asInt(r[1])
 	if mode == "resume" {
-		out.Answer.Value = json.RawMessage(value)
+		out.Answer = Answer{Wait: waitID, Value: json.RawMessage(value)}
 	}
 	return out, nil
 }

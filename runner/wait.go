@@ -59,6 +59,15 @@ func (t *Task) ResumeValue() (json.RawMessage, bool) {
 	return v, true
 }
 
+// ResumedWait returns the id of the wait the node's resume answered ("":
+// not resumed), so an attempt can tell one answer from the next.
+func (t *Task) ResumedWait() string {
+	if t.resume == nil {
+		return ""
+	}
+	return t.resume.Wait
+}
+
 // park ends the attempt by parking its node. A refusal means the claim is
 // gone (IsFenced): nothing was written.
 func (w *Worker) park(ctx context.Context, log *slog.Logger, c *Claimed, pe *parkError) {

@@ -136,14 +136,14 @@ func TestExecWaitsForAResume(t *testing.T) {
 	ctx := context.Background()
 	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"exec": kinds.Exec(kinds.ExecOptions{})})
 	b.submit(`{"id":"ex","nodes":[{"id":"ask","kind":"exec","input":{"command":["sh","-c",
-		"if [ -n \"$BATON_RESUME_FILE\" ]; then printf '{\"answer\":%s}' \"$(cat $BATON_RESUME_FILE)\"; else echo '::wait {\"ask\":\"ok?\"}'; fi"]}}]}`)
+		"if [ -n \"$BATON_RESUME_FILE\" ]; then printf '{\"answer\":%s,\"wait\":\"%s\"}' \"$(cat $BATON_RESUME_FILE)\" \"$BATON_RESUME_WAIT_ID\"; else echo '::wait {\"ask\":\"ok?\"}'; fi"]}}]}`)
 	n := b.waitState("ex", "ask", "WAITING")
 	require.JSONEq(t, `{"ask":"ok?"}`, string(n.Wait.Request))
 	_, err := b.client.Resume(ctx, "ex", "ask", "", json.RawMessage(`{"ok":true}`))
 	require.NoError(t, err)
 	info := b.waitRun("ex", 10*time.Second)
 	require.Equal(t, "SUCCEEDED", info.Status)
-	require.JSONEq(t, `{"answer":{"ok":true}}`, string(info.Nodes[0].Result))
+	require.JSONEq(t, `{"answer":{"ok":true},"wait":"`+n.Wait.ID+`"}`, string(info.Nodes[0].Result))
 
 	b.submit(`{"id":"ex-bad","nodes":[{"id":"ask","kind":"exec","input":{"command":["sh","-c","echo '::wait {nope'"]}}]}`)
 	bad := b.waitRun("ex-bad", 10*time.Second)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -40,12 +41,17 @@ func TestResumeAParkedNode(t *testing.T) {
 
 	r = b.run(t, "", "resume", run, "ask", "--value", `"yes"`)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.JSONEq(t, `{"value":"yes"}`, r.stdout)
+	var answer fence.Answer
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &answer))
+	require.JSONEq(t, `"yes"`, string(answer.Value))
+	require.NotEmpty(t, answer.Wait, "the wait it answered")
 	require.Equal(t, "READY", states(b.status(t, run))["ask"])
 	r = b.run(t, "", "resume", run, "ask", "--value", `"no"`, "--wait", "nope")
 	require.Equal(t, 1, r.code, "another wait: refused")
 	r = b.run(t, "", "resume", run, "ask", "--value", `"no"`)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stderr, "answered already")
-	require.JSONEq(t, `{"value":"yes"}`, r.stdout, "the first answer stands")
+	var first fence.Answer
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &first))
+	require.Equal(t, answer, first, "the first answer stands")
 }

@@ -12,8 +12,9 @@ import (
 )
 
 const (
-	envResume = "BATON_RESUME_FILE"
-	waitMark  = "::wait"
+	envResume     = "BATON_RESUME_FILE"
+	envResumeWait = "BATON_RESUME_WAIT_ID"
+	waitMark      = "::wait"
 )
 
 // waitLine parses "::wait {json}": the command asks to park its node with
@@ -36,13 +37,13 @@ func waitLine(line []byte) (req json.RawMessage, ok bool, err error) {
 }
 
 // resumeEnv gives an attempt that follows a resume the answer in the file
-// BATON_RESUME_FILE: the resume's value, JSON. Without one the variable is
-// unset.
+// BATON_RESUME_FILE (the resume's value, JSON) and the id of the wait it
+// answered in BATON_RESUME_WAIT_ID. Without a resume both are unset.
 func resumeEnv(t *runner.Task, env []string) (_ []string, cleanup func(), _ error) {
 	cleanup = func() {}
 	out := make([]string, 0, len(env)+1)
 	for _, kv := range env {
-		if !strings.HasPrefix(kv, envResume+"=") {
+		if !strings.HasPrefix(kv, envResume+"=") && !strings.HasPrefix(kv, envResumeWait+"=") {
 			out = append(out, kv)
 		}
 	}
@@ -60,5 +61,5 @@ func resumeEnv(t *runner.Task, env []string) (_ []string, cleanup func(), _ erro
 		cleanup()
 		return nil, func() {}, fmt.Errorf("exec: resume file: %w", err)
 	}
-	return append(out, envResume+"="+path), cleanup, nil
+	return append(out, envResume+"="+path, envResumeWait+"="+t.ResumedWait()), cleanup, nil
 }

@@ -2,7 +2,8 @@
 
 Fenced by the wait it answers: the node must be WAITING under ARGV[2]'s
 wait id, in a run not cancelled. The value is stored (field resume, as
-JSON {"value": v}) for the node's next attempt, which the caller enqueues.
+JSON {"wait": wait_id, "value": v}) for the node's next attempt, which the
+caller enqueues (wait ids are ids: [A-Za-z0-9._-]).
 A second resume of the same wait changes nothing and returns the first
 answer. Mode "timeout" (the sweeper) answers a wait whose timeout passed,
 as the park said: with its default value ({"value": v}), or with an error
@@ -52,12 +53,12 @@ local answer
 if mode == 'timeout' then
   if not f[7] or tonumber(f[7]) > now then return -13 end
   if f[8] == 'resume' then
-    answer = '{"value":' .. (f[9] or 'null') .. '}'
+    answer = '{"wait":"' .. waitID .. '","value":' .. (f[9] or 'null') .. '}'
   else
-    answer = cjson.encode({error = 'wait ' .. waitID .. ' timed out'})
+    answer = cjson.encode({wait = waitID, error = 'wait ' .. waitID .. ' timed out'})
   end
 else
-  answer = '{"value":' .. value .. '}'
+  answer = '{"wait":"' .. waitID .. '","value":' .. value .. '}'
 end
 rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', nowS, 'resume', answer, 'resumed_wait', waitID)
 rcall('ZADD', readyKey, nowS, ref)

@@ -123,7 +123,8 @@ def test_resume_answers_a_waiting_node_once_and_refuses_what_is_not_waiting(api)
         assert waiting(c.status("r-1")), "refused resumes changed nothing"
 
         first = c.resume("r-1", "ask", {"yes": True, "by": "ann"}, wait_id=node["wait"]["id"])
-        assert first == {"id": "r-1", "node": "ask", "answer": {"value": {"yes": True, "by": "ann"}}, "already": False}
+        assert first == {"id": "r-1", "node": "ask", "already": False,
+                         "answer": {"wait": node["wait"]["id"], "value": {"yes": True, "by": "ann"}}}
         again = c.resume("r-1", "ask", "something else")
         assert again["already"] is True and again["answer"] == first["answer"]  # the first answer stands
         done = c.wait("r-1")
@@ -146,5 +147,5 @@ async def test_async_resume(api):
             if waiting(await c.status("ar-1")):
                 break
             await asyncio.sleep(0.05)
-        assert (await c.resume("ar-1", "ask", [1, 2]))["answer"] == {"value": [1, 2]}
+        assert (await c.resume("ar-1", "ask", [1, 2]))["answer"]["value"] == [1, 2]
         assert (await c.wait("ar-1"))["nodes"][0]["result"] == {"got": [1, 2]}
