@@ -25,9 +25,22 @@ package fence_test
 // promotebusy (promotions while the active run runs), twons (a second
 // namespace), trim (a history of 50, not 2-3), rollbackidle (a rollback
 // submitted while the active run is not RUNNING: it has no target),
-// rollbackqueue (a rollback submitted while runs are queued). BATON_THREADMODEL_CLIENTCANCEL=1 makes the test cancel the
-// active run after a queued interrupt or rollback submit, as runner.Client
-// did before the strategies became one script.
+// rollbackqueue (a rollback submitted while runs are queued).
+// BATON_THREADMODEL_CLIENTCANCEL=1 makes the test cancel the active run
+// after a queued interrupt or rollback submit, as runner.Client did before
+// the strategies became one script.
+//
+// Readings of the contract (/work/threads-spec.md) where it leaves room:
+// checkpoint state expires per thread, not per namespace ("every key of
+// T's checkpoint state"); a run cancelled while QUEUED keeps the thread
+// busy until it leaves the queue, which the store may do at cancel or at
+// promotion (both accepted); trimming keeps the newest H and the anchor,
+// and may keep up to H+1; a replayed save, write, fail or release answers
+// as the first time also after a takeover, a later claim's end or the
+// run's end (replays whose record was trimmed or rolled back, or that
+// follow a retry of the run, are not generated); a retry of a RUNNING run
+// may be refused or answered AlreadyRunning; a replay does not promise to
+// push the retention back (an advance over such a window is skipped).
 //
 // Time: leases are long (10 min) and never run out by themselves; a
 // takeover shortens the owner's lease with a 1 ms heartbeat and waits for
@@ -71,7 +84,7 @@ var (
 )
 
 func TestThreadModel(t *testing.T) {
-	setRapidDefault("rapid.checks", cmp.Or(os.Getenv("BATON_THREADMODEL_CHECKS"), "40"), "RAPID_CHECKS")
+	setRapidDefault("rapid.checks", cmp.Or(os.Getenv("BATON_THREADMODEL_CHECKS"), "100"), "RAPID_CHECKS")
 	setRapidDefault("rapid.steps", "50", "RAPID_STEPS")
 	setRapidDefault("rapid.nofailfile", "true", "RAPID_NOFAILFILE")
 	off := map[string]bool{}
