@@ -89,18 +89,23 @@ type mCkpt struct {
 	optional bool              // past the cap and no longer an anchor: may be trimmed at any time
 }
 
-// mCk is one thread's checkpoint state: it expires as a whole.
+// mCk is one thread's checkpoint state. Each namespace's checkpoints and
+// pending writes expire together, the retention after its last write; the
+// counters expire the retention after the last write to any namespace.
 type mCk struct {
 	counters map[string]int64
 	ns       map[string][]*mCkpt         // ascending by version
 	first    map[string]map[string]int64 // run -> ns -> version of its first save there
-	// expiry: after expLo the state may be gone, after expHi it is;
-	// equal unless a replay may or may not have refreshed it.
+	// expiry of the counters (and so of the whole state): after expLo the
+	// state may be gone, after expHi it is; equal unless a replay may or
+	// may not have refreshed it. nsExp is the same per namespace.
 	expLo, expHi int64
+	nsExp        map[string][2]int64
 }
 
 func newCk() *mCk {
-	return &mCk{counters: map[string]int64{}, ns: map[string][]*mCkpt{}, first: map[string]map[string]int64{}}
+	return &mCk{counters: map[string]int64{}, ns: map[string][]*mCkpt{}, first: map[string]map[string]int64{},
+		nsExp: map[string][2]int64{}}
 }
 
 // ending is how a claim ended its node, for replays.
@@ -120,11 +125,15 @@ type model struct {
 	ck         map[string]*mCk
 	rolledBack map[string]bool
 	endings    map[string]ending // claim id -> how it ended its node
+	// located: run id -> the thread a submit of it with a thread claimed
+	// it for (its locator), also when that submit was refused: a refused
+	// run id stays its thread's (a known limit, see the closing note).
+	located map[string]string
 }
 
 func newModel(history int, retention int64) *model {
 	return &model{history: history, retention: retention, runs: map[string]*mRun{}, threads: map[string]*mThread{},
-		ck: map[string]*mCk{}, rolledBack: map[string]bool{}, endings: map[string]ending{}}
+		ck: map[string]*mCk{}, rolledBack: map[string]bool{}, endings: map[string]ending{}, located: map[string]string{}}
 }
 
 func (m *model) thread(t string) *mThread {
@@ -201,6 +210,12 @@ func (m *model) submit(run, thread, strategy string, nodes int) outcome {
 		t = run
 	}
 	digest := digestOf(thread, strategy, nodes)
+	if owner, found := m.located[run]; found && (thread == "" || owner != t) {
+		return fail("conflict")
+	}
+	if thread != "" && t != run && m.runs[run] == nil {
+		m.located[run] = t
+	}
 	if r := m.runs[run]; r != nil {
 		if r.thread == t && r.digest == digest {
 			return ok("created=false status=%s", r.status)
@@ -568,14 +583,18 @@ func (m *model) markOptional(t string) {
 
 // ---- checkpoints ----
 
-func (m *model) touch(t string) {
+func (m *model) touch(t, ns string) {
 	c := m.ckState(t)
 	c.expLo, c.expHi = m.now+m.retention, m.now+m.retention
+	c.nsExp[ns] = [2]int64{m.now + m.retention, m.now + m.retention}
 }
 
-func (m *model) touchMaybe(t string) {
+func (m *model) touchMaybe(t, ns string) {
 	c := m.ckState(t)
 	c.expHi = max(c.expHi, m.now+m.retention)
+	e := c.nsExp[ns]
+	e[1] = max(e[1], m.now+m.retention)
+	c.nsExp[ns] = e
 }
 
 func (m *model) findCkpt(t, ns, id string) *mCkpt {
@@ -603,7 +622,7 @@ func (m *model) saveReplayable(l fence.Lease, ns, id string) bool {
 func (m *model) save(l fence.Lease, ns, id string) outcome {
 	t := l.Thread
 	if cp := m.findCkpt(t, ns, id); cp != nil && cp.claim == l.ClaimID && cp.run == l.Run && cp.node == l.Node {
-		m.touchMaybe(t)
+		m.touchMaybe(t, ns)
 		return ok("version=%d", cp.version)
 	}
 	if f := m.fenceCheck(l); f != "" {
@@ -645,7 +664,7 @@ func (m *model) save(l fence.Lease, ns, id string) outcome {
 		kept = append([]*mCkpt{x}, kept...)
 	}
 	c.ns[ns] = kept
-	m.touch(t)
+	m.touch(t, ns)
 	return ok("version=%d", v)
 }
 
@@ -675,7 +694,7 @@ func (m *model) writesReplay(l fence.Lease, ns, id, task string, puts []mPut) bo
 func (m *model) putWrites(l fence.Lease, ns, id, task string, puts []mPut) outcome {
 	t := l.Thread
 	if m.writesReplay(l, ns, id, task, puts) {
-		m.touchMaybe(t)
+		m.touchMaybe(t, ns)
 		return ok("")
 	}
 	if f := m.fenceCheck(l); f != "" {
@@ -695,7 +714,7 @@ func (m *model) putWrites(l fence.Lease, ns, id, task string, puts []mPut) outco
 		}
 		cp.writes[k] = mWrite{value: p.value, run: l.Run, claim: l.ClaimID}
 	}
-	m.touch(t)
+	m.touch(t, ns)
 	return ok("")
 }
 
@@ -716,17 +735,29 @@ func (m *model) deleteCheckpoints(t string) outcome {
 func (m *model) advance(d int64) bool {
 	to := m.now + d
 	for _, c := range m.ck {
-		if c.expHi == 0 {
-			continue
-		}
-		if to >= c.expLo && to < c.expHi {
+		if c.expHi != 0 && to >= c.expLo && to < c.expHi {
 			return false
+		}
+		for _, e := range c.nsExp {
+			if to >= e[0] && to < e[1] {
+				return false
+			}
 		}
 	}
 	m.now = to
 	for t, c := range m.ck {
 		if c.expHi != 0 && to >= c.expHi {
 			delete(m.ck, t)
+			continue
+		}
+		for ns, e := range c.nsExp {
+			if to >= e[1] {
+				delete(c.nsExp, ns)
+				delete(c.ns, ns)
+				for _, f := range c.first {
+					delete(f, ns)
+				}
+			}
 		}
 	}
 	return true

@@ -32,8 +32,9 @@ package fence_test
 // the strategies became one script.
 //
 // Readings of the contract (/work/threads-spec.md) where it leaves room:
-// checkpoint state expires per thread, not per namespace ("every key of
-// T's checkpoint state"); a run cancelled while QUEUED keeps the thread
+// a namespace's checkpoint state expires together, the retention after its
+// last write, and the thread's counters the retention after the last write
+// to any namespace (so they outlive what they number); a run cancelled while QUEUED keeps the thread
 // busy until it leaves the queue, which the store may do at cancel or at
 // promotion (both accepted); trimming keeps the newest H and the anchor,
 // and may keep up to H+1; a replayed save, write, fail or release answers

@@ -59,6 +59,7 @@ if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --@include fence_check
+--@include end_claim
 if mode == 'expire' then
   -- The caller is not the owner: a mismatch means the owner renewed or
   -- the node moved on, not a stale write.
@@ -67,9 +68,9 @@ if mode == 'expire' then
 else
   -- A retry of this claim's accepted fail (its reply was lost) answers as
   -- the first time, before the fence: the node may have been claimed
-  -- again since (end_claim: "op:claim|code|ready_at").
-  local c, code, readyAt = string.match(f[11] or '', '^fail:(.*)|(%d)|(%d*)$')
-  if c == claimID and (f[2] ~= epoch or f[3] ~= claimID) then
+  -- again since (lib/end_claim.lua).
+  local code, readyAt = endedAs(f[11], 'fail', claimID)
+  if code then
     if code == '1' then return {1, tonumber(readyAt)} end
     return {tonumber(code), rcall('HGET', runKey, 'status')}
   end
@@ -96,7 +97,7 @@ local attemptsLeft = tonumber(f[4]) - (tonumber(f[5]) or 0) < tonumber(f[6]) -- 
 if not cancelled and mode == 'retry' and attemptsLeft then
   local readyAt = now + delay
   rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', readyAt, 'error', errMsg,
-    'end_op', 'fail', 'end_claim', 'fail:' .. claimID .. '|1|' .. string.format('%d', readyAt))
+    'end_op', 'fail', 'end_claim', endedWith(f[11], 'fail', claimID, 1, string.format('%d', readyAt)))
   rcall('ZADD', readyKey, readyAt, refPrefix .. nodeID)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
@@ -121,7 +122,7 @@ local endOp = 'fail'
 if mode == 'expire' then endOp = 'expire' end
 rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now,
   'end_op', endOp)
-if mode ~= 'expire' then rcall('HSET', nodeKey, 'end_claim', 'fail:' .. claimID .. '|' .. code .. '|') end
+if mode ~= 'expire' then rcall('HSET', nodeKey, 'end_claim', endedWith(f[11], 'fail', claimID, code)) end
 local ended = 1
 for i = 7, #KEYS do
   local s = rcall('HGET', KEYS[i], 'state')

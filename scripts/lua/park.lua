@@ -48,9 +48,10 @@ local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'end_claim', 'wait_
 if not f[1] then return -1 end
 --@include clock
 --@include fence_check
+--@include end_claim
 -- A retry of this claim's accepted park answers as the first time.
-local c, code = string.match(f[4] or '', '^park:(.*)|(%d)|$')
-if c == claimID then
+local code = endedAs(f[4], 'park', claimID)
+if code then
   if code == '4' then return {1, f[5] or waitID} end
   return {3, rcall('HGET', runKey, 'status')}
 end
@@ -61,7 +62,7 @@ rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') == '1' then
   rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled', 'finished_at', nowS,
-    'end_op', 'park', 'end_claim', 'park:' .. claimID .. '|3|')
+    'end_op', 'park', 'end_claim', endedWith(f[4], 'park', claimID, 3))
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'reason', 'run cancelled while parking')
   local r = rcall('HMGET', runKey, 'total')
@@ -79,7 +80,7 @@ end
 
 rcall('HINCRBY', nodeKey, 'releases', 1)
 rcall('HSET', nodeKey, 'state', 'WAITING', 'wait', request, 'wait_id', waitID, 'wait_at', nowS,
-  'end_op', 'park', 'end_claim', 'park:' .. claimID .. '|4|')
+  'end_op', 'park', 'end_claim', endedWith(f[4], 'park', claimID, 4))
 rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default')
 if timeout > 0 then
   local due = int(now + timeout)

@@ -40,11 +40,12 @@ if not f[1] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 --@include fence_check
+--@include end_claim
 -- A retry of this claim's accepted release (its reply was lost) answers as
 -- the first time, before the fence: the node may have been claimed again
--- since (end_claim: "op:claim|code|").
-local c, code = string.match(f[5] or '', '^release:(.*)|(%d)|$')
-if c == claimID and (f[2] ~= epoch or f[3] ~= claimID) then
+-- since (lib/end_claim.lua).
+local code = endedAs(f[5], 'release', claimID)
+if code then
   if code == '1' then return {1, ''} end
   return {3, rcall('HGET', runKey, 'status')}
 end
@@ -59,7 +60,7 @@ rcall('ZREM', leaseKey, ref)
 
 if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('HINCRBY', nodeKey, 'releases', 1)
-  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release', 'end_claim', 'release:' .. claimID .. '|1|')
+  rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', now, 'end_op', 'release', 'end_claim', endedWith(f[5], 'release', claimID, 1))
   rcall('ZADD', readyKey, now, ref)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
@@ -67,7 +68,7 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
 end
 
 rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
-  'finished_at', now, 'end_op', 'release', 'end_claim', 'release:' .. claimID .. '|3|')
+  'finished_at', now, 'end_op', 'release', 'end_claim', endedWith(f[5], 'release', claimID, 3))
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
 local r = rcall('HMGET', runKey, 'total')

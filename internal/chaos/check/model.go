@@ -34,12 +34,11 @@ type reg struct {
 	// Cancel: the node's run was cancelled while it was RUNNING. Its owner
 	// ends it CANCELLED, and so may a claim that finds its lease expired.
 	Cancel bool
-	// EndClaim and EndSt: the last fail or release that ended the node, as
-	// "op:claim", and the state it left (the scripts' end_claim, which a
-	// later claim keeps): a retry of that call answers as the first time,
-	// before the fence, even once the node was claimed again.
+	// EndClaim: the last 8 fails and releases that ended the node, newest
+	// first, as "op:claim=state;..." (the scripts' end_claim, which a
+	// later claim keeps): a retry of one of those calls answers as the
+	// first time, before the fence, whatever happened to the node since.
 	EndClaim string
-	EndSt    string
 }
 
 func (r reg) String() string {
@@ -55,7 +54,7 @@ func (r reg) String() string {
 
 // cancelled is r ended CANCELLED by its run's cancel.
 func (r reg) cancelled() reg {
-	return reg{St: stCancelled, Epoch: r.Epoch, Claim: r.Claim, Owner: r.Owner, EndClaim: r.EndClaim, EndSt: r.EndSt}
+	return reg{St: stCancelled, Epoch: r.Epoch, Claim: r.Claim, Owner: r.Owner, EndClaim: r.EndClaim}
 }
 
 func (r reg) terminal() bool { return r.St == stSucceeded || r.St == stFailed || r.St == stCancelled }
@@ -110,9 +109,13 @@ func (in input) describe() string {
 // ended is s ended in state st by op under its claim: a fail or a
 // release records the claim and the state as end_claim does.
 func (s reg) ended(op, st string) reg {
-	e := reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}
+	e := reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim}
 	if op == "fail" || op == "release" {
-		e.EndClaim, e.EndSt = op+":"+s.Claim, st
+		entries := []string{op + ":" + s.Claim + "=" + st}
+		if s.EndClaim != "" {
+			entries = append(entries, strings.Split(s.EndClaim, ";")...)
+		}
+		e.EndClaim = strings.Join(entries[:min(len(entries), 8)], ";")
 	}
 	return e
 }
@@ -160,7 +163,7 @@ func step(s reg, in input) []reg {
 		if in.Op == "claim" {
 			if s.claimable() {
 				out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: in.Claim, Owner: in.Owner,
-					Cancel: s.Cancel, EndClaim: s.EndClaim, EndSt: s.EndSt})
+					Cancel: s.Cancel, EndClaim: s.EndClaim})
 			}
 			if s.St == stRunning && s.Cancel {
 				out = append(out, s.cancelled())
@@ -170,7 +173,7 @@ func step(s reg, in input) []reg {
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			switch in.Op {
 			case "commit":
-				out = append(out, reg{St: stSucceeded, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt})
+				out = append(out, reg{St: stSucceeded, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim})
 			case "fail", "release", "expire":
 				for _, st := range endStates(in.Op, "") {
 					out = append(out, s.ended(in.Op, st))
@@ -189,7 +192,7 @@ func step(s reg, in input) []reg {
 		if in.Op == "claim" && in.Err == "fence: node done" && s.St == stPending {
 			// Never claimed and now terminal: a dependency failed and the
 			// fail script cancelled this node.
-			return []reg{{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}}
+			return []reg{{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim}}
 		}
 		return []reg{s}
 	}
@@ -201,7 +204,7 @@ func okStep(s reg, in input) []reg {
 	case "claim":
 		if s.claimable() && in.Epoch == s.Epoch+1 {
 			return []reg{{St: stRunning, Epoch: in.Epoch, Claim: in.Claim, Owner: in.Owner, Cancel: s.Cancel,
-				EndClaim: s.EndClaim, EndSt: s.EndSt}}
+				EndClaim: s.EndClaim}}
 		}
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{s} // a retried claim recognised as its own
@@ -217,7 +220,7 @@ func okStep(s reg, in input) []reg {
 	// apply it on top of a change already made.
 	case "commit":
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
-			return []reg{{St: stSucceeded, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim, EndSt: s.EndSt}}
+			return []reg{{St: stSucceeded, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, EndClaim: s.EndClaim}}
 		}
 		if in.Replay && s.St == stSucceeded && s.owns(in.Epoch, in.Claim) {
 			return []reg{s}
@@ -230,8 +233,9 @@ func okStep(s reg, in input) []reg {
 				e.Claim = in.Claim
 				out = append(out, e)
 			}
-			// The same, once the node was claimed again: end_claim.
-			if in.Op != "expire" && in.Op+":"+in.Claim == s.EndClaim && st == s.EndSt && !s.owns(in.Epoch, in.Claim) {
+			// The same, once the node moved on (claimed again, or its
+			// run's cancel ended it): end_claim.
+			if in.Op != "expire" && strings.Contains(";"+s.EndClaim+";", ";"+in.Op+":"+in.Claim+"="+st+";") {
 				out = append(out, s)
 			}
 			// fail.lua and release.lua answer a retry of the call that
@@ -294,15 +298,15 @@ func phantomStep(s reg, in input) []reg {
 	out := []reg{s}
 	if s.claimable() {
 		out = append(out, reg{St: stRunning, Epoch: s.Epoch + 1, Claim: hiddenClaim, Owner: in.Owner, Cancel: s.Cancel,
-			EndClaim: s.EndClaim, EndSt: s.EndSt})
+			EndClaim: s.EndClaim})
 	}
 	if s.St == stRunning {
 		if s.Owner == in.Owner {
 			for _, st := range []string{stSucceeded, stReady, stFailed, stCancelled} {
-				out = append(out, reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt})
+				out = append(out, reg{St: st, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim})
 			}
 		} else {
-			out = append(out, reg{St: stFailed, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt}, reg{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim, EndSt: s.EndSt})
+			out = append(out, reg{St: stFailed, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim}, reg{St: stCancelled, Epoch: s.Epoch, Claim: s.Claim, Owner: s.Owner, Cancel: false, EndClaim: s.EndClaim})
 		}
 	}
 	return out

@@ -36,3 +36,18 @@ func TestReleaseReplayAfterATakeover(t *testing.T) {
 	other := append(ops[:3:3], op("r1", "fail", "a", 1, "c1", 400, 401, OK), ops[4])
 	require.False(t, linearizable(t, other, f), "c1 released, it did not fail")
 }
+
+// A fail that scheduled a retry, retried after the run's cancel ended the
+// node, answers as the first time: retrying.
+func TestFailReplayAfterTheRunsCancel(t *testing.T) {
+	t.Parallel()
+	retrying := func(o *Op) { o.End = "retrying" }
+	ops := []Op{
+		op("r1", "claim", "a", 1, "c1", 0, 1, OK),
+		with(op("r1", "fail", "a", 1, "c1", 100, 101, OK), retrying),
+		with(op("r1", "fail", "a", 1, "c1", 400, 401, OK), retrying),
+	}
+	node := fence.NodeInfo{ID: "a", State: "CANCELLED", Epoch: 1}
+	f := runFinal(node, ev("cancel_requested", "", 0, "client", 200, nil), ev("cancelled", "a", 0, "client", 200, nil))
+	require.True(t, linearizable(t, ops, f))
+}

@@ -117,7 +117,8 @@ local v = rcall('HGET', idsKey, id)
 local list = cjson.decode(writes)
 
 -- A retry of writes this claim stored (its reply was lost) answers as
--- stored, before the fence: every write is there with the same value.
+-- stored, before the fence, also once the node was taken over or ended:
+-- every write is there with the same value.
 local function stored()
   if not v or #list == 0 then return false end
   for _, w in ipairs(list) do
@@ -126,10 +127,9 @@ local function stored()
   return true
 end
 
-if f[2] ~= epoch or f[3] ~= claimID then
-  if stored() then return {2, 0} end
-  return staleCode(f[2], f[3], 'checkpoint_writes', 'ns', ns)
-end
+if (f[1] ~= 'RUNNING' or f[2] ~= epoch or f[3] ~= claimID) and stored() then return {2, 0} end
+local stale = staleCode(f[2], f[3], 'checkpoint_writes', 'ns', ns)
+if stale then return stale end
 if f[1] ~= 'RUNNING' then return refuse(-12) end
 local active = rcall('GET', activeKey)
 if active ~= runID and not (active == false and thread == runID) then return refuse(-14) end
