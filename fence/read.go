@@ -264,6 +264,8 @@ type RunSummary struct {
 	Status string `json:"status"`
 	Nodes  int    `json:"nodes"`
 	Done   int    `json:"done"` // nodes terminal
+	// Waiting counts the run's nodes parked until a resume (WAITING).
+	Waiting int `json:"waiting,omitempty"`
 }
 
 // Summaries reads many runs' summaries in two pipelined round trips. Runs
@@ -283,7 +285,7 @@ func (s *Store) Summaries(ctx context.Context, runs []string) ([]RunSummary, err
 	for i, r := range runs {
 		if t, ok := locs[i].thread(); ok {
 			threads[i] = t
-			hs[i] = pipe.HMGet(ctx, s.keys.Run(t, r), "status", "total", "terminal")
+			hs[i] = pipe.HMGet(ctx, s.keys.Run(t, r), "status", "total", "terminal", "waiting")
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -295,7 +297,8 @@ func (s *Store) Summaries(ctx context.Context, runs []string) ([]RunSummary, err
 			continue
 		}
 		v := hs[i].Val()
-		sum := RunSummary{ID: r, Status: asString(v[0]), Nodes: int(asInt(asString(v[1]))), Done: int(asInt(asString(v[2])))}
+		sum := RunSummary{ID: r, Status: asString(v[0]), Nodes: int(asInt(asString(v[1]))), Done: int(asInt(asString(v[2]))),
+			Waiting: int(asInt(asString(v[3])))}
 		if t := threads[i]; t != r {
 			sum.Thread = t
 		}

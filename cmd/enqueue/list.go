@@ -53,7 +53,11 @@ func (a *app) list(ctx context.Context, args []string) error {
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTATUS\tDONE\tTHREAD")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", r.ID, r.Status, r.Done, r.Nodes, orDash(r.Thread))
+		status := r.Status
+		if r.Waiting > 0 {
+			status += fmt.Sprintf(" (%d waiting)", r.Waiting)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%d\t%s\n", r.ID, status, r.Done, r.Nodes, orDash(r.Thread))
 	}
 	return tw.Flush()
 }

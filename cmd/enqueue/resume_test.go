@@ -31,6 +31,10 @@ func TestResumeAParkedNode(t *testing.T) {
 	require.Contains(t, r.stdout, `waiting for a resume: node ask asks {"ask":"ship it?"}`)
 	require.Contains(t, r.stdout, "WAITING")
 
+	r = b.run(t, "", "list")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `ok-1\s+RUNNING \(1 waiting\)`, r.stdout)
+
 	r = b.run(t, "", "resume", run, "ask", "--value", "{nope")
 	require.Equal(t, 2, r.code, r.stderr)
 	require.Contains(t, r.stderr, "--value")
@@ -46,6 +50,8 @@ func TestResumeAParkedNode(t *testing.T) {
 	require.JSONEq(t, `"yes"`, string(answer.Value))
 	require.NotEmpty(t, answer.Wait, "the wait it answered")
 	require.Equal(t, "READY", states(b.status(t, run))["ask"])
+	r = b.run(t, "", "list")
+	require.NotContains(t, r.stdout, "waiting")
 	r = b.run(t, "", "resume", run, "ask", "--value", `"no"`, "--wait", "nope")
 	require.Equal(t, 1, r.code, "another wait: refused")
 	r = b.run(t, "", "resume", run, "ask", "--value", `"no"`)
@@ -54,4 +60,16 @@ func TestResumeAParkedNode(t *testing.T) {
 	var first fence.Answer
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &first))
 	require.Equal(t, answer, first, "the first answer stands")
+
+	// A wait never answered, in a run cancelled since: refused, exit 1.
+	run2 := b.submit(t, `{"id": "ok-2", "nodes": [{"id": "ask", "kind": "noop"}]}`)
+	c2, err := store.Claim(ctx, fence.NodeRef{Thread: run2, Run: run2, Node: "ask"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = store.Park(ctx, c2.Lease, fence.Wait{Request: []byte(`1`)})
+	require.NoError(t, err)
+	r = b.run(t, "", "cancel", run2)
+	require.Equal(t, 0, r.code, r.stderr)
+	r = b.run(t, "", "resume", run2, "ask", "--value", "true")
+	require.Equal(t, 1, r.code, r.stderr)
+	require.Equal(t, "CANCELLED", states(b.status(t, run2))["ask"])
 }

@@ -56,4 +56,14 @@ func TestResumeThroughTheAPI(t *testing.T) {
 	assert.JSONEq(t, `{"ok": true}`, string(out.Answer.Value), "the first answer stands")
 	b.call(t, "GET", "/v1/runs/rt-1", "", http.StatusOK, &info)
 	assert.Equal(t, "READY", info.Nodes[0].State)
+
+	// A wait never answered, in a run cancelled since: 409.
+	b.call(t, "POST", "/v1/runs", `{"id": "rt-2", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
+	c2, err := store.Claim(ctx, fence.NodeRef{Thread: "rt-2", Run: "rt-2", Node: "a"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = store.Park(ctx, c2.Lease, fence.Wait{})
+	require.NoError(t, err)
+	b.call(t, "POST", "/v1/runs/rt-2/cancel", "", http.StatusOK, nil)
+	b.errorBody(t, "POST", "/v1/runs/rt-2/nodes/a/resume", `{"value": 1}`, http.StatusConflict)
 }
+

@@ -79,6 +79,7 @@ if rcall('HGET', runKey, 'cancel') == '1' then
 end
 
 rcall('HINCRBY', nodeKey, 'releases', 1)
+rcall('HINCRBY', runKey, 'waiting', 1) -- for listings (enqueue list)
 rcall('HSET', nodeKey, 'state', 'WAITING', 'wait', request, 'wait_id', waitID, 'wait_at', nowS,
   'end_op', 'park', 'end_claim', endedWith(f[4], 'park', claimID, 4))
 rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default')

@@ -61,6 +61,7 @@ else
   answer = '{"wait":"' .. waitID .. '","value":' .. value .. '}'
 end
 rcall('HSET', nodeKey, 'state', 'READY', 'ready_at', nowS, 'resume', answer, 'resumed_wait', waitID)
+rcall('HINCRBY', runKey, 'waiting', -1)
 rcall('ZADD', readyKey, nowS, ref)
 rcall('ZREM', waitsKey, ref)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'resumed',

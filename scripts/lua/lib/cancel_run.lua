@@ -35,9 +35,10 @@ local function cancelRun(c)
   rcall('HSET', c.run, 'cancel', 1, 'cancel_reason', c.reason)
   rcall('XADD', c.ev, 'MAXLEN', '~', maxlen, '*', 'type', 'cancel_requested',
     'node', '', 'epoch', 0, 'worker', c.who, 'at', now, 'reason', c.reason)
-  local ended = 0
+  local ended, waited = 0, 0
   for i, k in ipairs(c.nodes) do
     local s = rcall('HGET', k, 'state')
+    if s == 'WAITING' then waited = waited + 1 end
     if s == 'BLOCKED' or s == 'READY' or s == 'WAITING' then
       local id = c.ids[i]
       rcall('HSET', k, 'state', 'CANCELLED', 'error', 'run cancelled: ' .. c.reason, 'finished_at', now)
@@ -49,6 +50,7 @@ local function cancelRun(c)
       running = running + 1
     end
   end
+  if waited > 0 then rcall('HINCRBY', c.run, 'waiting', -waited) end
   local terminal = rcall('HINCRBY', c.run, 'terminal', ended)
   local status = r[1]
   if terminal >= tonumber(r[3]) then
