@@ -1,6 +1,9 @@
 // Command embed shows a Go program that embeds baton's runtime: it runs a
-// worker with the stock kinds and a kind of its own, submits a small run
-// with the Client, waits for it and prints its results. SIGINT or SIGTERM
+// worker with the stock kinds and two kinds of its own, submits a small run
+// with the Client, waits for it and prints its results. Its approve node
+// waits for a person (runner.Park): the program plays the person, prints
+// the request and answers it with Client.Resume, as `enqueue resume` or the
+// run view's form would. SIGINT or SIGTERM
 // shuts the worker down gracefully: a running node reaches a safe point
 // and is released, so another worker resumes it at once.
 //
@@ -52,6 +55,7 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	kinds.RegisterStock(w)
 	w.Register("summarize", runner.KindFunc(summarize))
+	w.Register("approve", runner.KindFunc(approve))
 	if err := w.Start(ctx); err != nil {
 		return err
 	}
@@ -65,7 +69,8 @@ func run(ctx context.Context, log *slog.Logger) error {
 	sub, err := c.Submit(ctx, &runner.RunSpec{Nodes: []runner.NodeSpec{
 		{ID: "summarize", Kind: "summarize",
 			Input: json.RawMessage(`{"text": "A worker that is only paused must never get a late write accepted after another worker took over."}`)},
-		{ID: "announce", Kind: "exec", Deps: []string{"summarize"},
+		{ID: "approve", Kind: "approve", Deps: []string{"summarize"}},
+		{ID: "announce", Kind: "exec", Deps: []string{"approve"},
 			Input: json.RawMessage(`{"command": ["sh", "-c", "echo \"summary ready (token $BATON_FENCING_TOKEN)\""]}`)},
 	}})
 	if err != nil {
@@ -104,12 +109,32 @@ func wait(ctx context.Context, c *runner.Client, id string) (*fence.RunInfo, err
 		if info.Status != "PENDING" && info.Status != "RUNNING" {
 			return info, nil
 		}
+		for _, n := range info.Nodes {
+			if n.Wait == nil {
+				continue
+			}
+			// A person would answer here: enqueue resume RUN approve --value true.
+			fmt.Printf("%s asks %s: approving\n", n.ID, n.Wait.Request)
+			if _, err := c.Resume(ctx, id, n.ID, n.Wait.ID, json.RawMessage(`true`)); err != nil {
+				return nil, err
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil, fmt.Errorf("waiting for run %s: %w", id, context.Cause(ctx))
 		case <-tick.C:
 		}
 	}
+}
+
+// approve parks its node until a person answers; the attempt after the
+// resume returns the answer. The node holds no lease and no worker slot
+// while it waits, and survives a restart of every worker.
+func approve(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	if v, ok := t.ResumeValue(); ok {
+		return json.Marshal(map[string]json.RawMessage{"approved": v})
+	}
+	return nil, runner.Park(runner.Wait{Request: json.RawMessage(`{"ask": "publish the summary?"}`)})
 }
 
 // summarize is this program's own node kind. It works in steps, reports
