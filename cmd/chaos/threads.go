@@ -120,7 +120,7 @@ func convSpec(rng *rand.Rand, thread string, n int) *runner.RunSpec {
 		Multitask: strategies[rng.IntN(len(strategies))]}
 	think := func(in agent.Input) runner.NodeSpec {
 		b, _ := json.Marshal(in)
-		return runner.NodeSpec{ID: nsThink, Kind: agent.Kind, Input: b, MaxAttempts: 4}
+		return runner.NodeSpec{ID: nsThink, Kind: agent.Kind, Queue: agent.Queue, Input: b, MaxAttempts: 4}
 	}
 	tool := func(deps ...string) runner.NodeSpec {
 		cmd := agent.ExecCommand(agent.Input{NS: nsTool, Steps: 2 + rng.IntN(5), StepMS: 80 + rng.IntN(170)})

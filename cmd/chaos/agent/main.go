@@ -49,7 +49,11 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	cfg := runner.WorkerConfig{ID: os.Getenv("RUNNER_ID"), LeaseTTL: dur("LEASE_TTL"),
 		HeartbeatInterval: dur("HEARTBEAT_INTERVAL"), Grace: dur("GRACE"), SweepInterval: dur("SWEEP_INTERVAL"),
-		ShutdownTimeout: dur("SHUTDOWN_TIMEOUT"), ReadyThreshold: dur("READY_THRESHOLD"), Logger: log}
+		ShutdownTimeout: dur("SHUTDOWN_TIMEOUT"), ReadyThreshold: dur("READY_THRESHOLD"), Logger: log,
+		// Its own queue: on the runners' queue it would take their nodes'
+		// deliveries, refuse them (a kind it does not run) and hand them back
+		// later, delaying their takeovers past the checker's bound.
+		Queues: map[string]int{agent.Queue: 1}}
 	if v := os.Getenv("CONCURRENCY"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil {

@@ -23,6 +23,10 @@ import (
 // Kind is the Go kind's name; the harness's agent workers serve it.
 const Kind = "chaos-agent"
 
+// Queue is the Asynq queue of the agent's nodes, which only the agent
+// workers serve.
+const Queue = "agents"
+
 // Input is a node's input, for both the Go kind and ExecCommand.
 type Input struct {
 	NS     string `json:"ns"`      // the checkpoint namespace
