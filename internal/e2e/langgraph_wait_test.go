@@ -99,7 +99,13 @@ func TestLangGraphRunNodeInterruptWaitsForAResume(t *testing.T) {
 
 	out, errOut, code := c.enqueue("", "resume", run, "agent", "--value", `{"approved":true,"by":"ann"}`)
 	require.Equal(t, 0, code, "resume: %s", errOut)
-	require.JSONEq(t, `{"value":{"approved":true,"by":"ann"}}`, strings.TrimSpace(out))
+	var answer struct {
+		Wait  string          `json:"wait"`
+		Value json.RawMessage `json:"value"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(strings.TrimSpace(out)), &answer), out)
+	require.JSONEq(t, `{"approved":true,"by":"ann"}`, string(answer.Value))
+	require.NotEmpty(t, answer.Wait, "the answer names the wait it answered")
 	require.Equal(t, 0, c.watch(run), "the resumed run succeeds")
 
 	st := c.status(run)
