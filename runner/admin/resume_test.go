@@ -66,4 +66,3 @@ func TestResumeThroughTheAPI(t *testing.T) {
 	b.call(t, "POST", "/v1/runs/rt-2/cancel", "", http.StatusOK, nil)
 	b.errorBody(t, "POST", "/v1/runs/rt-2/nodes/a/resume", `{"value": 1}`, http.StatusConflict)
 }
-
