@@ -8,8 +8,10 @@ TIMEOUT  ?= 15m
 
 all: build test
 
+# -buildvcs=auto stamps the commit (runner --version, enqueue --version)
+# even where GOFLAGS turns it off.
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -buildvcs=auto -o bin/ ./cmd/...
 
 # The whole suite: unit tests on miniredis, integration and fault tests on
 # real redis-server processes, the race detector on.

@@ -97,6 +97,9 @@ func (a *app) run(ctx context.Context, args []string) int {
 	}
 	name := args[0]
 	switch name {
+	case "version", "-version", "--version":
+		fmt.Fprintln(a.stdout, "enqueue", runner.Version())
+		return 0
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {

@@ -30,6 +30,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"help"}, 0, "REDIS_URL"},
 		{[]string{"help", "watch"}, 0, "usage: enqueue watch RUN"},
 		{[]string{"submit", "-h"}, 0, "usage: enqueue submit"},
+		{[]string{"--version"}, 0, "enqueue "},
+		{[]string{"help"}, 0, "  workers"},
+		{[]string{"help"}, 0, "  resume"},
 	} {
 		r := enqueue(t, env, "", tc.args...)
 		require.Equal(t, tc.code, r.code, "%v: %s", tc.args, r.stderr)

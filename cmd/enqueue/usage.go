@@ -108,6 +108,8 @@ func usage() string {
 	}
 	b.WriteString(`  help [COMMAND]
          this text, or a command's
+  --version
+         this build's version
 
 Environment:
   REDIS_URL        redis://[user:password@]host:port/db, rediss:// for TLS

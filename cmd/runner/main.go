@@ -24,9 +24,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strings"
 	"syscall"
+
+	"github.com/batonrun/baton/runner"
 )
 
 // Exit statuses.
@@ -57,7 +58,7 @@ func realMain(args []string, environ map[string]string, stderr io.Writer) int {
 		return exitUsage
 	}
 	if *version {
-		fmt.Fprintln(stderr, "runner", buildVersion())
+		fmt.Fprintln(stderr, "runner", runner.Version())
 		return exitOK
 	}
 	cfg, err := loadConfig(environ, *embedded)
@@ -112,18 +113,4 @@ func environ() map[string]string {
 		}
 	}
 	return out
-}
-
-func buildVersion() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "(unknown)"
-	}
-	v := bi.Main.Version
-	for _, s := range bi.Settings {
-		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-			v += " " + s.Value[:12]
-		}
-	}
-	return v
 }

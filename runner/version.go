@@ -1,0 +1,24 @@
+package runner
+
+import "runtime/debug"
+
+// Version is the build's version: the module version (a pseudo-version
+// naming the commit when the build stamped one: go build -buildvcs=auto in
+// a git checkout, as `make build` asks), else "(devel)" and the commit when
+// recorded.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "(unknown)"
+	}
+	v := bi.Main.Version
+	if v != "" && v != "(devel)" {
+		return v
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			v += " " + s.Value[:12]
+		}
+	}
+	return v
+}
