@@ -66,7 +66,7 @@ type NotifierConfig struct {
 	Prefix string
 	// Secret keys the HMAC-SHA256 signature of every delivery; every
 	// runner of a deployment must share it. Zero value: deliveries are
-	// unsigned (no Baton-Signature header), with a warning at Start.
+	// unsigned (no Baton-Signature header), with a warning at the first.
 	Secret string
 	// Queue is the Asynq queue of deliveries, served by the Notifier's own
 	// Asynq server (so node queues never wait behind a slow receiver).
@@ -132,6 +132,9 @@ type Notifier struct {
 	started bool
 	cancel  context.CancelFunc
 	done    chan struct{}
+	// unsigned warns once, at the first webhook sent without a signature:
+	// a runner whose runs have no webhook says nothing.
+	unsigned sync.Once
 }
 
 // NewNotifier checks cfg and returns a Notifier.
@@ -160,9 +163,6 @@ func (n *Notifier) Start(ctx context.Context) error {
 	defer n.mu.Unlock()
 	if n.started {
 		return errors.New("baton: notifier already started")
-	}
-	if n.cfg.Secret == "" {
-		n.log.Warn("webhooks_unsigned", "note", "WEBHOOK_SECRET is empty: run webhooks are sent without a signature")
 	}
 	n.srv = asynq.NewServerFromRedisClient(n.cfg.Redis, asynq.Config{
 		Concurrency:              n.cfg.Concurrency,
@@ -335,6 +335,10 @@ func (n *Notifier) post(ctx context.Context, url, id string, body []byte) (int, 
 	req.Header.Set(DeliveryHeader, id)
 	if n.cfg.Secret != "" {
 		req.Header.Set(SignatureHeader, SignWebhook(n.cfg.Secret, time.Now(), body))
+	} else {
+		n.unsigned.Do(func() {
+			n.log.Warn("webhooks_unsigned", "note", "WEBHOOK_SECRET is empty: run webhooks are sent without a signature")
+		})
 	}
 	resp, err := n.cfg.HTTPClient.Do(req)
 	if err != nil {
