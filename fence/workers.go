@@ -111,7 +111,51 @@ func Unserved(live []WorkerInfo, kind, queue string) string {
 			return ""
 		}
 	}
-	return fmt.Sprintf("no runner serves kind %s on queue %s", kind, queue)
+	why := fmt.Sprintf("no runner serves kind %s on queue %s", kind, queue)
+	if near := nearestKind(live, kind); near != "" {
+		why += " (did you mean " + near + "?)"
+	}
+	return why
+}
+
+// nearestKind is the kind a live runner serves that is closest to kind, at
+// most two edits away (a typo: "exce" for "exec"), or "".
+func nearestKind(live []WorkerInfo, kind string) string {
+	best, bestD := "", 3
+	for _, w := range live {
+		for _, k := range w.Kinds {
+			if d := editDistance(kind, k); d > 0 && d < bestD {
+				best, bestD = k, d
+			}
+		}
+	}
+	return best
+}
+
+// editDistance is the Damerau-Levenshtein distance of a and b (optimal
+// string alignment: an adjacent swap counts one edit).
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
 }
 
 // MarkUnserved records that a node was reported unserved; it returns true
