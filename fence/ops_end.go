@@ -283,7 +283,8 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
 	}
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)), s.keys.Finished(ShardOf(thread))}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)),
+		s.keys.Finished(ShardOf(thread)), s.keys.Queue(thread)}
 	args := []any{reason, who, Ref(thread, run, ""), s.maxlen, s.keys.CancelChannel()}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))

@@ -17,7 +17,7 @@ type ThreadInfo struct {
 	// starts.
 	Active       string           `json:"active,omitempty"`
 	ActiveStatus string           `json:"active_status,omitempty"`
-	Queued       []string         `json:"queued"`      // runs waiting, first to start first
+	Queued       []string         `json:"queued"`      // runs waiting (not withdrawn), first to start first
 	Checkpoints  map[string]int64 `json:"checkpoints"` // ns -> newest version
 }
 
@@ -33,9 +33,23 @@ func (s *Store) Thread(ctx context.Context, thread string) (*ThreadInfo, error) 
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("thread %s: %w", thread, err)
 	}
-	info := &ThreadInfo{Thread: thread, Active: active.Val(), Queued: queued.Val()}
-	if info.Queued == nil {
-		info.Queued = []string{}
+	info := &ThreadInfo{Thread: thread, Active: active.Val(), Queued: []string{}}
+	// A run cancelled while queued stays in the queue until the next
+	// promotion drops it; it no longer waits, so it is not listed.
+	if ids := queued.Val(); len(ids) > 0 {
+		pipe := s.rdb.Pipeline()
+		sts := make([]*redis.StringCmd, len(ids))
+		for i, id := range ids {
+			sts[i] = pipe.HGet(ctx, s.keys.Run(thread, id), "status")
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("thread %s: %w", thread, err)
+		}
+		for i, id := range ids {
+			if sts[i].Val() == "QUEUED" {
+				info.Queued = append(info.Queued, id)
+			}
+		}
 	}
 	if info.Active == "" {
 		// A run without a thread is its own thread.

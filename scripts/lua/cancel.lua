@@ -14,7 +14,10 @@ KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   ready index (zset: ref -> ms when READY)
 KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[5..] every node hash of the run, in the order of ARGV[6..]
+KEYS[5]   the run's thread's queue (list of waiting run ids): a run
+          cancelled while QUEUED leaves it at once, so it no longer keeps
+          its thread busy
+KEYS[6..] every node hash of the run, in the order of ARGV[6..]
 
 ARGV[1]   reason
 ARGV[2]   who asked (recorded as the event's worker)
@@ -37,10 +40,11 @@ local reason, who, refPrefix, maxlen = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 --@include cancel_run
 
 local nodes, ids = {}, {}
-for i = 5, #KEYS do
+for i = 6, #KEYS do
   nodes[#nodes + 1] = KEYS[i]
-  ids[#ids + 1] = ARGV[i + 1]
+  ids[#ids + 1] = ARGV[i]
 end
+local queued = rcall('HGET', runKey, 'status') == 'QUEUED'
 local t = rcall('TIME')
 local did, status, running = cancelRun({run = runKey, ev = evKey, ready = readyKey, fin = finKey,
   prefix = refPrefix, id = runID, nodes = nodes, ids = ids, reason = reason, who = who, channel = ARGV[5],
@@ -48,4 +52,5 @@ local did, status, running = cancelRun({run = runKey, ev = evKey, ready = readyK
 if did == 'missing' then return -1 end
 if did == 'finished' then return -22 end
 if did == 'already' then return {2, status, running} end
+if queued then rcall('LREM', KEYS[5], 0, runID) end
 return {1, status, running}
