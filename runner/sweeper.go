@@ -123,14 +123,21 @@ func (s *sweeper) withdraw(ctx context.Context) {
 	}
 }
 
-// sweep runs passes until nothing more is due.
+// sweep runs passes until nothing more is due. Expired leases come first,
+// since a takeover waits on them; then the threads whose next run nobody
+// started, the waits that timed out, and the listing's trim.
 func (s *sweeper) sweep(ctx context.Context) {
 	s.advertise(ctx)
 	defer s.forgetServed()
-	s.trim(ctx)
+	s.sweepNodes(ctx)
 	s.startQueued(ctx)
-	// Waits time out after the leases' pass below: takeovers come first.
-	defer s.timeOutWaits(ctx)
+	s.timeOutWaits(ctx)
+	s.trim(ctx)
+}
+
+// sweepNodes enqueues the nodes whose lease expired and the READY nodes
+// left unclaimed, pass after pass while passes come back full.
+func (s *sweeper) sweepNodes(ctx context.Context) {
 	for ctx.Err() == nil {
 		sw, err := s.store.Sweep(ctx, s.opts)
 		if err != nil {
