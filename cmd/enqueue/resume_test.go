@@ -73,3 +73,34 @@ func TestResumeAParkedNode(t *testing.T) {
 	require.Equal(t, 1, r.code, r.stderr)
 	require.Equal(t, "CANCELLED", states(b.status(t, run2))["ask"])
 }
+
+// A wait that timed out was answered by its timeout, as its park said: a
+// resume through the CLI then returns that answer and changes nothing.
+func TestResumeAfterTheWaitTimedOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	store := b.client.Store()
+	for _, tc := range []struct {
+		run, on, want string
+	}{
+		{"to-default", "resume", `"value":"auto"`},
+		{"to-fail", "fail", `"error":"wait`},
+	} {
+		run := b.submit(t, `{"id": "`+tc.run+`", "nodes": [{"id": "ask", "kind": "noop"}]}`)
+		c, err := store.Claim(ctx, fence.NodeRef{Thread: run, Run: run, Node: "ask"}, "w1", time.Minute, 0)
+		require.NoError(t, err)
+		_, err = store.Park(ctx, c.Lease, fence.Wait{Request: []byte(`1`), Timeout: 50 * time.Millisecond,
+			OnTimeout: tc.on, Default: []byte(`"auto"`)})
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { // the sweeper's pass, once Redis's clock passed the timeout
+			done, err := store.TimeOutWaits(ctx, "test", 10)
+			return err == nil && len(done) > 0
+		}, 10*time.Second, 10*time.Millisecond)
+		require.Equal(t, "READY", states(b.status(t, run))["ask"])
+		r := b.run(t, "", "resume", run, "ask", "--value", `"late"`)
+		require.Equal(t, 0, r.code, r.stderr)
+		require.Contains(t, r.stderr, "answered already")
+		require.Contains(t, r.stdout, tc.want, tc.run)
+	}
+}
