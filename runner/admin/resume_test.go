@@ -65,4 +65,18 @@ func TestResumeThroughTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	b.call(t, "POST", "/v1/runs/rt-2/cancel", "", http.StatusOK, nil)
 	b.errorBody(t, "POST", "/v1/runs/rt-2/nodes/a/resume", `{"value": 1}`, http.StatusConflict)
+
+	// A wait answered by its timeout: a late resume gets that answer.
+	b.call(t, "POST", "/v1/runs", `{"id": "rt-3", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
+	c3, err := store.Claim(ctx, fence.NodeRef{Thread: "rt-3", Run: "rt-3", Node: "a"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = store.Park(ctx, c3.Lease, fence.Wait{Timeout: 50 * time.Millisecond, OnTimeout: "resume", Default: []byte(`"auto"`)})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { // the sweeper's pass, once Redis's clock passed the timeout
+		done, err := store.TimeOutWaits(ctx, "test", 10)
+		return err == nil && len(done) > 0
+	}, 10*time.Second, 10*time.Millisecond)
+	b.call(t, "POST", "/v1/runs/rt-3/nodes/a/resume", `{"value": "late"}`, http.StatusOK, &out)
+	assert.True(t, out.Already)
+	assert.JSONEq(t, `"auto"`, string(out.Answer.Value), "the timeout's answer stands")
 }
