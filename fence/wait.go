@@ -98,8 +98,9 @@ type Resumed struct {
 	Answer Answer
 	// Replay: the wait was answered already; nothing changed.
 	Replay bool
-	// Queue and Attempt, when not a Replay: the node is READY; enqueue its
-	// attempt Attempt+1 on Queue.
+	// Queue and Attempt, when the node is READY (after this resume, or on a
+	// Replay while its next attempt has not started): enqueue its attempt
+	// Attempt+1 on Queue; a repeat of that enqueue is a no-op.
 	Queue   string
 	Attempt int64
 }
@@ -167,6 +168,9 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 		out.Replay = true
 		if a := asString(r[0]); a != "" {
 			_ = json.Unmarshal([]byte(a), &out.Answer) // stored by resume.lua: JSON
+		}
+		if len(r) > 3 && asString(r[1]) == "READY" {
+			out.Queue, out.Attempt = asString(r[2]), asInt(r[3])
 		}
 		return out, nil
 	}

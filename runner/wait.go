@@ -126,8 +126,8 @@ func (c *Client) Resume(ctx context.Context, run, node, waitID string, value jso
 		return fence.Resumed{}, fmt.Errorf("resume %s/%s: value %d bytes, at most %d: %w", run, node, n, c.limits.MaxInputBytes, fence.ErrTooLarge)
 	}
 	res, err := c.store.Resume(ctx, run, node, waitID, value, "client")
-	if err != nil || res.Replay {
-		return res, err
+	if err != nil || res.Queue == "" {
+		return res, err // a Replay whose node runs or ran already: nothing to deliver
 	}
 	ref := fence.NodeRef{Thread: res.Thread, Run: run, Node: node}
 	if err := (enqueuer{client: c.asynq}).enqueue(ctx, ref, res.Queue, res.Attempt+1, time.Time{}); err != nil {

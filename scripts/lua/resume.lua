@@ -25,8 +25,10 @@ ARGV[7] mode: "resume" or "timeout"
 
 Returns
   {1, queue, attempt}  resumed: READY; enqueue its attempt + 1
-  {2, answer}          this wait was answered already: the first answer
-                       ({"value": v} or {"error": msg}), nothing changed
+  {2, answer, state, queue, attempt}
+                       this wait was answered already: the first answer
+                       ({"wait": id, "value": v} or {"wait": id, "error":
+                       msg}) and the node's state; nothing changed
   -1   node missing
   -13  mode timeout: the wait has not timed out
   -22  the run is cancelled or finished
@@ -40,7 +42,10 @@ local nodeID, waitID, value, who, ref, maxlen, mode = ARGV[1], ARGV[2], ARGV[3],
 local f = rcall('HMGET', nodeKey, 'state', 'wait_id', 'resumed_wait', 'resume', 'queue', 'attempt',
   'wait_timeout_at', 'wait_on_timeout', 'wait_default')
 if not f[1] then return -1 end
-if f[3] == waitID then return {2, f[4] or ''} end
+-- A repeat (a lost reply, or a second answer): the first answer, and the
+-- node's state, so a caller whose first reply was lost still enqueues a
+-- node that is READY (its task id makes a second enqueue a no-op).
+if f[3] == waitID then return {2, f[4] or '', f[1], f[5] or '', tonumber(f[6]) or 0} end
 if f[1] ~= 'WAITING' or f[2] ~= waitID then
   if mode == 'timeout' then rcall('ZREM', waitsKey, ref) end
   return -25
