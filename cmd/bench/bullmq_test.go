@@ -71,8 +71,10 @@ func TestBullMQDrain(t *testing.T) {
 		require.NotContains(t, r, "rt_per_node", "node's round trips are not counted")
 	}
 	// A kept job stays in Redis (its hash and a completed-set entry); a
-	// removed one leaves at most its events behind.
-	require.Greater(t, kept["redis_bytes_per_node"], 100.0)
+	// removed one leaves at most its events behind. At 300 jobs used_memory
+	// moves by the allocator's and the dict's steps (74 to 460 B a kept job
+	// was seen), so the test compares the two rather than pinning a size.
+	require.Greater(t, kept["redis_bytes_per_node"], 0.0)
 	require.Less(t, removed["redis_bytes_per_node"], kept["redis_bytes_per_node"])
 	// BullMQ runs a script to take a job and one to complete it (which
 	// takes the next): a few Redis commands each, not hundreds.
