@@ -55,6 +55,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Commits held to go with their task's Asynq acknowledgement that went alone after a wait, the acknowledgement never having come."}),
 	}
 	m.claimed = m.Claims.WithLabelValues("claimed")
+	// The labels alerts and dashboards read are exported at zero from the
+	// start: a series that appears with its first increment is missed by
+	// rate() and increase(), and a rule on it cannot be checked against a
+	// fresh runner's /metrics (deploy/deploy_test.go).
+	m.Claims.WithLabelValues("takeover")
+	for _, op := range []string{"commit", "fail", "release", "heartbeat", "checkpoint", "park"} {
+		m.StaleRejected.WithLabelValues(op)
+	}
+	for _, o := range []string{"retry", "failed", "cancelled"} {
+		m.Failures.WithLabelValues(o)
+	}
+	for _, a := range []string{"expired_lease", "stale_ready"} {
+		m.SweeperActions.WithLabelValues(a)
+	}
 	if reg != nil {
 		reg.MustRegister(m.Claims, m.Commits, m.StaleRejected, m.Takeovers, m.Failures, m.Releases,
 			m.Running, m.SweeperActions, m.NodesUnserved, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks,
