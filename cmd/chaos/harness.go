@@ -190,8 +190,12 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	if err := writeLines(filepath.Join(out, "runs.jsonl"), sortedFinal(final)); err != nil {
 		return nil, err
 	}
+	var workers []check.Worker
+	for _, s := range h.runners {
+		workers = append(workers, s.worker())
+	}
 	m := meta{Seed: cfg.seed, DurationS: cfg.duration.Seconds(), Runners: cfg.runners, Agents: cfg.agents,
-		Threads: cfg.threads, Submitted: h.work.Accepted(),
+		Threads: cfg.threads, Workers: workers, Submitted: h.work.Accepted(),
 		Refused: h.work.Refused(), SettleMS: settleTook.Milliseconds(), ElapsedMS: time.Since(began).Milliseconds()}
 	if err := writeLines(filepath.Join(out, "meta.json"), []meta{m}); err != nil {
 		return nil, err
@@ -207,7 +211,7 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	log.Info("checking", "ops", len(ops), "admits", len(admits), "runs", len(final))
 	rep := check.Check(check.Input{Ops: ops, Faults: faults, Admits: admits, Submitted: h.work.Accepted(),
 		SubmitRefused: h.work.Refused(),
-		Runs:          final, Dependents: h.work.dependents(), OutDir: out, Threads: threads,
+		Runs:          final, Dependents: h.work.dependents(), OutDir: out, Threads: threads, Workers: workers,
 		Bounds: check.Bounds{LeaseTTL: h.timing.LeaseTTL, Grace: h.timing.Grace, Sweep: h.timing.Sweep, Slack: cfg.slack}})
 	rep.Notes = append(rep.Notes, notes...)
 	for _, s := range h.runners {

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/batonrun/baton/internal/chaos/agent"
+	"github.com/batonrun/baton/internal/chaos/check"
 )
 
 // buildBinaries builds the runner, the downstream and the agent (the
@@ -121,6 +124,20 @@ var defaultTiming = timing{LeaseTTL: 1500 * time.Millisecond, Heartbeat: 300 * t
 	Grace: 200 * time.Millisecond, Sweep: 200 * time.Millisecond, Shutdown: 2 * time.Second,
 	ReadyThreshold: 2 * time.Second}
 
+// concurrency is every slot's CONCURRENCY: few enough that the workload
+// fills the fleet at times, so takeovers also wait for a free slot.
+const concurrency = 4
+
+// worker is the slot as the checker sees it: the queue it serves and its
+// concurrency.
+func (s *runnerSlot) worker() check.Worker {
+	q := "default"
+	if s.exe == "agent" {
+		q = agent.Queue
+	}
+	return check.Worker{ID: s.id, Queues: []string{q}, Concurrency: concurrency}
+}
+
 // runnerSlot is one runner of the fleet across its incarnations: the same
 // RUNNER_ID and proxy, a new process (and history file) after each restart.
 // A slot runs the stock runner (exe "runner") or the agent worker that
@@ -164,7 +181,7 @@ func (s *runnerSlot) startLocked() error {
 	cmd := exec.Command(filepath.Join(s.bin, s.exe))
 	cmd.Env = append(os.Environ(),
 		"REDIS_URL=redis://"+s.proxy.Addr()+"/0", "RUNNER_ID="+s.id, "ADMIN_ADDR=",
-		"CONCURRENCY=4", "LOG_FORMAT=json", "LOG_LEVEL=info",
+		"CONCURRENCY="+strconv.Itoa(concurrency), "LOG_FORMAT=json", "LOG_LEVEL=info",
 		"LEASE_TTL="+t.LeaseTTL.String(), "HEARTBEAT_INTERVAL="+t.Heartbeat.String(),
 		"GRACE="+t.Grace.String(), "SWEEP_INTERVAL="+t.Sweep.String(),
 		"SHUTDOWN_TIMEOUT="+t.Shutdown.String(), "READY_THRESHOLD="+t.ReadyThreshold.String(),

@@ -14,11 +14,14 @@ import (
 // meta is what a fault run leaves in meta.json besides the logs, so that
 // -recheck can judge it again (a checker fixed after a run, a post-mortem).
 type meta struct {
-	Seed      uint64            `json:"seed"`
-	DurationS float64           `json:"duration_s"`
-	Runners   int               `json:"runners"`
-	Agents    int               `json:"agents,omitempty"`
-	Threads   int               `json:"threads,omitempty"`
+	Seed      uint64  `json:"seed"`
+	DurationS float64 `json:"duration_s"`
+	Runners   int     `json:"runners"`
+	Agents    int     `json:"agents,omitempty"`
+	Threads   int     `json:"threads,omitempty"`
+	// Workers: the slots' queues and concurrency; absent in runs from
+	// before it was recorded, then derived from Runners and Agents.
+	Workers   []check.Worker    `json:"workers,omitempty"`
 	Submitted []string          `json:"submitted"`
 	Refused   map[string]string `json:"refused,omitempty"`
 	SettleMS  int64             `json:"settle_ms"`
@@ -38,7 +41,16 @@ func inputFrom(out string, slack time.Duration) (check.Input, meta, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return in, m, fmt.Errorf("meta.json: %w", err)
 	}
-	in.Submitted, in.SubmitRefused = m.Submitted, m.Refused
+	in.Submitted, in.SubmitRefused, in.Workers = m.Submitted, m.Refused, m.Workers
+	if len(in.Workers) == 0 {
+		for i := range m.Runners + m.Agents {
+			s := &runnerSlot{id: fmt.Sprintf("r%d", i+1), exe: "runner"}
+			if i >= m.Runners {
+				s.id, s.exe = fmt.Sprintf("a%d", i-m.Runners+1), "agent"
+			}
+			in.Workers = append(in.Workers, s.worker())
+		}
+	}
 	if in.Ops, err = check.ReadHistoryDir(filepath.Join(out, "history")); err != nil {
 		return in, m, err
 	}

@@ -31,6 +31,9 @@ type Input struct {
 	Dependents map[string]map[string][]string
 	// Bounds are the runners' timing settings.
 	Bounds Bounds
+	// Workers are the fleet's worker slots, for the takeover check's "no
+	// free slot" term; empty: it assumes a slot was always free.
+	Workers []Worker
 	// OutDir receives porcupine's visualisation of an illegal history;
 	// empty: none is written.
 	OutDir string
@@ -64,6 +67,14 @@ func (b Bounds) Takeover() time.Duration {
 		slack = time.Second
 	}
 	return b.LeaseTTL + b.Grace + b.Sweep + slack
+}
+
+// Worker is one slot of the fleet (a runner id across its restarts): the
+// queues it takes deliveries from and how many nodes it runs at once.
+type Worker struct {
+	ID          string   `json:"id"`
+	Queues      []string `json:"queues"`
+	Concurrency int      `json:"concurrency"`
 }
 
 // Violation is one broken guarantee.

@@ -33,11 +33,12 @@
 //     downstream never admitted a token older than one it had already
 //     admitted for the resource; every takeover came within LEASE_TTL +
 //     GRACE + SWEEP_INTERVAL + slack of the previous owner's last renewal,
-//     outside windows where Redis or the claimer's link was down; and no
-//     node FAILED with "no attempts left" when an attempt it lost is not
-//     explained by a fault of its owner's process (or a partition longer
-//     than the lease), i.e. when retries of lost replies or short stalls
-//     burnt it.
+//     outside windows where Redis or the claimer's link was down or, after
+//     the node's hand-out, every worker of its queue was full or faulted
+//     (Input.Workers); and no node FAILED with "no attempts left" when an
+//     attempt it lost is not explained by a fault of its owner's process
+//     (or a partition longer than the lease), i.e. when retries of lost
+//     replies or short stalls burnt it.
 //   - Thread checks (threads.go, threadcheck.go, threadresume.go), on what
 //     the conversation workload recorded (ThreadInput) and the runs'
 //     events on Redis's clock: at most one active run per thread at any

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -16,16 +17,42 @@ import (
 const windowTail = time.Second
 
 // checkTakeovers: every takeover came within Bounds.Takeover of the previous
-// owner's last renewal, not counting time when Redis was down or the
-// claimer's process or link was faulted. The renewal is read from Redis's
-// own record (heartbeat_lost's lease_until - LEASE_TTL) and, when later, from
-// the histories.
+// owner's last renewal, not counting time when Redis was down, the
+// claimer's process or link was faulted, or, after the sweep interval in
+// which the node was handed out, no worker serving its queue had a free
+// slot. The renewal is read from Redis's own record (heartbeat_lost's
+// lease_until - LEASE_TTL) and, when later, from the histories.
+//
+// The free slot is a real term, not slack: a takeover is a delivery like
+// any other, and a delivery waits until a handler of a live worker that
+// serves the queue is free. A worker whose every slot (its Concurrency)
+// holds a lease cannot take it, however early the sweeper enqueued it;
+// and a slot whose node commits may go straight on to the node's
+// dependent (a chain's continuation skips the queue), so it never frees
+// for the waiting takeover. A runner stopped while holding several leases
+// makes as many takeovers wait in turn when the others are full (seed 2:
+// r2 stopped holding three; the sweeper enqueued them together, and the
+// third waited 1.16 s for the third of eight busy slots of r1 and r3 to
+// free, 48 ms past the bound). Busy is read from the histories, from a
+// lease's first call to the first commit, fail, release or expire of it
+// (the handler has returned by then: a retry after a lost reply is not
+// counted), so it is no longer than the handler ran, except for a commit
+// Asynq never acknowledged, which waits up to min(1s, LEASE_TTL/4). The
+// term counts only while every worker serving the queue was full or
+// faulted: a dequeue that idles beside a free slot still fails the check.
 func checkTakeovers(in Input, r *Report) []Violation {
 	var out []Violation
 	bound := in.Bounds.Takeover()
 	lastRenew := renewals(in.Ops)
+	full := fullQueues(in)
 	for _, id := range sortedRuns(in.Runs) {
 		f := in.Runs[id]
+		queueOf := map[string]string{}
+		if f.Info != nil {
+			for _, n := range f.Info.Nodes {
+				queueOf[n.ID] = cmp.Or(n.Queue, "default")
+			}
+		}
 		lost := map[string]fence.Event{} // node -> its last heartbeat_lost
 		for _, e := range f.Events {
 			switch e.Type {
@@ -46,18 +73,133 @@ func checkTakeovers(in Input, r *Report) []Violation {
 				if at <= renewed {
 					continue
 				}
-				excluded := overlap(renewed, at, in.Faults, func(x Fault) bool {
+				faulted := faultSpans(in.Faults, func(x Fault) bool {
 					return x.Kind == KindRedisKill || (x.Target == e.Worker && (x.IsProcess() || x.IsLink()))
 				})
+				// Enqueued by then (Sweep covers the hand-out): only a full
+				// fleet after it delays the delivery.
+				queued := renewed + int64(in.Bounds.LeaseTTL+in.Bounds.Grace+in.Bounds.Sweep)
+				busy := clip(full[queueOf[e.Node]], queued, at)
+				excluded := measure(union(faulted, busy), renewed, at)
 				took := time.Duration(at - renewed - excluded)
 				r.Takeovers++
 				r.MaxTakeover = max(r.MaxTakeover, took)
 				if took > bound {
 					out = append(out, Violation{Check: "takeover", Run: id, Node: e.Node,
-						Msg: fmt.Sprintf("%s took epoch %d over %s after %s's last renewal (%s excluded), bound %s; faults then: %s",
+						Msg: fmt.Sprintf("%s took epoch %d over %s after %s's last renewal (%s excluded, %s of it no free slot), bound %s; faults then: %s",
 							e.Worker, e.Epoch, took.Round(time.Millisecond), hl.Worker,
-							time.Duration(excluded).Round(time.Millisecond), bound, faultsIn(in.Faults, renewed, at))})
+							time.Duration(excluded).Round(time.Millisecond),
+							time.Duration(measure(busy, renewed, at)).Round(time.Millisecond),
+							bound, faultsIn(in.Faults, renewed, at))})
 				}
+			}
+		}
+	}
+	return out
+}
+
+// fullQueues maps each queue the workers serve to the spans when none of
+// them could take a delivery from it: each one's slots all held by leases
+// (busySpans) or its process or link faulted.
+func fullQueues(in Input) map[string][]span {
+	busy := busySpans(in.Ops, in.Workers)
+	out := map[string][]span{}
+	seen := map[string]bool{}
+	for _, w := range in.Workers {
+		for _, q := range w.Queues {
+			if seen[q] {
+				continue
+			}
+			seen[q] = true
+			var all []span
+			first := true
+			for _, v := range in.Workers {
+				if !slices.Contains(v.Queues, q) {
+					continue
+				}
+				down := union(busy[v.ID], faultSpans(in.Faults, func(x Fault) bool {
+					return x.Target == v.ID && (x.IsProcess() || x.IsLink())
+				}))
+				if first {
+					all, first = down, false
+				} else {
+					all = intersect(all, down)
+				}
+			}
+			out[q] = all
+		}
+	}
+	return out
+}
+
+// busySpans maps each worker to the spans when all its slots held a
+// lease. A lease holds a slot from its claim (or the commit whose
+// continuation claimed it) to its first commit, fail, release or expire,
+// whatever the outcome: the handler returns then, and a retry of that call
+// after a lost reply no longer holds the slot. A lease with none of those
+// (its process killed) ends at its last call.
+func busySpans(ops []Op, workers []Worker) map[string][]span {
+	type lease struct {
+		worker   string
+		from, to int64
+		ended    bool
+	}
+	leases := map[string]*lease{}
+	note := func(o Op, node string, epoch, at int64, ends bool) {
+		k := fmt.Sprintf("%s %s/%s@%d", o.Source, o.Run, node, epoch)
+		l := leases[k]
+		if l == nil {
+			l = &lease{worker: o.Worker, from: at, to: at}
+			leases[k] = l
+		}
+		if l.ended {
+			return
+		}
+		l.from, l.to, l.ended = min(l.from, at), max(l.to, at), ends
+	}
+	for _, o := range ops {
+		switch o.Op {
+		case "claim":
+			if o.Outcome == OK {
+				note(o, o.Node, o.Epoch, o.Call, false)
+			}
+		case "heartbeat":
+			note(o, o.Node, o.Epoch, o.Call, false)
+		case "commit", "fail", "release", "expire":
+			note(o, o.Node, o.Epoch, o.Call, true)
+			if o.Op == "commit" && o.Outcome == OK && o.Next != nil {
+				note(o, o.Next.Node, o.Next.Epoch, o.Call, false)
+			}
+		}
+	}
+	type step struct {
+		at int64
+		d  int
+	}
+	steps := map[string][]step{}
+	for _, l := range leases {
+		if l.to > l.from {
+			steps[l.worker] = append(steps[l.worker], step{l.from, 1}, step{l.to, -1})
+		}
+	}
+	out := map[string][]span{}
+	for _, w := range workers {
+		if w.Concurrency <= 0 {
+			continue // unknown: never taken for full
+		}
+		s := steps[w.ID]
+		// Ends before starts at the same instant: a slot handed from one
+		// lease to the next is not counted twice.
+		slices.SortFunc(s, func(a, b step) int { return cmp.Or(cmp.Compare(a.at, b.at), cmp.Compare(a.d, b.d)) })
+		n, from := 0, int64(0)
+		for _, x := range s {
+			was := n >= w.Concurrency
+			n += x.d
+			switch now := n >= w.Concurrency; {
+			case now && !was:
+				from = x.at
+			case was && !now && x.at > from:
+				out[w.ID] = append(out[w.ID], span{from, x.at})
 			}
 		}
 	}
@@ -159,35 +301,74 @@ func checkAttempts(in Input) []Violation {
 	return out
 }
 
-// overlap is how much of [from, to] the windows of the faults that match
-// cover (windows merged, each extended by windowTail).
-func overlap(from, to int64, faults []Fault, match func(Fault) bool) int64 {
-	type span struct{ a, b int64 }
-	var spans []span
+// span is a time interval [a, b), UnixNano.
+type span struct{ a, b int64 }
+
+// faultSpans are the windows of the faults that match, each extended by
+// windowTail, merged.
+func faultSpans(faults []Fault, match func(Fault) bool) []span {
+	var out []span
 	for _, f := range faults {
-		if !match(f) {
+		if match(f) {
+			out = append(out, span{f.Start, f.End + int64(windowTail)})
+		}
+	}
+	return union(out)
+}
+
+// union merges spans into sorted, disjoint ones.
+func union(sets ...[]span) []span {
+	var all []span
+	for _, s := range sets {
+		all = append(all, s...)
+	}
+	slices.SortFunc(all, func(x, y span) int { return cmp.Compare(x.a, y.a) })
+	var out []span
+	for _, s := range all {
+		if s.b <= s.a {
 			continue
 		}
-		a, b := max(f.Start, from), min(f.End+int64(windowTail), to)
-		if a < b {
-			spans = append(spans, span{a, b})
+		if n := len(out); n > 0 && s.a <= out[n-1].b {
+			out[n-1].b = max(out[n-1].b, s.b)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// intersect is the time both x and y cover; both sorted and disjoint.
+func intersect(x, y []span) []span {
+	var out []span
+	for i, j := 0, 0; i < len(x) && j < len(y); {
+		if a, b := max(x[i].a, y[j].a), min(x[i].b, y[j].b); a < b {
+			out = append(out, span{a, b})
+		}
+		if x[i].b < y[j].b {
+			i++
+		} else {
+			j++
 		}
 	}
-	slices.SortFunc(spans, func(x, y span) int { return int(x.a - y.a) })
-	var total, curA, curB int64
-	for i, s := range spans {
-		switch {
-		case i == 0:
-			curA, curB = s.a, s.b
-		case s.a <= curB:
-			curB = max(curB, s.b)
-		default:
-			total += curB - curA
-			curA, curB = s.a, s.b
+	return out
+}
+
+// clip is the part of spans within [from, to].
+func clip(spans []span, from, to int64) []span {
+	var out []span
+	for _, s := range spans {
+		if a, b := max(s.a, from), min(s.b, to); a < b {
+			out = append(out, span{a, b})
 		}
 	}
-	if len(spans) > 0 {
-		total += curB - curA
+	return out
+}
+
+// measure is how much of [from, to] the sorted, disjoint spans cover.
+func measure(spans []span, from, to int64) int64 {
+	var total int64
+	for _, s := range clip(spans, from, to) {
+		total += s.b - s.a
 	}
 	return total
 }
