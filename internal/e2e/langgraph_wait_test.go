@@ -42,6 +42,39 @@ func (c *cluster) waitingNode(run, node string) waitingNode {
 	return waitingNode{}
 }
 
+// sweptOnce waits until runner id's sweeper has made a whole pass (expired
+// leases, stale READY nodes, thread queues, timed-out waits) since the
+// runner started. A sweep begins by refreshing the runner's advertisement
+// when it is due, and passes run one after another, so a refresh seen
+// after an earlier one seen after the one at hand comes from a pass that
+// started after the earlier one's pass ended.
+func (c *cluster) sweptOnce(id string) {
+	c.t.Helper()
+	seen := func() time.Time {
+		out, errOut, code := c.enqueue("", "workers", "--json")
+		require.Equal(c.t, 0, code, "workers: %s", errOut)
+		var list []struct {
+			ID     string    `json:"id"`
+			SeenAt time.Time `json:"seen_at"`
+		}
+		require.NoError(c.t, json.Unmarshal([]byte(out), &list), out)
+		for _, w := range list {
+			if w.ID == id {
+				return w.SeenAt
+			}
+		}
+		c.t.Fatalf("runner %s is not listed: %s", id, out)
+		return time.Time{}
+	}
+	last, refreshes := seen(), 0
+	waitUntil(c.t, 30*time.Second, "a whole sweep pass of "+id, func() bool {
+		if s := seen(); s.After(last) {
+			last, refreshes = s, refreshes+1
+		}
+		return refreshes == 2
+	})
+}
+
 // A LangGraph graph that asks a person with interrupt() in its second
 // step, run through runNode as an exec node, waits without a worker: the
 // node is WAITING with the interrupt's value as its request, holds no
@@ -94,7 +127,7 @@ func TestLangGraphRunNodeInterruptWaitsForAResume(t *testing.T) {
 		require.Equal(t, 0, r.exitCode(t, 30*time.Second), "runner %s shut down", r.id)
 	}
 	c.startRunner("hitl-r3", one)
-	time.Sleep(1500 * time.Millisecond) // a few sweeps and polls on the new runner: nothing may take the node
+	c.sweptOnce("hitl-r3") // its dequeue loops have polled all along
 	require.Equal(t, "WAITING", c.waitingNode(run, "agent").State, "still waiting after a restart of every runner")
 
 	out, errOut, code := c.enqueue("", "resume", run, "agent", "--value", `{"approved":true,"by":"ann"}`)
