@@ -24,9 +24,13 @@ type RunInfo struct {
 	FinishedAt   *time.Time `json:"finished_at,omitempty"`
 	Nodes        []NodeInfo `json:"nodes"`
 	CancelReason string     `json:"cancel_reason,omitempty"`
-	// Behind is the thread's active run when this run was queued behind it
-	// (status QUEUED: it starts when the runs before it have ended).
+	// Behind is the run this one waits behind while QUEUED: the thread's
+	// active run now, read with the run (not the one active at submit,
+	// which may have ended since). Empty once the run has started.
 	Behind string `json:"behind,omitempty"`
+	// StartAt is when the run's first nodes become due, when a start_at
+	// or start_in put it after the submission.
+	StartAt *time.Time `json:"start_at,omitempty"`
 }
 
 // NodeInfo is a node as stored.
@@ -49,6 +53,9 @@ type NodeInfo struct {
 	LeaseUntil  *time.Time      `json:"lease_until,omitempty"`
 	StartedAt   *time.Time      `json:"started_at,omitempty"`  // of the last attempt
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"` // when it became terminal
+	// ReadyAt is when a READY node became, or becomes, due: in the future
+	// for a run delayed by start_at/start_in or a retry's backoff.
+	ReadyAt *time.Time `json:"ready_at,omitempty"`
 	// Waiting says why a READY node is not running, when the reader knows
 	// (runner.Client.Status: "waiting: no runner serves kind summarize on
 	// queue default").
@@ -118,7 +125,7 @@ func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, erro
 
 var nodeFields = []string{"id", "kind", "state", "attempt", "epoch", "owner", "progress",
 	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at", "releases",
-	"wait_id", "wait", "wait_at", "wait_timeout_at"}
+	"wait_id", "wait", "wait_at", "wait_timeout_at", "ready_at"}
 
 // GetRun reads a run and all its nodes: two round trips plus the locator.
 // The nodes are read in one pipeline, not one atomic step; each node's
@@ -136,9 +143,21 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
 	}
 	info := &RunInfo{ID: run, Status: h["status"], Cancelled: h["cancel"] == "1",
-		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"], Behind: h["behind"]}
+		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"]}
 	if thread != run {
 		info.Thread = thread
+	}
+	if st := msTime(h["start_at"]); st.After(info.CreatedAt) {
+		info.StartAt = &st
+	}
+	if info.Status == "QUEUED" {
+		// The run stored as active at submit may have ended since; the one
+		// this run waits behind is the thread's active run now.
+		active, err := s.rdb.Get(ctx, s.keys.Active(thread)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, fmt.Errorf("run %s: %w", run, err)
+		}
+		info.Behind = cmp.Or(active, h["behind"])
 	}
 	if f := h["finished_at"]; f != "" {
 		t := msTime(f)
@@ -176,6 +195,9 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		n.StartedAt = msTimePtr(str(13))
 		n.FinishedAt = msTimePtr(str(14))
 		n.Releases = asInt(str(15))
+		if n.State == "READY" {
+			n.ReadyAt = msTimePtr(str(20))
+		}
 		if n.State == "WAITING" {
 			n.Wait = &WaitInfo{ID: str(16), Request: json.RawMessage(cmp.Or(str(17), "null")),
 				Since: msTimePtr(str(18)), TimeoutAt: msTimePtr(str(19))}

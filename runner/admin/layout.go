@@ -40,6 +40,9 @@ type graphNode struct {
 	Label string // the id, cut to idChars
 	// BarW is the progress bar's width for a RUNNING node with progress.
 	BarW int
+	// Note replaces the owner line of a READY node: when it is due, or
+	// why it waits (a paused queue, no runner for its kind).
+	Note string
 }
 
 type graphEdge struct {

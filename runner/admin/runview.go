@@ -20,18 +20,31 @@ import (
 // The run page, its live fragment, a node's details and the cancel button.
 
 type runData struct {
-	Run      *fence.RunInfo
-	Graph    graph
-	Events   []eventRow
-	More     bool // the timeline was cut at uiMaxEvents
-	Active   bool // the page keeps polling
-	Done     int
-	Pct      int
-	Counts   []stateCount
-	Cancel   bool // a cancel can still change something
+	Run       *fence.RunInfo
+	Graph     graph
+	Events    []eventRow
+	More      bool // the timeline was cut at uiMaxEvents
+	Active    bool // the page keeps polling
+	Done      int  // nodes ended, whatever their outcome
+	Succeeded int
+	// Bar is the summary's bar: a segment per ended outcome, so a
+	// cancelled or failed run does not read as a full green bar.
+	Bar     []barSegment
+	Counts  []stateCount
+	Cancel  bool // a cancel can still change something
+	Started bool // the run's StartAt has passed (on Redis's clock)
+	// Paused lists the paused queues its READY nodes are held in.
+	Paused   []string
 	Thread   string
 	Refused  int // stale writes refused
 	Takeover int
+}
+
+// barSegment is drawn as an SVG rect: the page's CSP allows no inline
+// style.
+type barSegment struct {
+	State string
+	X, W  string // percentages of the bar
 }
 
 type stateCount struct {
@@ -75,13 +88,27 @@ func (u *ui) loadRun(ctx context.Context, id string) (runData, error) {
 			d.Done++
 		}
 	}
-	for _, s := range []string{"BLOCKED", "READY", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"} {
+	d.Succeeded = counts["SUCCEEDED"]
+	for _, s := range []string{"BLOCKED", "READY", "WAITING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"} {
 		if counts[s] > 0 {
 			d.Counts = append(d.Counts, stateCount{s, counts[s]})
 		}
 	}
-	if len(info.Nodes) > 0 {
-		d.Pct = 100 * d.Done / len(info.Nodes)
+	x := 0.0
+	for _, s := range []string{"SUCCEEDED", "FAILED", "CANCELLED"} {
+		if counts[s] > 0 {
+			w := 100 * float64(counts[s]) / float64(len(info.Nodes))
+			d.Bar = append(d.Bar, barSegment{s, pct(x), pct(w)})
+			x += w
+		}
+	}
+	now, err := u.rdb.Time(ctx).Result()
+	if err != nil {
+		return runData{}, err
+	}
+	d.Started = info.StartAt != nil && !info.StartAt.After(now)
+	for i := range d.Graph.Nodes {
+		d.Graph.Nodes[i].Note = nodeNote(d.Graph.Nodes[i].NodeInfo, now)
 	}
 	d.Events = eventRows(evs)
 	for _, e := range d.Events {
@@ -93,6 +120,22 @@ func (u *ui) loadRun(ctx context.Context, id string) (runData, error) {
 		}
 	}
 	return d, nil
+}
+
+func pct(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "%" }
+
+// nodeNote is the short line a READY node's box shows where an owner
+// would be: when it becomes due, or why nothing runs it.
+func nodeNote(n fence.NodeInfo, now time.Time) string {
+	switch {
+	case n.State != "READY":
+		return ""
+	case n.ReadyAt != nil && n.ReadyAt.After(now):
+		return "due " + n.ReadyAt.Format("15:04:05 MST")
+	case n.Waiting != "":
+		return cut(strings.TrimPrefix(n.Waiting, "waiting: "), 30)
+	}
+	return ""
 }
 
 func eventRows(evs []fence.Event) []eventRow {

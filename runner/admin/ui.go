@@ -130,9 +130,20 @@ func (u *ui) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 // ---- template helpers
 
+// viewTime is how the views show an instant.
+const viewTime = "2006-01-02 15:04:05.000 MST"
+
 var uiFuncs = template.FuncMap{
 	"lower": strings.ToLower,
-	"clock": func(t time.Time) string { return t.Format("15:04:05.000") },
+	// Times read with their date and zone: a run page is read on another
+	// day and from another zone than the runner's.
+	"clock": func(t time.Time) string { return t.Format(viewTime) },
+	"stampp": func(t *time.Time) string {
+		if t == nil || t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	},
 	"stamp": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
@@ -143,7 +154,7 @@ var uiFuncs = template.FuncMap{
 		if t == nil || t.IsZero() {
 			return ""
 		}
-		return t.Format("15:04:05.000")
+		return t.Format(viewTime)
 	},
 	"add":  func(a, b int) int { return a + b },
 	"path": url.PathEscape,

@@ -181,7 +181,7 @@ func TestRunList(t *testing.T) {
 	assert.Equal(t, []string{"r2:RUNNING"}, list("/runs?thread=chat-7"))
 	assert.Equal(t, []string{"r2:RUNNING", "r1:CANCELLED"}, list("/runs?from=1"))
 	_, body := b.page(t, http.DefaultClient, "/runs?thread=chat-7")
-	assert.Contains(t, body, `<progress max="100" value="0"></progress> 0/2`)
+	assert.Contains(t, body, `<progress max="100" value="0" class="s-running"></progress> 0/2 ended`)
 	code, _ := b.page(t, http.DefaultClient, "/runs?thread=%7Bx%7D")
 	assert.Equal(t, http.StatusBadRequest, code)
 }

@@ -14,9 +14,17 @@
     }
   }
 
+  // A node's URL is its run's page with #node=ID: opening it shows the
+  // node, and showing a node puts it in the address bar.
+  function hashNode() {
+    var m = /^#node=(.+)$/.exec(location.hash);
+    return m ? decodeURIComponent(m[1]) : null;
+  }
+
   function showNode(id) {
     if (!detail || !id) return;
     selected = id;
+    if (hashNode() !== id && history.replaceState) history.replaceState(null, "", "#node=" + encodeURIComponent(id));
     markSelected();
     fetch(detail.getAttribute("data-base") + encodeURIComponent(id), {credentials: "same-origin"})
       .then(function (r) { return r.text().then(function (t) { return {ok: r.ok, text: t}; }); })
@@ -43,6 +51,9 @@
     var msg = ev.target.getAttribute("data-confirm");
     if (msg && !window.confirm(msg)) ev.preventDefault();
   });
+
+  if (detail && hashNode()) showNode(hashNode());
+  window.addEventListener("hashchange", function () { if (hashNode()) showNode(hashNode()); });
 
   // Poll the page's live fragment every second while it is active; a run
   // page stops once the run has ended (after showing that).
