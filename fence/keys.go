@@ -115,6 +115,11 @@ func (k Keys) Runs(shard int) string { return k.index(shard, "runs") }
 // for the sweeper, never authority.
 func (k Keys) Leases(shard int) string { return k.index(shard, "leases") }
 
+// SweptBy is a sweeper's last hand-out of expired leases in a shard (ref ->
+// the score it pushed them to), kept a retry interval so that a sweeper
+// that heard no reply gets them again (sweep.lua).
+func (k Keys) SweptBy(shard int, sweeper string) string { return k.index(shard, "swept/"+sweeper) }
+
 // Ready indexes READY nodes by when they became due (ms, Redis time). A
 // trigger for the sweeper, never authority.
 func (k Keys) Ready(shard int) string { return k.index(shard, "ready") }

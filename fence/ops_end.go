@@ -307,6 +307,14 @@ type SweepOptions struct {
 	Threshold time.Duration // a READY node is due when it stayed unclaimed this long
 	Limit     int           // at most this many of each kind per call
 	Retry     time.Duration // an expired lease is not returned again for this long; a READY node, for max(Retry, Threshold)
+	// Sweeper names the caller, so that its hand-out of expired leases is
+	// remembered for Retry; empty: it is not.
+	Sweeper string
+	// Again asks for that last hand-out once more, less what was handed
+	// out, claimed or ended since: the caller heard no reply to its last
+	// Sweep or could not enqueue what it returned. Without it those nodes
+	// wait Retry for another sweeper.
+	Again bool
 }
 
 // Swept lists the nodes a sweeper should re-enqueue.
@@ -323,8 +331,16 @@ type Swept struct {
 // concurrent sweepers share the work. The entries are triggers: the caller
 // enqueues, the claim script decides.
 func (s *Store) Sweep(ctx context.Context, o SweepOptions) (Swept, error) {
+	again := 0
+	switch {
+	case o.Sweeper == "":
+		again = -1
+	case o.Again:
+		again = 1
+	}
 	cmds := s.runEach(ctx, "sweep", Shards, func(i int) ([]string, []any) {
-		return []string{s.keys.Leases(i), s.keys.Ready(i)}, []any{ms(o.Grace), ms(o.Threshold), o.Limit, ms(o.Retry)}
+		return []string{s.keys.Leases(i), s.keys.Ready(i), s.keys.SweptBy(i, o.Sweeper)},
+			[]any{ms(o.Grace), ms(o.Threshold), o.Limit, ms(o.Retry), again}
 	})
 	var out Swept
 	var errs []error

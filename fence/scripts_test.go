@@ -97,7 +97,7 @@ var bindings = map[string]struct {
 	"fail":      {6, 10, true, true, 0, 0},
 	"release":   {6, 7, false, false, 0, 0},
 	"cancel":    {5, 5, true, true, 0, 0},
-	"sweep":     {2, 4, false, false, 0, 0},
+	"sweep":     {3, 5, false, false, 0, 0},
 	"guard":     {1, 3, false, false, 0, 0},
 
 	"checkpoint":        {8, 15, false, false, 0, 0},

@@ -102,3 +102,50 @@ func TestSweepLimit(t *testing.T) {
 			append(sw.Ready, sw2.Ready...))
 	})
 }
+
+// TestSweepAgainAfterALostReply: a sweeper that heard no reply to a sweep
+// asks again and gets the expired leases that sweep handed out, unless
+// someone dealt with them since; without asking, or under another name,
+// they wait the retry interval (and a takeover that long past its bound).
+func TestSweepAgainAfterALostReply(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		dropper, lossy := tb.lossyStore(t)
+		opt := fence.SweepOptions{Grace: grace, Threshold: time.Hour, Limit: 10, Retry: time.Minute, Sweeper: "r1"}
+		for _, run := range []string{"x", "y"} {
+			tb.submit(t, spec(run, node("a")))
+			tb.claim(t, run, "a", "w", shortTTL)
+		}
+		tb.advance(t, pastExpiry)
+
+		dropper.loseNext("sweep", fence.Shards)
+		_, err := lossy.Sweep(tb.ctx, opt)
+		require.ErrorIs(t, err, errReplyLost)
+
+		sw, err := tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired, "not asked again: handed out within the retry interval")
+		other := opt
+		other.Sweeper, other.Again = "r2", true
+		sw, err = tb.store.Sweep(tb.ctx, other)
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired, "another sweeper's hand-out is not r2's to repeat")
+
+		// y is taken over meanwhile: only x is handed out again.
+		tb.claim(t, "y", "a", "w2", longTTL)
+		again := opt
+		again.Again = true
+		sw, err = tb.store.Sweep(tb.ctx, again)
+		require.NoError(t, err)
+		require.Equal(t, []fence.NodeRef{ref("x", "a")}, sw.Expired, "the lost hand-out, less what was claimed since")
+
+		// Asked again after a reply that came: the same hand-out again
+		// (a duplicate enqueue is refused by its task id), nothing else.
+		sw, err = tb.store.Sweep(tb.ctx, again)
+		require.NoError(t, err)
+		require.Equal(t, []fence.NodeRef{ref("x", "a")}, sw.Expired)
+		sw, err = tb.store.Sweep(tb.ctx, opt)
+		require.NoError(t, err)
+		require.Empty(t, sw.Expired)
+	})
+}

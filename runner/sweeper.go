@@ -41,6 +41,10 @@ type sweeper struct {
 	// unserved holds the stale READY nodes last found served by no live
 	// runner, with when: the baton_nodes_unserved gauge.
 	unserved map[string]time.Time
+	// again: the last sweep's reply was lost, or what it handed out was not
+	// all enqueued; the next sweep asks for that hand-out again rather
+	// than leave it to another sweeper after the retry interval.
+	again bool
 }
 
 func (s *sweeper) start(ctx context.Context) {
@@ -139,13 +143,17 @@ func (s *sweeper) sweep(ctx context.Context) {
 // left unclaimed, pass after pass while passes come back full.
 func (s *sweeper) sweepNodes(ctx context.Context) {
 	for ctx.Err() == nil {
-		sw, err := s.store.Sweep(ctx, s.opts)
+		o := s.opts
+		o.Sweeper, o.Again = s.self.ID, s.again
+		sw, err := s.store.Sweep(ctx, o)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.log.Warn("sweep_failed", "err", err)
 			}
+			s.again = true
 			return
 		}
+		s.again = sw.Partial != nil
 		if sw.Partial != nil {
 			s.log.Warn("sweep_partial", "err", sw.Partial)
 		}
@@ -166,6 +174,7 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		if ctx.Err() == nil {
 			s.log.Warn("sweep_failed", "err", err)
 		}
+		s.again = true
 		return
 	}
 	if action == "stale_ready" {
@@ -183,6 +192,7 @@ func (s *sweeper) enqueue(ctx context.Context, refs []fence.NodeRef, action stri
 		}
 		if err != nil {
 			s.log.Warn("sweep_enqueue_failed", "run_id", ref.Run, "node_id", ref.Node, "err", err)
+			s.again = true
 			continue
 		}
 		if !fresh {

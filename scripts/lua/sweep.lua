@@ -6,22 +6,34 @@ pushed forward by retry_ms so that concurrent sweepers (every runner runs
 one) do not re-enqueue the same node on every tick. Cost follows what is
 due, not history.
 
+The expired leases handed out are remembered for the caller (KEYS[3]) for
+retry_ms, with the score each was pushed to. A caller that heard no reply
+(or could not enqueue what it was handed) asks again with ARGV[5] = 1 and
+gets back, beside what is due now, those nobody touched since: otherwise
+they would wait the retry interval for another sweeper, and the takeover
+that long past LEASE_TTL + GRACE + SWEEP_INTERVAL.
+
 KEYS[1] lease index (zset: ref -> lease_until ms)
 KEYS[2] ready index (zset: ref -> ms when READY)
+KEYS[3] the caller's last hand-out of expired leases (hash: ref -> score),
+        in the shard's slot
 
 ARGV[1] grace after lease_until, ms: a lease is due when lease_until + grace < now
 ARGV[2] ready threshold, ms: a READY node is due when ready_at + threshold < now
 ARGV[3] at most this many refs of each kind
 ARGV[4] retry interval for expired leases, ms (READY entries wait the
         threshold again: a backlog must not cost an enqueue per tick)
+ARGV[5] 1: hand out again the caller's last expired leases left untouched;
+        0: remember this hand-out only; -1: neither (an anonymous caller)
 
 Returns
   {now_ms, {expired_ref...}, {stale_ready_ref...}}
 ]]
 local rcall = redis.call
-local leaseKey, readyKey = KEYS[1], KEYS[2]
+local leaseKey, readyKey, lastKey = KEYS[1], KEYS[2], KEYS[3]
 local grace, threshold = tonumber(ARGV[1]), tonumber(ARGV[2])
 local limit, retry = tonumber(ARGV[3]), tonumber(ARGV[4])
+local again = tonumber(ARGV[5])
 
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -34,4 +46,26 @@ local function due(key, lag, again)
   return refs
 end
 
-return {now, due(leaseKey, grace, retry), due(readyKey, threshold, math.max(retry, threshold))}
+local expired = due(leaseKey, grace, retry)
+if again == 1 then
+  local seen = {}
+  for _, ref in ipairs(expired) do seen[ref] = true end
+  local last = rcall('HGETALL', lastKey)
+  for i = 1, #last, 2 do
+    local ref = last[i]
+    -- Untouched: no one handed it out, claimed it or ended it since.
+    if not seen[ref] and tonumber(rcall('ZSCORE', leaseKey, ref)) == tonumber(last[i + 1]) then
+      rcall('ZADD', leaseKey, 'XX', now - grace + retry, ref)
+      expired[#expired + 1] = ref
+    end
+  end
+end
+if again >= 0 and #expired > 0 then
+  rcall('DEL', lastKey)
+  for _, ref in ipairs(expired) do
+    rcall('HSET', lastKey, ref, now - grace + retry)
+  end
+  rcall('PEXPIRE', lastKey, retry)
+end
+
+return {now, expired, due(readyKey, threshold, math.max(retry, threshold))}
