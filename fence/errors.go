@@ -3,6 +3,8 @@ package fence
 import (
 	"errors"
 	"fmt"
+
+	"github.com/batonrun/baton/fence/ids"
 )
 
 // Sentinel errors. Scripts return integer codes; codeErrors maps each code to
@@ -10,8 +12,8 @@ import (
 // header documents is mapped. Check them with errors.Is.
 var (
 	// ErrInvalidID: an ID is empty, too long or holds a character outside
-	// [A-Za-z0-9._-].
-	ErrInvalidID = errors.New("fence: invalid id")
+	// [A-Za-z0-9._-]. It is ids.ErrInvalid, which ValidateID wraps.
+	ErrInvalidID = ids.ErrInvalid
 	// ErrInvalidData: a checkpoint's data or metadata is not JSON.
 	ErrInvalidData = errors.New("fence: invalid data")
 	// ErrNotFound: the run or node does not exist.

@@ -14,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/delivery"
+	"github.com/batonrun/baton/spec"
 )
 
 // process handles one Asynq delivery. Delivery only triggers a claim; the
@@ -23,7 +25,7 @@ import (
 // be reached, so Asynq delivers again.
 func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	presizeStack()
-	ref, err := decodePayload(t.Payload())
+	ref, err := delivery.DecodePayload(t.Payload())
 	if err != nil {
 		w.m.PoisonTasks.Inc()
 		id, _ := asynq.GetTaskID(ctx)
@@ -202,7 +204,7 @@ func (w *Worker) execute(ctx context.Context, c *Claimed, task *Task) (result js
 	}
 	// Input references to dependencies' results are resolved once, before
 	// the kind sees the input; one that does not resolve never will.
-	in, err := ResolveRefs(task.Input, task.Deps)
+	in, err := spec.ResolveRefs(task.Input, task.Deps)
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("node %s: %w", c.Node, err))
 	}
@@ -318,7 +320,7 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 	}
 	for i, id := range res.Ready {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: id}
-		if err := w.queue.enqueue(ectx, n, res.Queues[i], 1, time.Time{}); err != nil {
+		if err := w.queue.Enqueue(ectx, n, res.Queues[i], 1, time.Time{}); err != nil {
 			log.Warn("enqueue_failed", "dependent", id, "err", err) // the sweeper delivers it
 		}
 	}
@@ -351,7 +353,7 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 		w.m.Failures.WithLabelValues("retry").Inc()
 		log.Info("attempt_failed", "err", runErr, "retry_at", end.ReadyAt)
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
-		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, end.ReadyAt); err != nil {
+		if err := w.queue.Enqueue(ctx, n, c.Queue, l.Attempt+1, end.ReadyAt); err != nil {
 			log.Warn("enqueue_failed", "err", err)
 		}
 	case fence.Failed:
@@ -387,7 +389,7 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed, reas
 	w.runEnded(ctx, l, end.RunStatus)
 	if end.Outcome == fence.Retrying {
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
-		if err := w.queue.enqueue(ctx, n, c.Queue, l.Attempt+1, time.Time{}); err != nil {
+		if err := w.queue.Enqueue(ctx, n, c.Queue, l.Attempt+1, time.Time{}); err != nil {
 			log.Warn("enqueue_failed", "err", err) // the sweeper delivers it
 		}
 	}

@@ -126,3 +126,12 @@ func LeaseFrom(ctx context.Context) (fence.Lease, bool) {
 func withLease(ctx context.Context, l fence.Lease) context.Context {
 	return context.WithValue(ctx, leaseKey{}, l)
 }
+
+// DepResult returns the committed result of the direct dependency id, and
+// whether id is one. Every attempt of a node, and every worker that takes
+// it over, sees the same results: a dependency has SUCCEEDED before its
+// dependent runs, and a SUCCEEDED node never changes again.
+func (t *Task) DepResult(id string) (json.RawMessage, bool) {
+	r, ok := t.Deps[id]
+	return r, ok
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/delivery"
 )
 
 // Run-completion webhooks. Submit records a run's "notify" URL and puts
@@ -206,6 +207,13 @@ func (n *Notifier) backoff(a int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// notifyPayload is what a webhook's delivery task carries: which run
+// ended. The run's outcome is read from Redis when the POST is made.
+type notifyPayload struct {
+	Thread string `json:"thread"`
+	Run    string `json:"run"`
+}
+
 // notifyTaskID names a run's one delivery.
 func notifyTaskID(thread, run string) string { return "notify:" + thread + ":" + run }
 
@@ -246,10 +254,10 @@ func (n *Notifier) Scan(ctx context.Context) error {
 			n.log.Warn("notify_run_missing", "run_id", p.Run, "thread", p.Thread)
 			done = append(done, p)
 			continue
-		case !terminal(p.Status):
+		case !delivery.Terminal(p.Status):
 			continue
 		}
-		b, _ := json.Marshal(payload{Thread: p.Thread, Run: p.Run}) // strings only
+		b, _ := json.Marshal(notifyPayload{Thread: p.Thread, Run: p.Run}) // strings only
 		_, err := n.queue.EnqueueContext(ctx, asynq.NewTask(NotifyTaskType, b),
 			asynq.TaskID(notifyTaskID(p.Thread, p.Run)), asynq.Queue(n.cfg.Queue),
 			asynq.MaxRetry(n.cfg.MaxAttempts-1), asynq.Timeout(n.cfg.Timeout+5*time.Second),
@@ -272,7 +280,7 @@ func (n *Notifier) Scan(ctx context.Context) error {
 // answered 2xx (or the delivery cannot ever succeed: the run is gone), an
 // error for Asynq to retry otherwise.
 func (n *Notifier) deliver(ctx context.Context, t *asynq.Task) error {
-	var p payload
+	var p notifyPayload
 	if err := json.Unmarshal(t.Payload(), &p); err != nil || fence.ValidateID("thread", p.Thread) != nil ||
 		fence.ValidateID("run", p.Run) != nil {
 		return fmt.Errorf("webhook payload %q: %w", t.Payload(), asynq.SkipRetry)

@@ -105,33 +105,11 @@ func (s *sweeper) timeOutWaits(ctx context.Context) {
 		s.log.Warn("sweep_failed", "what", "waits", "err", err)
 	}
 	for _, d := range due {
-		if err := s.queue.enqueue(ctx, d.Node, d.Queue, d.Attempt+1, time.Time{}); err != nil {
+		if err := s.queue.Enqueue(ctx, d.Node, d.Queue, d.Attempt+1, time.Time{}); err != nil {
 			s.log.Warn("enqueue_failed", "run_id", d.Node.Run, "node_id", d.Node.Node, "err", err)
 			continue
 		}
 		s.m.SweeperActions.WithLabelValues("wait_timed_out").Inc()
 		s.log.Info("sweep_enqueued", "run_id", d.Node.Run, "node_id", d.Node.Node, "action", "wait_timed_out")
 	}
-}
-
-// Resume answers the wait of a parked node with value (JSON) and enqueues
-// its next attempt, which reads the value (Task.ResumeValue). waitID names
-// the wait answered; empty: the one the node is parked on now. A second
-// resume of the same wait changes nothing and returns the first answer
-// (Replay). A node that is not waiting is fence.ErrNotWaiting; a cancelled
-// or finished run fence.ErrRunDone. If the enqueue fails after the resume
-// was stored, the sweeper delivers the node; the error is still returned.
-func (c *Client) Resume(ctx context.Context, run, node, waitID string, value json.RawMessage) (fence.Resumed, error) {
-	if n := len(value); n > c.limits.MaxInputBytes {
-		return fence.Resumed{}, fmt.Errorf("resume %s/%s: value %d bytes, at most %d: %w", run, node, n, c.limits.MaxInputBytes, fence.ErrTooLarge)
-	}
-	res, err := c.store.Resume(ctx, run, node, waitID, value, "client")
-	if err != nil || res.Queue == "" {
-		return res, err // a Replay whose node runs or ran already: nothing to deliver
-	}
-	ref := fence.NodeRef{Thread: res.Thread, Run: run, Node: node}
-	if err := (enqueuer{client: c.asynq}).enqueue(ctx, ref, res.Queue, res.Attempt+1, time.Time{}); err != nil {
-		return res, fmt.Errorf("run %s node %s resumed; the sweeper will deliver it: %w", run, node, err)
-	}
-	return res, nil
 }

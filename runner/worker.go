@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/spec"
 )
 
 // WorkerConfig configures a Worker. Every zero value has a default that
@@ -317,7 +318,7 @@ func (w *Worker) Shutdown() {
 	w.sweep.withdraw(wctx)
 	wcancel()
 	w.srv.shutdown()
-	_ = w.queue.client.Close()
+	_ = w.queue.Client.Close()
 	w.log.Info("worker_stopped")
 }
 
@@ -364,7 +365,7 @@ func (w *Worker) Kill() {
 	w.cw.wait()
 	w.sweep.wait()
 	w.srv.shutdown()
-	_ = w.queue.client.Close()
+	_ = w.queue.Client.Close()
 }
 
 func (w *Worker) isStopping() bool {
@@ -470,5 +471,5 @@ func (w *Worker) backoff(ctx context.Context, l fence.Lease) time.Duration {
 		w.log.Warn("retry_policy_unread", "run_id", l.Run, "node_id", l.Node, "err", err)
 		stored, used = "", l.Attempt
 	}
-	return nodeRetryDelay(stored, used, w.cfg.RetryBase, w.cfg.RetryMax)
+	return spec.RetryDelay(stored, used, w.cfg.RetryBase, w.cfg.RetryMax)
 }

@@ -214,7 +214,7 @@ func (w *workload) duplicate(ctx context.Context, n int) (string, bool) {
 			if nd.State != "RUNNING" && nd.State != "READY" {
 				continue
 			}
-			// The payload is runner's task payload (runner/task.go): which
+			// The payload is the task payload of internal/delivery (task.go): which
 			// node to claim, nothing more.
 			b, _ := json.Marshal(map[string]string{"thread": cmp.Or(info.Thread, info.ID), "run": info.ID, "node": nd.ID})
 			_, err := w.queue.EnqueueContext(ctx, asynq.NewTask(runner.TaskType, b),

@@ -14,16 +14,19 @@ import (
 	"github.com/caarlos0/env/v11"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/internal/version"
+	"github.com/batonrun/baton/redisconn"
+	"github.com/batonrun/baton/spec"
 )
 
 // config is the CLI's environment. Every field has a default that works
 // against a Redis on the same laptop.
 type config struct {
 	// Redis is one server (REDIS_URL, default redis://127.0.0.1:6379/0), a
-	// cluster or Sentinel: see runner.RedisConfig.
-	Redis runner.RedisConfig
+	// cluster or Sentinel: see redisconn.Config.
+	Redis redisconn.Config
 	// Prefix starts every baton key; it must match the workers'. Default: baton.
 	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
 	// MaxInputBytes caps each node's input at submit. Default: 1 MiB.
@@ -98,7 +101,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	name := args[0]
 	switch name {
 	case "version", "-version", "--version":
-		fmt.Fprintln(a.stdout, "enqueue", runner.Version())
+		fmt.Fprintln(a.stdout, "enqueue", version.String())
 		return 0
 	case "help", "-h", "-help", "--help":
 		if len(args) > 1 {
@@ -143,7 +146,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 // connect opens Redis, checks that it answers, and returns a client over
 // it with the release function. Errors name the URL with its password
 // redacted.
-func (a *app) connect(ctx context.Context) (*runner.Client, func(), error) {
+func (a *app) connect(ctx context.Context) (*client.Client, func(), error) {
 	rdb, err := a.cfg.Redis.Open()
 	if err != nil {
 		return nil, nil, badInput(err)
@@ -158,15 +161,15 @@ func (a *app) connect(ctx context.Context) (*runner.Client, func(), error) {
 		}
 		return nil, nil, fmt.Errorf("redis %s unreachable: %w", safe, err)
 	}
-	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: a.cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: a.cfg.MaxInputBytes}})
+	cl, err := client.New(client.Config{Redis: rdb, Prefix: a.cfg.Prefix,
+		Limits: spec.Limits{MaxInputBytes: a.cfg.MaxInputBytes}})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, err
 	}
 	a.log.Debug("connected", "redis", safe, "prefix", a.cfg.Prefix)
-	return client, func() {
-		_ = client.Close() // Asynq refuses to close a shared connection; the next line does
+	return cl, func() {
+		_ = cl.Close() // Asynq refuses to close a shared connection; the next line does
 		_ = rdb.Close()
 	}, nil
 }
@@ -215,7 +218,7 @@ func exitCode(err error) int {
 		return 2
 	case errors.As(err, &ee):
 		return ee.code
-	case errors.Is(err, runner.ErrInvalidSpec), errors.Is(err, fence.ErrInvalidID):
+	case errors.Is(err, spec.ErrInvalid), errors.Is(err, fence.ErrInvalidID):
 		return 2
 	}
 	return 1

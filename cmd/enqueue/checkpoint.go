@@ -11,8 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/runner"
 )
 
 // checkpointPage is how many checkpoints one read of --all asks for.
@@ -36,18 +36,18 @@ func (a *app) checkpoint(ctx context.Context, args []string) error {
 			return badInput(err)
 		}
 	}
-	client, done, err := a.connect(ctx)
+	cl, done, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
 	if !nsGiven {
-		if *ns, err = a.onlyNamespace(ctx, client, thread); err != nil {
+		if *ns, err = a.onlyNamespace(ctx, cl, thread); err != nil {
 			return err
 		}
 	}
 	if !*all {
-		cp, err := client.LatestCheckpoint(ctx, thread, *ns)
+		cp, err := cl.LatestCheckpoint(ctx, thread, *ns)
 		if err != nil {
 			return a.noCheckpoint(thread, *ns, err)
 		}
@@ -59,7 +59,7 @@ func (a *app) checkpoint(ctx context.Context, args []string) error {
 
 	var list []fence.Checkpoint
 	for before := int64(0); ; {
-		page, next, err := client.Checkpoints(ctx, thread, *ns, before, checkpointPage)
+		page, next, err := cl.Checkpoints(ctx, thread, *ns, before, checkpointPage)
 		if err != nil {
 			return err
 		}
@@ -92,8 +92,8 @@ func (a *app) checkpoint(ctx context.Context, args []string) error {
 // onlyNamespace is the thread's one checkpoint namespace. With none the
 // thread has no checkpoint (exit 1); with several the caller must choose
 // (exit 2).
-func (a *app) onlyNamespace(ctx context.Context, client *runner.Client, thread string) (string, error) {
-	names, err := client.Namespaces(ctx, thread)
+func (a *app) onlyNamespace(ctx context.Context, cl *client.Client, thread string) (string, error) {
+	names, err := cl.Namespaces(ctx, thread)
 	if err != nil {
 		return "", a.threadNotFound(thread, err)
 	}

@@ -12,14 +12,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/runner"
 )
 
 // feed is a run's live event stream: Next blocks until events come (or a
 // wait passes: no events, no error) and returns io.EOF once the run has
 // ended and every event up to its end was returned; Status then says how
-// it ended. runner.EventFollower reads Redis directly; sseFeed reads an
+// it ended. client.EventFollower reads Redis directly; sseFeed reads an
 // admin server's GET /v1/runs/{id}/events?follow=1.
 type feed interface {
 	Next(ctx context.Context) ([]fence.Event, error)
@@ -27,7 +27,7 @@ type feed interface {
 }
 
 // source is where the live commands read a run: Redis (through a
-// runner.Client) or an admin server's API (--api).
+// client.Client) or an admin server's API (--api).
 type source interface {
 	follow(ctx context.Context, run string, wait time.Duration) (feed, error)
 	status(ctx context.Context, run string) (*fence.RunInfo, error)
@@ -45,20 +45,20 @@ func (a *app) openSource(ctx context.Context, api string) (source, error) {
 		return &apiSource{base: strings.TrimSuffix(u.String(), "/"), token: a.cfg.APIToken,
 			http: &http.Client{}}, nil
 	}
-	client, done, err := a.connect(ctx)
+	cl, done, err := a.connect(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return redisSource{client: client, done: done}, nil
+	return redisSource{cl: cl, done: done}, nil
 }
 
 type redisSource struct {
-	client *runner.Client
-	done   func()
+	cl   *client.Client
+	done func()
 }
 
 func (s redisSource) follow(ctx context.Context, run string, wait time.Duration) (feed, error) {
-	f, err := s.client.Follow(ctx, run, "")
+	f, err := s.cl.Follow(ctx, run, "")
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (s redisSource) follow(ctx context.Context, run string, wait time.Duration)
 }
 
 func (s redisSource) status(ctx context.Context, run string) (*fence.RunInfo, error) {
-	return s.client.Status(ctx, run)
+	return s.cl.Status(ctx, run)
 }
 
 func (s redisSource) close() { s.done() }

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/client"
 )
 
 // maxListLimit bounds --limit: List reads every listed run in full.
@@ -35,18 +35,18 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if *limit < 1 || *limit > maxListLimit {
 		return usagef("--limit %d: want 1 to %d", *limit, maxListLimit)
 	}
-	client, done, err := a.connect(ctx)
+	cl, done, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	runs, err := client.List(ctx, *status, *limit)
+	runs, err := cl.List(ctx, *status, *limit)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		if runs == nil {
-			runs = []runner.RunSummary{}
+			runs = []client.RunSummary{}
 		}
 		return writeJSON(a.stdout, runs)
 	}

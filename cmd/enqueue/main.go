@@ -4,7 +4,8 @@
 // says what happened: 0 ok, 1 refused or failed, 2 bad input.
 //
 // Configuration comes from the environment (see usage.go); the commands live
-// one per file, each parsing its flags and calling into package runner.
+// one per file, each parsing its flags and calling into packages client and
+// spec: it links no worker runtime.
 package main
 
 import (

@@ -9,7 +9,7 @@ import (
 	"os"
 
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/spec"
 )
 
 // maxSpecBytes caps what submit reads: a spec is at most 1000 nodes of
@@ -42,25 +42,25 @@ func (a *app) submit(ctx context.Context, args []string) error {
 	}
 	// The file's extension, when it is .json, .yaml or .yml, decides the
 	// format; otherwise (stdin too) the content does, JSON first.
-	spec, err := runner.ParseSpecAs(data, runner.SpecFormatOf(name))
+	run, err := spec.ParseAs(data, spec.FormatOf(name))
 	if err != nil {
 		return specErrors(name, err)
 	}
-	if err := spec.Validate(runner.Limits{MaxInputBytes: a.cfg.MaxInputBytes}); err != nil {
+	if err := run.Validate(spec.Limits{MaxInputBytes: a.cfg.MaxInputBytes}); err != nil {
 		return specErrors(name, err)
 	}
 
-	client, done, err := a.connect(ctx)
+	cl, done, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	res, err := client.Submit(ctx, spec)
+	res, err := cl.Submit(ctx, run)
 	switch {
-	case errors.Is(err, runner.ErrInvalidSpec):
+	case errors.Is(err, spec.ErrInvalid):
 		return specErrors(name, err)
 	case errors.Is(err, fence.ErrRunConflict):
-		return fmt.Errorf("run %s exists with a different spec; submit the new one under another id (%w)", spec.ID, err)
+		return fmt.Errorf("run %s exists with a different spec; submit the new one under another id (%w)", run.ID, err)
 	case err != nil && res.RunID != "":
 		// Stored, but some ready node was not enqueued: the workers' sweeper
 		// delivers it, so the run is accepted.

@@ -14,7 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner/admin"
 )
 
@@ -24,9 +24,9 @@ type Config struct {
 	// Redis is the Redis of the queue and of every run's state: one server
 	// (REDIS_URL, default redis://127.0.0.1:6379/0), a cluster
 	// (REDIS_CLUSTER_ADDRS) or Sentinel (REDIS_SENTINEL_ADDRS and
-	// REDIS_SENTINEL_MASTER); see runner.RedisConfig. Ignored with
+	// REDIS_SENTINEL_MASTER); see redisconn.Config. Ignored with
 	// --embedded.
-	Redis runner.RedisConfig
+	Redis redisconn.Config
 	// RunnerID names this worker in leases, events and logs
 	// ([A-Za-z0-9._-], at most 128 bytes). Default: empty, meaning
 	// host-pid-random.

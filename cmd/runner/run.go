@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/admin"
 	"github.com/batonrun/baton/runner/kinds"
@@ -37,7 +38,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("embedded redis: %w", err)
 		}
 		defer m.Close()
-		rconf = runner.RedisConfig{URL: "redis://" + m.Addr() + "/0"}
+		rconf = redisconn.Config{URL: "redis://" + m.Addr() + "/0"}
 		log.Warn("embedded_redis", "redis_url", rconf.URL,
 			"note", "in-process miniredis for trying baton out: runs are lost on exit, one runner only")
 	}
@@ -87,7 +88,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// none (BATON_REDIS_URL unset) and must be configured themselves.
 	var execURL string
 	if rconf.Mode() == "url" {
-		execURL = cmp.Or(rconf.URL, runner.DefaultRedisURL)
+		execURL = cmp.Or(rconf.URL, redisconn.DefaultURL)
 	}
 	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: execURL, Prefix: cfg.Prefix})
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,

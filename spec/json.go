@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"bytes"
@@ -21,7 +21,7 @@ func parseJSON(data []byte, hint string) (*value, error) {
 	p := &jsonParser{dec: dec, data: data, pos: lineCounter{data: data, line: 1}}
 	v, err := p.value(roleRoot)
 	if err != nil { // not reached: the text is valid JSON
-		return nil, &SpecError{Field: "spec", Msg: "not valid JSON: " + err.Error()}
+		return nil, &Error{Field: "spec", Msg: "not valid JSON: " + err.Error()}
 	}
 	return v, nil
 }
@@ -112,7 +112,7 @@ func (p *jsonParser) value(r role) (*value, error) {
 func jsonSyntaxError(data []byte, hint string) error {
 	var se *json.SyntaxError
 	if err := json.Unmarshal(data, new(struct{})); !errors.As(err, &se) {
-		return &SpecError{Field: "spec", Msg: "not valid JSON" + hint}
+		return &Error{Field: "spec", Msg: "not valid JSON" + hint}
 	}
 	msg := se.Error()
 	off := int(se.Offset) - 1 // Offset counts the bytes read, the bad one included
@@ -131,7 +131,7 @@ func jsonSyntaxError(data []byte, hint string) error {
 	}
 	lc := lineCounter{data: data, line: 1}
 	line, col := lc.at(off)
-	return &SpecError{Field: "spec", Msg: "invalid JSON: " + msg + posText(line, col) + hint}
+	return &Error{Field: "spec", Msg: "invalid JSON: " + msg + posText(line, col) + hint}
 }
 
 // posText is where a problem is, for its message: " (line 3, column 7)",

@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"bytes"
@@ -30,18 +30,18 @@ func parseYAML(data []byte) (*value, error) {
 			if line > 0 {
 				msg += posText(line, 0)
 			}
-			return nil, &SpecError{Field: "spec", Msg: msg}
+			return nil, &Error{Field: "spec", Msg: msg}
 		}
 		if emptyDocument(n) {
 			continue
 		}
 		if doc != nil {
-			return nil, &SpecError{Field: "spec", Msg: fmt.Sprintf("a second YAML document at line %d; a spec is one document", n.Line)}
+			return nil, &Error{Field: "spec", Msg: fmt.Sprintf("a second YAML document at line %d; a spec is one document", n.Line)}
 		}
 		doc = n
 	}
 	if doc == nil {
-		return nil, &SpecError{Field: "spec", Msg: "empty"}
+		return nil, &Error{Field: "spec", Msg: "empty"}
 	}
 	c := yamlConv{memo: map[yamlKey]*value{}}
 	return c.value(doc, roleRoot), nil

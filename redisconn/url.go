@@ -1,4 +1,4 @@
-package runner
+package redisconn
 
 import (
 	"fmt"
@@ -8,14 +8,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// OpenRedis opens a client for a Redis URL: redis://[user:password@]host:port/db,
+// OpenURL opens a client for a Redis URL: redis://[user:password@]host:port/db,
 // and rediss:// for TLS. The URL's password never appears in errors. For a
-// cluster or Sentinel, use RedisConfig.
-func OpenRedis(rawURL string) (redis.UniversalClient, error) {
+// cluster or Sentinel, use Config.
+func OpenURL(rawURL string) (redis.UniversalClient, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("redis url: empty")
 	}
-	opt, err := parseRedisURL(rawURL)
+	opt, err := parseURL(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf("redis url%w", err)
 	}
@@ -23,9 +23,9 @@ func OpenRedis(rawURL string) (redis.UniversalClient, error) {
 	return redis.NewClient(opt), nil
 }
 
-// parseRedisURL parses a one-server URL; its errors start with " " and
+// parseURL parses a one-server URL; its errors start with " " and
 // the URL, redacted, or with ":" when it is no URL.
-func parseRedisURL(rawURL string) (*redis.Options, error) {
+func parseURL(rawURL string) (*redis.Options, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, fmt.Errorf(": not a URL")

@@ -1,4 +1,4 @@
-package runner
+package client
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/delivery"
 )
 
 // DefaultFollowWait is how long EventFollower.Next waits for an event
@@ -101,7 +102,7 @@ func (f *EventFollower) readStatus(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.status, f.ended = st, terminal(st)
+	f.status, f.ended = st, delivery.Terminal(st)
 	return nil
 }
 

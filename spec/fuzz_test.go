@@ -1,4 +1,4 @@
-package runner_test
+package spec_test
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/spec"
 )
 
 // FuzzParseSpec: whatever a client sends, parsing and validation return
@@ -30,26 +30,26 @@ func FuzzParseSpec(f *testing.F) {
 		}
 		data, err := os.ReadFile(p)
 		require.NoError(f, err)
-		f.Add(data, uint8(runner.SpecFormatOf(p)))
+		f.Add(data, uint8(spec.FormatOf(p)))
 	}
-	f.Add([]byte("nodes: [&n {id: a, kind: noop, deps: &d [a, a]}, {<<: *n, id: b, deps: *d}]"), uint8(runner.SpecYAML))
-	f.Add([]byte(`{"nodes":[{"id":"a","kind":"noop","timeout":-1e308,"max_attempts":2147483648}]}`), uint8(runner.SpecAuto))
+	f.Add([]byte("nodes: [&n {id: a, kind: noop, deps: &d [a, a]}, {<<: *n, id: b, deps: *d}]"), uint8(spec.YAML))
+	f.Add([]byte(`{"nodes":[{"id":"a","kind":"noop","timeout":-1e308,"max_attempts":2147483648}]}`), uint8(spec.Auto))
 
 	f.Fuzz(func(t *testing.T, data []byte, format uint8) {
-		s, err := runner.ParseSpecAs(data, runner.SpecFormat(format%3))
+		s, err := spec.ParseAs(data, spec.Format(format%3))
 		if err != nil {
 			checkSpecError(t, err)
 			return
 		}
-		if err := s.Validate(runner.Limits{}); err != nil {
+		if err := s.Validate(spec.Limits{}); err != nil {
 			checkSpecError(t, err)
 			return
 		}
 		j, err := json.Marshal(s)
 		require.NoError(t, err)
-		back, err := runner.ParseSpecAs(j, runner.SpecJSON)
+		back, err := spec.ParseAs(j, spec.JSON)
 		require.NoError(t, err, "%s", j)
-		require.NoError(t, back.Validate(runner.Limits{}), "%s", j)
+		require.NoError(t, back.Validate(spec.Limits{}), "%s", j)
 		require.Equal(t, []string{s.ID, s.Thread, s.Multitask}, []string{back.ID, back.Thread, back.Multitask})
 		require.Len(t, back.Nodes, len(s.Nodes))
 		for i, n := range s.Nodes {
@@ -69,12 +69,12 @@ func FuzzParseSpec(f *testing.F) {
 // checkSpecError holds an error to what a user of the CLI or the API sees.
 func checkSpecError(t *testing.T, err error) {
 	t.Helper()
-	require.ErrorIs(t, err, runner.ErrInvalidSpec)
+	require.ErrorIs(t, err, spec.ErrInvalid)
 	leaves := unjoin(err)
 	require.LessOrEqual(t, len(leaves), 21)
 	for _, e := range leaves {
-		var se *runner.SpecError
-		require.True(t, errors.As(e, &se), "%v is not a *SpecError", e)
+		var se *spec.Error
+		require.True(t, errors.As(e, &se), "%v is not a *Error", e)
 		require.NotEmpty(t, se.Field)
 	}
 	msg := err.Error()

@@ -1,4 +1,4 @@
-package runner
+package delivery
 
 import (
 	"context"
@@ -12,13 +12,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/spec"
 )
 
 // TaskType is the Asynq task type of every node delivery.
 const TaskType = "baton:node"
 
 // DefaultQueue is the Asynq queue of nodes that name none.
-const DefaultQueue = "default"
+const DefaultQueue = spec.DefaultQueue
 
 // payload is what Asynq carries: only which node to claim. The node's input
 // and state live in Redis; delivery is a trigger, never authority.
@@ -28,7 +29,9 @@ type payload struct {
 	Node   string `json:"node"`
 }
 
-func decodePayload(b []byte) (fence.NodeRef, error) {
+// DecodePayload reads which node a task delivers, refusing ids that could
+// not be a node's.
+func DecodePayload(b []byte) (fence.NodeRef, error) {
 	var p payload
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fence.NodeRef{}, fmt.Errorf("payload is not JSON: %w", err)
@@ -48,35 +51,41 @@ func TaskID(n fence.NodeRef, attempt int64) string {
 	return n.Run + ":" + n.Node + ":" + strconv.FormatInt(attempt, 10)
 }
 
-// enqueuer puts node deliveries on Asynq.
-type enqueuer struct {
-	client *asynq.Client
-	insp   *asynq.Inspector
+// Enqueuer puts node deliveries on Asynq. Client is all that enqueues;
+// Inspector, which only RedeliverStuck reads, may be nil where nothing
+// redelivers (a submitting client).
+type Enqueuer struct {
+	Client    *asynq.Client
+	Inspector *asynq.Inspector
 }
 
-func newEnqueuer(rdb redis.UniversalClient) enqueuer {
-	return enqueuer{client: asynq.NewClientFromRedisClient(rdb), insp: asynq.NewInspectorFromRedisClient(rdb)}
+// New returns an Enqueuer over rdb with an Inspector, as the runtime's
+// sweeper needs.
+func New(rdb redis.UniversalClient) Enqueuer {
+	return Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)}
 }
 
-// enqueue delivers the node's next attempt (nextAttempt = stored attempt +
+// Enqueue delivers the node's next attempt (nextAttempt = stored attempt +
 // 1) on queue at processAt (zero: now). An attempt that is already queued
 // is not an error.
-func (e enqueuer) enqueue(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) error {
-	_, err := e.enqueueNew(ctx, n, queue, nextAttempt, processAt)
+func (e Enqueuer) Enqueue(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) error {
+	_, err := e.EnqueueNew(ctx, n, queue, nextAttempt, processAt)
 	return err
 }
 
-// enqueueNew is enqueue reporting whether the delivery is new (false: that
+// EnqueueNew is Enqueue reporting whether the delivery is new (false: that
 // attempt's task was there already).
-func (e enqueuer) enqueueNew(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) (bool, error) {
-	fresh, err := e.enqueueAs(ctx, TaskID(n, nextAttempt), n, queue, processAt)
+func (e Enqueuer) EnqueueNew(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) (bool, error) {
+	fresh, err := e.EnqueueAs(ctx, TaskID(n, nextAttempt), n, queue, processAt)
 	if err != nil {
 		return false, fmt.Errorf("enqueue %s attempt %d: %w", n, nextAttempt, err)
 	}
 	return fresh, nil
 }
 
-func (e enqueuer) enqueueAs(ctx context.Context, id string, n fence.NodeRef, queue string, processAt time.Time) (bool, error) {
+// EnqueueAs enqueues a delivery of n under the task id id, reporting
+// whether it is new (false: a task of that id is there already).
+func (e Enqueuer) EnqueueAs(ctx context.Context, id string, n fence.NodeRef, queue string, processAt time.Time) (bool, error) {
 	b, _ := json.Marshal(payload{Thread: n.Thread, Run: n.Run, Node: n.Node}) // cannot fail: strings only
 	opts := []asynq.Option{
 		asynq.TaskID(id),
@@ -91,23 +100,23 @@ func (e enqueuer) enqueueAs(ctx context.Context, id string, n fence.NodeRef, que
 	if !processAt.IsZero() {
 		opts = append(opts, asynq.ProcessAt(processAt))
 	}
-	_, err := e.client.EnqueueContext(ctx, asynq.NewTask(TaskType, b), opts...)
+	_, err := e.Client.EnqueueContext(ctx, asynq.NewTask(TaskType, b), opts...)
 	if errors.Is(err, asynq.ErrTaskIDConflict) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
-// redeliverStuck handles a node the sweeper finds due although its
+// RedeliverStuck handles a node the sweeper finds due although its
 // attempt's task is on Asynq already. A pending task waits its turn. An
 // active one was dequeued, yet its node is still unclaimed or its lease
 // expired: the dequeue's reply was lost, or the server that took it died
 // or was cut off before claiming, and Asynq hands such a task back only
 // when its own lease runs out (30s or more). Then another delivery is
 // enqueued, at most one per window. It reports whether it enqueued one.
-func (e enqueuer) redeliverStuck(ctx context.Context, n fence.NodeRef, queue string, attempt int64, window time.Duration) (bool, error) {
+func (e Enqueuer) RedeliverStuck(ctx context.Context, n fence.NodeRef, queue string, attempt int64, window time.Duration) (bool, error) {
 	id := TaskID(n, attempt)
-	info, err := e.insp.GetTaskInfo(queue, id)
+	info, err := e.Inspector.GetTaskInfo(queue, id)
 	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
 		return false, nil // gone since: the next sweep enqueues it afresh
 	}
@@ -115,5 +124,5 @@ func (e enqueuer) redeliverStuck(ctx context.Context, n fence.NodeRef, queue str
 		return false, err
 	}
 	slot := time.Now().UnixMilli() / max(window.Milliseconds(), 1)
-	return e.enqueueAs(ctx, id+"~"+strconv.FormatInt(slot, 10), n, queue, time.Time{})
+	return e.EnqueueAs(ctx, id+"~"+strconv.FormatInt(slot, 10), n, queue, time.Time{})
 }

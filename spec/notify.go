@@ -1,18 +1,12 @@
-package runner
+package spec
 
 import (
-	"cmp"
-	"context"
-	"errors"
 	"net/url"
 	"strconv"
-	"time"
-
-	"github.com/batonrun/baton/fence"
 )
 
 // Notify is a run's completion webhook: once the run has ended, a
-// runner POSTs its outcome to URL, signed (see Notifier).
+// runner POSTs its outcome to URL, signed (see runner.Notifier).
 //
 //	"notify": {"url": "https://hooks.example.com/baton"}
 type Notify struct {
@@ -71,30 +65,4 @@ func (d *specDecoder) notify(path string, v *value) *Notify {
 	}
 	f := d.fields(v, path, notifyFields)
 	return &Notify{URL: d.str(path+".url", f["url"])}
-}
-
-// armNotify records the spec's webhook before the run is stored, so that
-// no run that ends is missed (fence.ArmNotify). The returned disarm undoes
-// a record it created when the store refused the run for good (a conflict
-// or a busy thread); after any other error the run may have been stored,
-// so the record stays (a pending entry whose run never appears is dropped
-// after a while).
-func (c *Client) armNotify(ctx context.Context, spec *RunSpec, run string) (func(context.Context, error), error) {
-	none := func(context.Context, error) {}
-	if spec.Notify == nil {
-		return none, nil
-	}
-	thread := cmp.Or(spec.Thread, run)
-	created, err := c.store.ArmNotify(ctx, thread, run, spec.Notify.URL)
-	if err != nil || !created {
-		return none, err
-	}
-	return func(ctx context.Context, err error) {
-		if !errors.Is(err, fence.ErrRunConflict) && !errors.Is(err, fence.ErrThreadBusy) {
-			return
-		}
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		_ = c.store.DisarmNotify(dctx, thread, run)
-	}, nil
 }

@@ -1,4 +1,4 @@
-package runner_test
+package spec_test
 
 import (
 	"errors"
@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/spec"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/specs/bad/*.err with what the parser says now")
@@ -22,11 +22,11 @@ func checkFile(t *testing.T, path string) error {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	s, err := runner.ParseSpecAs(data, runner.SpecFormatOf(path))
+	s, err := spec.ParseAs(data, spec.FormatOf(path))
 	if err != nil {
 		return err
 	}
-	return s.Validate(runner.Limits{})
+	return s.Validate(spec.Limits{})
 }
 
 // specFiles lists the specs of testdata/specs/dir, not their .err files.
@@ -72,12 +72,12 @@ func TestSpecFilesRefused(t *testing.T) {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
 			err := checkFile(t, f)
-			require.ErrorIs(t, err, runner.ErrInvalidSpec)
+			require.ErrorIs(t, err, spec.ErrInvalid)
 			leaves := unjoin(err)
 			require.LessOrEqual(t, len(leaves), 21, "20 problems and a count of the rest")
 			for _, e := range leaves {
-				var se *runner.SpecError
-				require.True(t, errors.As(e, &se), "%v is not a *SpecError", e)
+				var se *spec.Error
+				require.True(t, errors.As(e, &se), "%v is not a *Error", e)
 				require.NotEmpty(t, se.Field)
 			}
 			got := err.Error() + "\n"

@@ -1,4 +1,4 @@
-package runner
+package redisconn
 
 import (
 	"crypto/tls"
@@ -14,20 +14,20 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultRedisURL is the Redis used when no deployment is configured.
-const DefaultRedisURL = "redis://127.0.0.1:6379/0"
+// DefaultURL is the Redis used when no deployment is configured.
+const DefaultURL = "redis://127.0.0.1:6379/0"
 
-// RedisConfig says which Redis deployment holds the queue and the runs: one
+// Config says which Redis deployment holds the queue and the runs: one
 // server (URL), a Redis Cluster (ClusterAddrs) or a primary with replicas
 // managed by Sentinel (SentinelAddrs and SentinelMaster). At most one of
-// the three may be set; none means DefaultRedisURL. Its env tags are the
+// the three may be set; none means DefaultURL. Its env tags are the
 // variables the binaries read (github.com/caarlos0/env).
 //
 // The client Open returns is also the Asynq server's and client's, and the
 // Asynq web UI's: one pool per process, whatever the mode. For Asynq that
 // is the same connection as its RedisClusterClientOpt or
 // RedisFailoverClientOpt would make.
-type RedisConfig struct {
+type Config struct {
 	// URL is one server: redis://[user:password@]host:port/db, rediss://
 	// for TLS.
 	URL string `env:"REDIS_URL"`
@@ -53,7 +53,7 @@ type RedisConfig struct {
 }
 
 // Mode is "url", "cluster" or "sentinel": the deployment c selects.
-func (c RedisConfig) Mode() string {
+func (c Config) Mode() string {
 	switch {
 	case len(c.ClusterAddrs) > 0:
 		return "cluster"
@@ -64,7 +64,7 @@ func (c RedisConfig) Mode() string {
 }
 
 // String describes the deployment for logs and errors, without passwords.
-func (c RedisConfig) String() string {
+func (c Config) String() string {
 	switch c.Mode() {
 	case "cluster":
 		return "cluster " + strings.Join(c.ClusterAddrs, ",")
@@ -74,15 +74,15 @@ func (c RedisConfig) String() string {
 	return redactedURL(c.url())
 }
 
-func (c RedisConfig) url() string {
+func (c Config) url() string {
 	if c.URL == "" {
-		return DefaultRedisURL
+		return DefaultURL
 	}
 	return c.URL
 }
 
 // Validate returns every problem with c, each naming its variable.
-func (c RedisConfig) Validate() error {
+func (c Config) Validate() error {
 	var errs []error
 	var set []string
 	if c.URL != "" {
@@ -125,7 +125,7 @@ func (c RedisConfig) Validate() error {
 					"with one server put it in REDIS_URL (redis://user:password@host:port/db, rediss:// for TLS)", key))
 			}
 		}
-		if _, err := parseRedisURL(c.url()); err != nil {
+		if _, err := parseURL(c.url()); err != nil {
 			errs = append(errs, fmt.Errorf("REDIS_URL%w", err))
 		}
 	}
@@ -139,7 +139,7 @@ func (c RedisConfig) Validate() error {
 
 // Open validates c and returns a client for its deployment. It dials
 // nothing: the first command does.
-func (c RedisConfig) Open() (redis.UniversalClient, error) {
+func (c Config) Open() (redis.UniversalClient, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (c RedisConfig) Open() (redis.UniversalClient, error) {
 			SentinelAddrs: trim(c.SentinelAddrs), SentinelPassword: c.SentinelPassword, Username: c.Username,
 			Password: c.Password, TLSConfig: tlsConf, PoolSize: 32}), nil
 	}
-	opt, _ := parseRedisURL(c.url()) // validated
+	opt, _ := parseURL(c.url()) // validated
 	if c.TLSCAFile != "" && opt.TLSConfig != nil {
 		opt.TLSConfig.RootCAs = tlsConf.RootCAs
 	}
@@ -175,7 +175,7 @@ func (c RedisConfig) Open() (redis.UniversalClient, error) {
 	return redis.NewClient(opt), nil
 }
 
-func (c RedisConfig) caPool() (*x509.CertPool, error) {
+func (c Config) caPool() (*x509.CertPool, error) {
 	if c.TLSCAFile == "" {
 		return nil, nil
 	}

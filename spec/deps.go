@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"bytes"
@@ -7,15 +7,6 @@ import (
 	"strconv"
 	"strings"
 )
-
-// DepResult returns the committed result of the direct dependency id, and
-// whether id is one. Every attempt of a node, and every worker that takes
-// it over, sees the same results: a dependency has SUCCEEDED before its
-// dependent runs, and a SUCCEEDED node never changes again.
-func (t *Task) DepResult(id string) (json.RawMessage, bool) {
-	r, ok := t.Deps[id]
-	return r, ok
-}
 
 // refKey is the key of an input reference object: {"$dep": "id"} or
 // {"$dep": "id", "path": "items.0.url"}.

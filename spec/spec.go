@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"bytes"
@@ -12,15 +12,15 @@ import (
 	"strings"
 	"time"
 
-	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/fence/ids"
 )
 
-// RunSpec is a run as submitted: a DAG of nodes.
+// Run is a run as submitted: a DAG of nodes.
 //
 //	{"id": "deploy-42", "nodes": [
 //	  {"id": "build", "kind": "exec", "input": {"command": ["make"]}},
 //	  {"id": "ship", "kind": "http", "deps": ["build"], "max_attempts": 5}]}
-type RunSpec struct {
+type Run struct {
 	// ID names the run; empty: a random one. Submitting the same id with
 	// the same spec again is a no-op; with another spec, a conflict.
 	ID string `json:"id,omitempty" yaml:"id,omitempty"`
@@ -34,20 +34,20 @@ type RunSpec struct {
 	// checkpoints, and starts next; "rollback" cancels it and deletes the
 	// checkpoints it wrote, then starts next. LangGraph's names and
 	// meanings.
-	Multitask string     `json:"multitask,omitempty" yaml:"multitask,omitempty"`
-	Nodes     []NodeSpec `json:"nodes" yaml:"nodes"`
+	Multitask string `json:"multitask,omitempty" yaml:"multitask,omitempty"`
+	Nodes     []Node `json:"nodes" yaml:"nodes"`
 	// StartAt (RFC 3339) or StartIn (a duration, from the submit on
 	// Redis's clock) delays the run: its root nodes become due then. At
 	// most one of the two; neither: at once.
 	StartAt *time.Time `json:"start_at,omitempty" yaml:"start_at,omitempty"`
 	StartIn Duration   `json:"start_in,omitempty" yaml:"start_in,omitempty"`
 	// Notify, when set, is a webhook POSTed once the run has ended
-	// (notify.go). Nil: none.
+	// (runner.Notifier). Nil: none.
 	Notify *Notify `json:"notify,omitempty" yaml:"notify,omitempty"`
 }
 
-// NodeSpec is one node of a RunSpec.
-type NodeSpec struct {
+// Node is one node of a Run.
+type Node struct {
 	ID   string   `json:"id" yaml:"id"`
 	Kind string   `json:"kind" yaml:"kind"`
 	Deps []string `json:"deps,omitempty" yaml:"deps,omitempty"`
@@ -93,79 +93,79 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 // MarshalJSON writes the Go duration string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
-// ErrInvalidSpec is wrapped by every error about a malformed run spec.
-var ErrInvalidSpec = errors.New("baton: invalid run spec")
+// ErrInvalid is wrapped by every error about a malformed run spec.
+var ErrInvalid = errors.New("baton: invalid run spec")
 
-// SpecError names the field of a run spec that is wrong.
-type SpecError struct {
+// Error names the field of a run spec that is wrong.
+type Error struct {
 	Field string // e.g. "nodes[2].deps[0]"
 	Msg   string
 }
 
-func (e *SpecError) Error() string { return e.Field + ": " + e.Msg }
-func (e *SpecError) Unwrap() error { return ErrInvalidSpec }
+func (e *Error) Error() string { return e.Field + ": " + e.Msg }
+func (e *Error) Unwrap() error { return ErrInvalid }
 
-// SpecFormat is the syntax a run spec is written in.
-type SpecFormat int
+// Format is the syntax a run spec is written in.
+type Format int
 
 const (
-	// SpecAuto: JSON when the first character that is not white space is
+	// Auto: JSON when the first character that is not white space is
 	// "{" or "[", YAML otherwise. Invalid JSON is an error, never read
 	// again as YAML: a typo must not turn into another meaning.
-	SpecAuto SpecFormat = iota
-	SpecJSON
-	SpecYAML
+	Auto Format = iota
+	JSON
+	YAML
 )
 
-// SpecFormatOf names the format of a spec from a file name (.json, .yaml,
+// FormatOf names the format of a spec from a file name (.json, .yaml,
 // .yml) or a media type (a Content-Type such as application/json or
-// application/yaml); SpecAuto when it says neither.
-func SpecFormatOf(nameOrType string) SpecFormat {
+// application/yaml); Auto when it says neither.
+func FormatOf(nameOrType string) Format {
 	s := strings.ToLower(strings.TrimSpace(nameOrType))
 	if mt, _, err := mime.ParseMediaType(s); err == nil {
 		switch {
 		case mt == "application/json" || mt == "text/json" || strings.HasSuffix(mt, "+json"):
-			return SpecJSON
+			return JSON
 		case mt == "application/yaml" || mt == "application/x-yaml" || mt == "text/yaml" ||
 			mt == "text/x-yaml" || strings.HasSuffix(mt, "+yaml"):
-			return SpecYAML
+			return YAML
 		}
 	}
 	switch path.Ext(s) {
 	case ".json":
-		return SpecJSON
+		return JSON
 	case ".yaml", ".yml":
-		return SpecYAML
+		return YAML
 	}
-	return SpecAuto
+	return Auto
 }
 
-// ParseSpec reads a run spec in JSON or YAML, telling them apart as
-// SpecAuto does. See ParseSpecAs.
-func ParseSpec(data []byte) (*RunSpec, error) { return ParseSpecAs(data, SpecAuto) }
+// Parse reads a run spec in JSON or YAML, telling them apart as
+// Auto does. See ParseAs.
+func Parse(data []byte) (*Run, error) { return ParseAs(data, Auto) }
 
-// ParseSpecAs reads a run spec in the given format. It is strict: unknown
+// ParseAs reads a run spec in the given format. It is strict: unknown
 // keys (a typo in "max_attempts" must not silently mean the default),
 // duplicate keys and keys that differ from a field only in case are
 // errors, and so is a value of the wrong type or one too large for its
-// field. Every problem is reported, up to 20 of them, each a *SpecError
+// field. Every problem is reported, up to 20 of them, each a *Error
 // naming the field path and the line and column; they are joined with
 // errors.Join. Problems with the text itself (syntax, keys) are filed
 // under the field "spec".
-func ParseSpecAs(data []byte, format SpecFormat) (*RunSpec, error) {
+func ParseAs(data []byte, format Format) (*Run, error) {
 	text := bytes.TrimPrefix(data, []byte("\xef\xbb\xbf")) // a UTF-8 byte order mark
 	i := bytes.IndexFunc(text, func(r rune) bool { return r != ' ' && r != '\t' && r != '\r' && r != '\n' })
 	if i < 0 {
-		return nil, &SpecError{Field: "spec", Msg: "empty"}
+		return nil, &Error{Field: "spec", Msg: "empty"}
 	}
 	var (
 		root *value
 		err  error
 	)
 	switch {
-	case format == SpecJSON:
+	case format == JSON:
 		root, err = parseJSON(text, "")
-	case format == SpecAuto && (text[i] == '{' || text[i] == '['):
+	case format == Auto && (text[i] == '{' || text[i] == '['):
 		root, err = parseJSON(text, fmt.Sprintf("; read as JSON because it starts with %q (YAML in flow style: start it with ---)", text[i]))
 	default:
 		root, err = parseYAML(data)
@@ -191,7 +191,8 @@ type Limits struct {
 	DefaultMaxAttempts int
 }
 
-func (l Limits) withDefaults() Limits {
+// WithDefaults returns l with every zero field set to its default.
+func (l Limits) WithDefaults() Limits {
 	if l.MaxInputBytes <= 0 {
 		l.MaxInputBytes = 1 << 20
 	}
@@ -205,14 +206,14 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Validate checks the spec and returns every problem at once (up to 20,
-// then how many more), each a *SpecError naming its field, joined with
+// then how many more), each a *Error naming its field, joined with
 // errors.Join.
-func (s *RunSpec) Validate(lim Limits) error {
-	lim = lim.withDefaults()
+func (s *Run) Validate(lim Limits) error {
+	lim = lim.WithDefaults()
 	var p problems
 	bad := p.addf
 	badID := func(field, id string) {
-		if err := fence.ValidateID(field, id); err != nil {
+		if err := ids.Validate(field, id); err != nil {
 			bad(field, "%s", strings.TrimPrefix(err.Error(), field+": "))
 		}
 	}
@@ -327,7 +328,7 @@ func cyclePath(cycle []string) string {
 }
 
 // findCycle returns one cycle as a path of node ids, or nil.
-func findCycle(nodes []NodeSpec, index map[string]int) []string {
+func findCycle(nodes []Node, index map[string]int) []string {
 	const (
 		white = iota
 		grey
@@ -368,10 +369,55 @@ func findCycle(nodes []NodeSpec, index map[string]int) []string {
 	return nil
 }
 
+// DefaultQueue is the Asynq queue of nodes that name none.
+const DefaultQueue = "default"
+
+// Compiled is a run as the submit script stores it: every node with its
+// dependents, transitive descendants and defaults filled in, and a digest
+// that makes a resubmit of the same spec a no-op.
+type Compiled struct {
+	Nodes  []CompiledNode
+	Digest string
+}
+
+// CompiledNode is one node as fence stores it. It has fence.NodeSpec's
+// fields, in the same order and with the same JSON names, so package client
+// converts one to the other with fence.NodeSpec(n): a conversion the
+// compiler refuses the day the two differ. spec itself links no Redis.
+type CompiledNode struct {
+	ID          string   `json:"id"`
+	Kind        string   `json:"kind"`
+	Queue       string   `json:"queue"`
+	Input       string   `json:"input"` // JSON text, compacted
+	Deps        []string `json:"deps"`
+	Dependents  []string `json:"dependents"`
+	Descendants []string `json:"descendants"`
+	MaxAttempts int      `json:"max_attempts"`
+	TimeoutMS   int64    `json:"timeout_ms"`
+	Retry       string   `json:"retry,omitempty"` // the RetryPolicy as JSON; "": the worker's default
+}
+
+// Compile validates the spec (every problem at once, as Validate) and
+// turns it into what fence stores. It is the one call between a parsed
+// spec and a submit, so no caller can store a spec it forgot to validate.
+func (s *Run) Compile(lim Limits) (*Compiled, error) {
+	if s == nil {
+		return nil, &Error{Field: "spec", Msg: "missing"}
+	}
+	if err := s.Validate(lim); err != nil {
+		return nil, err
+	}
+	nodes, digest, err := s.compile(lim)
+	if err != nil {
+		return nil, err
+	}
+	return &Compiled{Nodes: nodes, Digest: digest}, nil
+}
+
 // compile turns a validated spec into what fence stores: dependents,
 // transitive descendants, defaults, and a digest for idempotent resubmits.
-func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
-	lim = lim.withDefaults()
+func (s *Run) compile(lim Limits) ([]CompiledNode, string, error) {
+	lim = lim.WithDefaults()
 	index := make(map[string]int, len(s.Nodes))
 	for i, n := range s.Nodes {
 		index[n.ID] = i
@@ -382,13 +428,13 @@ func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
 			dependents[index[d]] = append(dependents[index[d]], n.ID)
 		}
 	}
-	out := make([]fence.NodeSpec, len(s.Nodes))
+	out := make([]CompiledNode, len(s.Nodes))
 	for i, n := range s.Nodes {
 		input := "null"
 		if len(n.Input) > 0 {
 			var buf bytes.Buffer
 			if err := json.Compact(&buf, n.Input); err != nil {
-				return nil, "", &SpecError{Field: fmt.Sprintf("nodes[%d].input", i), Msg: err.Error()}
+				return nil, "", &Error{Field: fmt.Sprintf("nodes[%d].input", i), Msg: err.Error()}
 			}
 			input = buf.String()
 		}
@@ -400,7 +446,7 @@ func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
 		if queue == "" {
 			queue = DefaultQueue
 		}
-		out[i] = fence.NodeSpec{ID: n.ID, Kind: n.Kind, Queue: queue, Input: input,
+		out[i] = CompiledNode{ID: n.ID, Kind: n.Kind, Queue: queue, Input: input,
 			Deps: nonNil(n.Deps), Dependents: nonNil(dependents[i]),
 			Descendants: descendants(i, s.Nodes, index, dependents),
 			MaxAttempts: attempts, TimeoutMS: time.Duration(n.Timeout).Milliseconds(), Retry: n.Retry.encode()}
@@ -413,11 +459,11 @@ func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
 		startAt = s.StartAt.UnixMilli()
 	}
 	canon, err := json.Marshal(struct {
-		Thread  string           `json:"thread"`
-		Nodes   []fence.NodeSpec `json:"nodes"`
-		StartAt int64            `json:"start_at,omitempty"`
-		StartIn int64            `json:"start_in,omitempty"`
-		Notify  string           `json:"notify,omitempty"`
+		Thread  string         `json:"thread"`
+		Nodes   []CompiledNode `json:"nodes"`
+		StartAt int64          `json:"start_at,omitempty"`
+		StartIn int64          `json:"start_in,omitempty"`
+		Notify  string         `json:"notify,omitempty"`
 	}{s.Thread, out, startAt, time.Duration(s.StartIn).Milliseconds(), s.Notify.url()})
 	if err != nil {
 		return nil, "", err
@@ -426,7 +472,7 @@ func (s *RunSpec) compile(lim Limits) ([]fence.NodeSpec, string, error) {
 	return out, hex.EncodeToString(sum[:]), nil
 }
 
-func descendants(i int, nodes []NodeSpec, index map[string]int, dependents [][]string) []string {
+func descendants(i int, nodes []Node, index map[string]int, dependents [][]string) []string {
 	seen := map[string]bool{}
 	out := []string{}
 	queue := append([]string{}, dependents[i]...)

@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"cmp"
@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// This file turns a parsed spec document, JSON or YAML, into a RunSpec by
+// This file turns a parsed spec document, JSON or YAML, into a Run by
 // hand rather than through encoding/json's reflection: every problem is
 // collected instead of the first, each names its field path and position,
 // and no message can mention a Go type.
@@ -33,7 +33,7 @@ type problems struct {
 }
 
 type problem struct {
-	err       *SpecError
+	err       *Error
 	line, col int // 0: no position
 }
 
@@ -59,7 +59,7 @@ func (p *problems) addAt(line, col int, field, msg string) {
 		p.seen = map[string]bool{}
 	}
 	p.seen[key] = true
-	p.list = append(p.list, problem{&SpecError{Field: field, Msg: msg}, line, col})
+	p.list = append(p.list, problem{&Error{Field: field, Msg: msg}, line, col})
 }
 
 func (p *problems) addf(field, format string, a ...any) { p.add(field, fmt.Sprintf(format, a...)) }
@@ -84,7 +84,7 @@ func (p *problems) err() error {
 		errs = append(errs, e.err)
 	}
 	if p.dropped > 0 {
-		errs = append(errs, &SpecError{Field: "spec", Msg: fmt.Sprintf("and %d more problems", p.dropped)})
+		errs = append(errs, &Error{Field: "spec", Msg: fmt.Sprintf("and %d more problems", p.dropped)})
 	}
 	return errors.Join(errs...)
 }
@@ -200,7 +200,7 @@ func (v *value) describe() string {
 // otherwise expand to billions.
 const maxExpanded = 1 << 21
 
-// specDecoder fills a RunSpec from a document, collecting every problem.
+// specDecoder fills a Run from a document, collecting every problem.
 type specDecoder struct {
 	p        problems
 	expanded int
@@ -221,8 +221,8 @@ var (
 	retryFields = []string{"backoff", "base", "max", "jitter"}
 )
 
-func (d *specDecoder) spec(root *value) *RunSpec {
-	s := &RunSpec{}
+func (d *specDecoder) spec(root *value) *Run {
+	s := &Run{}
 	if root.kind != vObject {
 		d.p.addAt(root.line, root.col, "spec", `want an object with "nodes", got `+root.describe())
 		return s
@@ -260,8 +260,8 @@ func (d *specDecoder) spec(root *value) *RunSpec {
 	return s
 }
 
-func (d *specDecoder) node(path string, v *value) NodeSpec {
-	var n NodeSpec
+func (d *specDecoder) node(path string, v *value) Node {
+	var n Node
 	if v.kind != vObject {
 		d.wrongType(path, v, "an object")
 		return n

@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"bytes"
@@ -12,10 +12,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// legacyParseSpec is ParseSpec as it was before parsing became strict:
+// legacyParseSpec is Parse as it was before parsing became strict:
 // JSON through encoding/json, anything else (invalid JSON included)
 // through YAML. Kept to show that what it accepted still means the same.
-func legacyParseSpec(data []byte) (*RunSpec, error) {
+func legacyParseSpec(data []byte) (*Run, error) {
 	data = bytes.TrimSpace(data)
 	if data[0] != '{' || !json.Valid(data) {
 		var v any
@@ -30,7 +30,7 @@ func legacyParseSpec(data []byte) (*RunSpec, error) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
-	var s RunSpec
+	var s Run
 	if err := dec.Decode(&s); err != nil {
 		return nil, err
 	}
@@ -51,7 +51,7 @@ func TestAcceptedSpecsKeepTheirDigest(t *testing.T) {
 			t.Parallel()
 			data, err := os.ReadFile(f)
 			require.NoError(t, err)
-			now, err := ParseSpecAs(data, SpecFormatOf(f))
+			now, err := ParseAs(data, FormatOf(f))
 			require.NoError(t, err)
 			require.NoError(t, now.Validate(Limits{}))
 			if strings.HasPrefix(filepath.Base(f), "new-") {

@@ -1,4 +1,4 @@
-package runner_test
+package spec_test
 
 import (
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/spec"
 )
 
 // Every problem in a spec is reported at once, each naming its field.
@@ -37,14 +37,14 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 			[]string{"id", "nodes[0].id", "nodes[0].kind", "nodes[1].deps[0]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := runner.ParseSpec([]byte(tc.spec))
+			s, err := spec.Parse([]byte(tc.spec))
 			require.NoError(t, err)
-			err = s.Validate(runner.Limits{MaxInputBytes: 1000})
-			require.ErrorIs(t, err, runner.ErrInvalidSpec)
+			err = s.Validate(spec.Limits{MaxInputBytes: 1000})
+			require.ErrorIs(t, err, spec.ErrInvalid)
 			var got []string
 			for _, e := range unjoin(err) {
-				var se *runner.SpecError
-				require.True(t, errors.As(e, &se), "%v is not a *SpecError", e)
+				var se *spec.Error
+				require.True(t, errors.As(e, &se), "%v is not a *Error", e)
 				got = append(got, se.Field)
 			}
 			require.ElementsMatch(t, tc.fields, got, err.Error())
@@ -54,19 +54,19 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 
 func TestSpecParsesJSONAndYAML(t *testing.T) {
 	t.Parallel()
-	y, err := runner.ParseSpec([]byte("id: r1\nnodes:\n  - id: a\n    kind: sleep\n    input: {duration: 2s}\n    timeout: 90\n  - {id: b, kind: noop, deps: [a]}\n"))
+	y, err := spec.Parse([]byte("id: r1\nnodes:\n  - id: a\n    kind: sleep\n    input: {duration: 2s}\n    timeout: 90\n  - {id: b, kind: noop, deps: [a]}\n"))
 	require.NoError(t, err)
-	require.NoError(t, y.Validate(runner.Limits{}))
+	require.NoError(t, y.Validate(spec.Limits{}))
 	require.Equal(t, "r1", y.ID)
 	require.Equal(t, []string{"a"}, y.Nodes[1].Deps)
 	require.JSONEq(t, `{"duration":"2s"}`, string(y.Nodes[0].Input))
 	require.Equal(t, 90*time.Second, time.Duration(y.Nodes[0].Timeout))
 
-	_, err = runner.ParseSpec([]byte(`{"nodes":[{"id":"a","kind":"noop","max_atempts":3}]}`))
-	require.ErrorIs(t, err, runner.ErrInvalidSpec, "a misspelt field is an error, not a silent default")
+	_, err = spec.Parse([]byte(`{"nodes":[{"id":"a","kind":"noop","max_atempts":3}]}`))
+	require.ErrorIs(t, err, spec.ErrInvalid, "a misspelt field is an error, not a silent default")
 	require.Contains(t, err.Error(), "max_atempts")
-	_, err = runner.ParseSpec([]byte("  "))
-	require.ErrorIs(t, err, runner.ErrInvalidSpec)
+	_, err = spec.Parse([]byte("  "))
+	require.ErrorIs(t, err, spec.ErrInvalid)
 }
 
 func unjoin(err error) []error {
@@ -81,35 +81,35 @@ func unjoin(err error) []error {
 // JSON is refused, never read again as YAML.
 func TestSpecFormat(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]runner.SpecFormat{
-		"run.json": runner.SpecJSON, "specs.d/RUN.YAML": runner.SpecYAML, "run.yml": runner.SpecYAML,
-		"application/json": runner.SpecJSON, "application/json; charset=utf-8": runner.SpecJSON,
-		"application/vnd.baton+json": runner.SpecJSON, "application/yaml": runner.SpecYAML,
-		"application/x-yaml": runner.SpecYAML, "text/yaml; charset=utf-8": runner.SpecYAML,
-		"": runner.SpecAuto, "-": runner.SpecAuto, "stdin": runner.SpecAuto, "run.txt": runner.SpecAuto,
-		"text/plain": runner.SpecAuto, "application/x-www-form-urlencoded": runner.SpecAuto,
+	for in, want := range map[string]spec.Format{
+		"run.json": spec.JSON, "specs.d/RUN.YAML": spec.YAML, "run.yml": spec.YAML,
+		"application/json": spec.JSON, "application/json; charset=utf-8": spec.JSON,
+		"application/vnd.baton+json": spec.JSON, "application/yaml": spec.YAML,
+		"application/x-yaml": spec.YAML, "text/yaml; charset=utf-8": spec.YAML,
+		"": spec.Auto, "-": spec.Auto, "stdin": spec.Auto, "run.txt": spec.Auto,
+		"text/plain": spec.Auto, "application/x-www-form-urlencoded": spec.Auto,
 	} {
-		require.Equal(t, want, runner.SpecFormatOf(in), in)
+		require.Equal(t, want, spec.FormatOf(in), in)
 	}
 
 	flow := []byte("{id: r1, nodes: [{id: a, kind: noop}]}")
-	_, err := runner.ParseSpec(flow)
-	require.ErrorIs(t, err, runner.ErrInvalidSpec)
+	_, err := spec.Parse(flow)
+	require.ErrorIs(t, err, spec.ErrInvalid)
 	require.ErrorContains(t, err, "start it with ---", "the error says how to write YAML in flow style")
-	s, err := runner.ParseSpecAs(flow, runner.SpecYAML)
+	s, err := spec.ParseAs(flow, spec.YAML)
 	require.NoError(t, err, "a .yaml file may be in flow style")
 	require.Equal(t, "r1", s.ID)
-	s, err = runner.ParseSpec(append([]byte("---\n"), flow...))
+	s, err = spec.Parse(append([]byte("---\n"), flow...))
 	require.NoError(t, err)
 	require.Equal(t, "r1", s.ID)
 
-	_, err = runner.ParseSpecAs([]byte("id: r1\nnodes: [{id: a, kind: noop}]\n"), runner.SpecJSON)
+	_, err = spec.ParseAs([]byte("id: r1\nnodes: [{id: a, kind: noop}]\n"), spec.JSON)
 	require.ErrorContains(t, err, "invalid JSON", "a .json file is JSON")
 
 	trailing := []byte(`{"id": "r", "nodes": [{"id": "a", "kind": "noop"},]}`)
-	_, err = runner.ParseSpec(trailing)
+	_, err = spec.Parse(trailing)
 	require.ErrorContains(t, err, "trailing comma")
-	_, err = runner.ParseSpecAs(trailing, runner.SpecJSON)
+	_, err = spec.ParseAs(trailing, spec.JSON)
 	require.ErrorContains(t, err, "trailing comma")
 }
 
@@ -117,15 +117,15 @@ func TestSpecFormat(t *testing.T) {
 // exactly, and a second "id" or an "ID" is refused, not picked.
 func TestSpecKeysMatchExactly(t *testing.T) {
 	t.Parallel()
-	for _, spec := range []string{
+	for _, text := range []string{
 		`{"id": "a", "ID": "b", "nodes": [{"id": "n", "kind": "noop"}]}`,
 		`{"id": "a", "id": "b", "nodes": [{"id": "n", "kind": "noop"}]}`,
 		"id: a\nId: b\nnodes: [{id: n, kind: noop}]\n",
 		"id: a\nid: b\nnodes: [{id: n, kind: noop}]\n",
 		`{"id": "a", "nodes": [{"id": "n", "Kind": "exec", "kind": "noop"}]}`,
 	} {
-		s, err := runner.ParseSpec([]byte(spec))
-		require.ErrorIs(t, err, runner.ErrInvalidSpec, spec)
+		s, err := spec.Parse([]byte(text))
+		require.ErrorIs(t, err, spec.ErrInvalid, text)
 		require.Nil(t, s)
 		require.Regexp(t, `\(line \d+, column \d+\)`, err.Error(), "the problem says where")
 	}
@@ -137,16 +137,16 @@ func TestSpecYAMLAliasesAreBounded(t *testing.T) {
 	t.Parallel()
 	doc := "nodes: [&n {id: a, kind: noop, deps: [" + strings.Repeat("x, ", 5000) + "]}, " +
 		strings.Repeat("*n, ", 5000) + "]" // 25 million deps once expanded
-	_, err := runner.ParseSpec([]byte(doc))
+	_, err := spec.Parse([]byte(doc))
 	require.ErrorContains(t, err, "once YAML aliases are expanded")
 	checkSpecError(t, err)
 }
 
-// Timeouts read by encoding/json (a RunSpec decoded directly) get the same
+// Timeouts read by encoding/json (a Run decoded directly) get the same
 // checks: an overflowing number is too large, not negative.
 func TestDurationJSON(t *testing.T) {
 	t.Parallel()
-	var d runner.Duration
+	var d spec.Duration
 	require.NoError(t, json.Unmarshal([]byte(`"1m30s"`), &d))
 	require.Equal(t, 90*time.Second, time.Duration(d))
 	require.NoError(t, json.Unmarshal([]byte(`1.5`), &d))

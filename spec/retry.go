@@ -1,4 +1,4 @@
-package runner
+package spec
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 
 // RetryPolicy is a node's backoff between failed attempts (spec field
 // "retry"). Every field is optional; an unset one takes today's default,
-// the worker's: exponential from WorkerConfig.RetryBase (1s) up to
+// the worker's: exponential from runner.WorkerConfig.RetryBase (1s) up to
 // RetryMax (5m), with jitter.
 //
 //	{"backoff": "fixed", "base": "2s", "jitter": false}
@@ -46,10 +46,12 @@ func (p *RetryPolicy) encode() string {
 	return string(b)
 }
 
-// nodeRetryDelay is the delay before the next attempt after used failed
-// attempts (1 after the first), under the stored policy (""; or one that
-// does not parse: the defaults) and the worker's defaults.
-func nodeRetryDelay(stored string, used int64, base, maxDelay time.Duration) time.Duration {
+// RetryDelay is the delay before a node's next attempt after used failed
+// attempts (1 after the first), under its stored policy (CompiledNode.Retry;
+// "" or one that does not parse: the defaults) and the worker's defaults.
+// It lives with the policy so that what a spec says and what a worker does
+// are read in one place.
+func RetryDelay(stored string, used int64, base, maxDelay time.Duration) time.Duration {
 	var p storedRetry
 	if stored != "" {
 		_ = json.Unmarshal([]byte(stored), &p) // written by compile; a bad one means the defaults

@@ -1,4 +1,4 @@
-package runner
+package client
 
 import (
 	"cmp"
@@ -13,10 +13,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/delivery"
+	"github.com/batonrun/baton/spec"
 )
 
-// ClientConfig configures a Client.
-type ClientConfig struct {
+// Config configures a Client.
+type Config struct {
 	// Redis is the store and the queue's Redis. Required. The Client does
 	// not close it.
 	Redis redis.UniversalClient
@@ -24,14 +26,15 @@ type ClientConfig struct {
 	Prefix string
 	// Limits bound what a submitted run may hold. Zero value: 1 MiB inputs,
 	// 1000 nodes, 3 attempts per node.
-	Limits Limits
+	Limits spec.Limits
 }
 
 // Client submits, inspects and cancels runs. It is safe for concurrent use.
 type Client struct {
 	store  *fence.Store
 	asynq  *asynq.Client
-	limits Limits
+	queue  delivery.Enqueuer // over asynq, with no Inspector
+	limits spec.Limits
 	// rdb, when set, is the one server the client's Asynq client enqueues
 	// through a tripClient: a run's submit then carries the enqueue of its
 	// first node (trip.go). Nil on a cluster.
@@ -53,14 +56,14 @@ type Client struct {
 // liveFor is how long Submit reuses the listing of live runners.
 const liveFor = time.Second
 
-// NewClient returns a Client over cfg.Redis.
-func NewClient(cfg ClientConfig) (*Client, error) {
+// New returns a Client over cfg.Redis.
+func New(cfg Config) (*Client, error) {
 	if cfg.Redis == nil {
-		return nil, errors.New("baton: ClientConfig.Redis is required")
+		return nil, errors.New("baton: client Config.Redis is required")
 	}
 	c := &Client{
 		store:  fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}}),
-		limits: cfg.Limits.withDefaults(),
+		limits: cfg.Limits.WithDefaults(),
 	}
 	if _, cluster := cfg.Redis.(*redis.ClusterClient); cluster {
 		c.asynq = asynq.NewClientFromRedisClient(cfg.Redis)
@@ -68,6 +71,7 @@ func NewClient(cfg ClientConfig) (*Client, error) {
 		c.rdb = cfg.Redis
 		c.asynq = asynq.NewClientFromRedisClient(tripClient{cfg.Redis})
 	}
+	c.queue = delivery.Enqueuer{Client: c.asynq}
 	return c, nil
 }
 
@@ -93,51 +97,44 @@ type Submitted struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// Submit validates spec, stores the run atomically and enqueues its ready
-// nodes. A spec error is a *SpecError (errors.Is ErrInvalidSpec); the same
+// Submit validates run, stores the run atomically and enqueues its ready
+// nodes. A spec error is a *spec.Error (errors.Is spec.ErrInvalid); the same
 // run id with another spec is fence.ErrRunConflict; a run for a busy thread
 // is fence.ErrThreadBusy (multitask reject, or a run without a thread) or
 // QUEUED (enqueue, interrupt, rollback; the last two cancel the active run
 // in the same atomic step). If enqueueing fails
 // after the run was stored, the run is not lost: the sweeper enqueues its
 // READY nodes; the error is still returned.
-func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
-	if spec == nil {
-		return Submitted{}, &SpecError{Field: "spec", Msg: "missing"}
-	}
-	if err := spec.Validate(c.limits); err != nil {
-		return Submitted{}, err
-	}
-	nodes, digest, err := spec.compile(c.limits)
+func (c *Client) Submit(ctx context.Context, run *spec.Run) (Submitted, error) {
+	compiled, err := run.Compile(c.limits)
 	if err != nil {
 		return Submitted{}, err
 	}
-	runID := spec.ID
+	runID := run.ID
 	if runID == "" {
 		runID = "run-" + fence.NewClaimID()
 	}
-	args := fence.SubmitArgs{Run: runID, Thread: spec.Thread, Multitask: spec.Multitask, Digest: digest,
-		Nodes: nodes, StartIn: time.Duration(spec.StartIn)}
-	if spec.StartAt != nil {
-		args.StartAt = *spec.StartAt
+	nodes := make([]fence.NodeSpec, len(compiled.Nodes))
+	for i, n := range compiled.Nodes {
+		nodes[i] = fence.NodeSpec(n)
 	}
-	disarm, err := c.armNotify(ctx, spec, runID) // notify_spec.go
-	if err != nil {
-		return Submitted{}, err
+	args := fence.SubmitArgs{Run: runID, Thread: run.Thread, Multitask: run.Multitask, Digest: compiled.Digest,
+		Nodes: nodes, StartIn: time.Duration(run.StartIn)}
+	if run.StartAt != nil {
+		args.StartAt = *run.StartAt
 	}
-	e := enqueuer{client: c.asynq}
+	e := c.queue
 	trip, carriedNode := c.submitTrip(e, args, nodes)
 	if trip != nil {
 		args.Scripter = trip
 	}
-	res, err := c.store.Submit(ctx, args)
+	res, err := c.storeRun(ctx, args, run.Notify) // notify.go
 	if trip != nil && trip.early {
 		c.scriptCached.Store(false)
 	} else if err == nil {
 		c.scriptCached.Store(true)
 	}
 	if err != nil {
-		disarm(ctx, err)
 		return Submitted{}, err
 	}
 	out := Submitted{RunID: runID, Status: res.Status, Created: res.Created, Behind: res.Behind}
@@ -167,9 +164,9 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 			// The task that came before its node may be in a worker's
 			// hands, about to be dropped as nothing to claim: a delivery
 			// under an id of its own is not mistaken for it.
-			_, err = e.enqueueAs(ctx, TaskID(ref, 1)+"~submit", ref, queues[id], processAt)
+			_, err = e.EnqueueAs(ctx, delivery.TaskID(ref, 1)+"~submit", ref, queues[id], processAt)
 		default:
-			err = e.enqueue(ctx, ref, queues[id], 1, processAt)
+			err = e.Enqueue(ctx, ref, queues[id], 1, processAt)
 		}
 		if err != nil {
 			errs = append(errs, err)
@@ -180,7 +177,7 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 		// if that ended it, or it had ended before anyone started the next,
 		// start the next now. Should this call not happen, the sweeper
 		// does it.
-		if _, err := advance(ctx, c.store, e, res.Thread, "client"); err != nil {
+		if _, err := delivery.Advance(ctx, c.store, e, res.Thread, "client"); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -196,7 +193,7 @@ func (c *Client) Submit(ctx context.Context, spec *RunSpec) (Submitted, error) {
 // submit script is known to be cached, or for a run with a start time (its
 // task waits for the start the script reads from Redis's clock). fence
 // uses it only for a run whose thread has no active run.
-func (c *Client) submitTrip(e enqueuer, args fence.SubmitArgs, nodes []fence.NodeSpec) (*submitTrip, string) {
+func (c *Client) submitTrip(e delivery.Enqueuer, args fence.SubmitArgs, nodes []fence.NodeSpec) (*submitTrip, string) {
 	if c.rdb == nil || !c.scriptCached.Load() || args.StartIn > 0 || !args.StartAt.IsZero() {
 		return nil, ""
 	}
@@ -207,7 +204,7 @@ func (c *Client) submitTrip(e enqueuer, args fence.SubmitArgs, nodes []fence.Nod
 		}
 		ref := fence.NodeRef{Thread: thread, Run: args.Run, Node: n.ID}
 		return &submitTrip{UniversalClient: c.rdb, enqueue: func(ctx context.Context) error {
-			return e.enqueue(ctx, ref, n.Queue, 1, time.Time{})
+			return e.Enqueue(ctx, ref, n.Queue, 1, time.Time{})
 		}}, n.ID
 	}
 	return nil, ""
@@ -293,13 +290,13 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 		reason = "cancelled by user"
 	}
 	res, err := c.store.Cancel(ctx, run, reason, "client")
-	if err != nil || !terminal(res.RunStatus) {
+	if err != nil || !delivery.Terminal(res.RunStatus) {
 		return res, err
 	}
 	// The run ended at once (nothing was running): its thread's next run
 	// may start (a run without a thread is its own thread's).
 	if thread, err := c.store.Locate(ctx, run); err == nil {
-		if _, err := advance(ctx, c.store, enqueuer{client: c.asynq}, thread, "client"); err != nil {
+		if _, err := delivery.Advance(ctx, c.store, c.queue, thread, "client"); err != nil {
 			return res, fmt.Errorf("run %s cancelled; start the thread's next run: %w", run, err)
 		}
 	}
@@ -327,11 +324,10 @@ func (c *Client) Retry(ctx context.Context, run, retryID string) (fence.Retried,
 	if err != nil {
 		return res, err
 	}
-	e := enqueuer{client: c.asynq}
 	var errs []error
 	for i, id := range res.Ready {
 		ref := fence.NodeRef{Thread: res.Thread, Run: run, Node: id}
-		if err := e.enqueue(ctx, ref, res.Queues[i], res.Attempts[i]+1, time.Time{}); err != nil {
+		if err := c.queue.Enqueue(ctx, ref, res.Queues[i], res.Attempts[i]+1, time.Time{}); err != nil {
 			errs = append(errs, err)
 		}
 	}
