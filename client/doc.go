@@ -1,7 +1,8 @@
-// Package client submits, reads, follows, cancels, retries and resumes
-// baton runs. It is what a program that only starts work imports: it links
-// no worker runtime and no Prometheus (the Temporal SDK's client vs
-// worker), so cmd/enqueue, a web service or a script stays small.
+// Package client submits, reads, follows, waits for, cancels, retries and
+// resumes baton runs. It is what a program that only starts work imports:
+// it links no worker runtime and no Prometheus (the Temporal SDK's client
+// vs worker), so cmd/enqueue, a web service or a script stays small. Run
+// and node states are typed (State); Wait returns when a run has ended.
 //
 //	spec.Run --Compile--> fence.SubmitArgs --Submit script--> Redis
 //	                 \--> Asynq enqueue of the ready nodes (internal/delivery)

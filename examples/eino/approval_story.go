@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 )
@@ -146,7 +147,7 @@ func approvalDemo(ctx context.Context, rdb redis.UniversalClient, log *slog.Logg
 	if o.Resumed, err = c.Resume(ctx, o.Run, "publish", "", o.Answer); err != nil {
 		return nil, err
 	}
-	info, err = waitRun(ctx, c, o.Run)
+	info, err = c.Wait(ctx, o.Run)
 	if err != nil {
 		return nil, err
 	}
@@ -181,7 +182,7 @@ func waitNode(ctx context.Context, c *runner.Client, run, node, state string) (*
 				return &info.Nodes[i], nil
 			}
 		}
-		if info.Status != "PENDING" && info.Status != "RUNNING" {
+		if client.State(info.Status).Ended() {
 			return nil, fmt.Errorf("run %s ended %s before node %s was %s", run, info.Status, node, state)
 		}
 		select {

@@ -199,7 +199,7 @@ func (b *approvalBundle) parked(after string) (*fence.NodeInfo, Request) {
 
 func (b *approvalBundle) result() (*fence.RunInfo, Essay) {
 	b.t.Helper()
-	info, err := waitRun(b.ctx, b.c, b.run)
+	info, err := b.c.Wait(b.ctx, b.run)
 	require.NoError(b.t, err)
 	var e Essay
 	if len(info.Nodes[0].Result) > 0 {
@@ -328,7 +328,7 @@ func TestStoreRoundTripsAnyBytes(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	info, err := waitRun(ctx, c, "bytes")
+	info, err := c.Wait(ctx, "bytes")
 	require.NoError(t, err)
 	require.Equal(t, "SUCCEEDED", info.Status, "%+v", info.Nodes)
 

@@ -178,7 +178,7 @@ func demo(ctx context.Context, rdb redis.UniversalClient, log *slog.Logger, out 
 		return nil, err
 	}
 	defer b.Shutdown()
-	info, err := waitRun(ctx, c, o.Run)
+	info, err := c.Wait(ctx, o.Run)
 	if err != nil {
 		return nil, err
 	}
@@ -237,26 +237,6 @@ func startWorker(ctx context.Context, rdb redis.UniversalClient, log *slog.Logge
 	w.Register("essay", k)
 	w.Register("approval", graphKind{graph: approval})
 	return w, w.Start(ctx)
-}
-
-// waitRun polls the run until it ends.
-func waitRun(ctx context.Context, c *runner.Client, id string) (*fence.RunInfo, error) {
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		info, err := c.Status(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if info.Status != "PENDING" && info.Status != "RUNNING" {
-			return info, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for run %s: %w", id, context.Cause(ctx))
-		case <-tick.C:
-		}
-	}
 }
 
 // timeline prints the run's events.

@@ -1,11 +1,11 @@
 // Command embed shows a Go program that embeds baton's runtime: it runs a
 // worker with the stock kinds and two kinds of its own, submits a small run
-// with the Client, waits for it and prints its results. Its approve node
-// waits for a person (runner.Park): the program plays the person, prints
-// the request and answers it with Client.Resume, as `enqueue resume` or the
-// run view's form would. SIGINT or SIGTERM
-// shuts the worker down gracefully: a running node reaches a safe point
-// and is released, so another worker resumes it at once.
+// with package client, waits for it (Client.Wait) and prints its results.
+// Its approve node waits for a person (runner.Park): the program plays the
+// person, prints the request and answers it with Client.Resume, as
+// `enqueue resume` or the run view's form would. SIGINT or SIGTERM shuts
+// the worker down gracefully: a running node reaches a safe point and is
+// released, so another worker resumes it at once.
 //
 //	REDIS_URL=redis://127.0.0.1:6379/0 go run ./examples/embed
 package main
@@ -26,9 +26,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/kinds"
+	"github.com/batonrun/baton/spec"
 )
 
 func main() {
@@ -43,7 +46,7 @@ func main() {
 }
 
 func run(ctx context.Context, log *slog.Logger) error {
-	rdb, err := runner.OpenRedis(cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"))
+	rdb, err := redisconn.OpenURL(cmp.Or(os.Getenv("REDIS_URL"), "redis://127.0.0.1:6379/0"))
 	if err != nil {
 		return err
 	}
@@ -61,12 +64,12 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	defer w.Shutdown() // on a signal too: handlers see ErrShutdown and their nodes are released
 
-	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	c, err := client.New(client.Config{Redis: rdb})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	sub, err := c.Submit(ctx, &runner.RunSpec{Nodes: []runner.NodeSpec{
+	sub, err := c.Submit(ctx, &spec.Run{Nodes: []spec.Node{
 		{ID: "summarize", Kind: "summarize",
 			Input: json.RawMessage(`{"text": "A worker that is only paused must never get a late write accepted after another worker took over."}`)},
 		{ID: "approve", Kind: "approve", Deps: []string{"summarize"}},
@@ -78,7 +81,11 @@ func run(ctx context.Context, log *slog.Logger) error {
 	}
 	log.Info("submitted", "run_id", sub.RunID)
 
-	info, err := wait(ctx, c, sub.RunID)
+	// The program plays the person: it answers each wait as it comes,
+	// while Wait blocks until the run ends (no polling: both follow the
+	// run's events).
+	go answerWaits(ctx, c, sub.RunID, log)
+	info, err := c.Wait(ctx, sub.RunID)
 	if ctx.Err() != nil {
 		// A signal: the deferred Shutdown releases the running node, and
 		// any worker on the same Redis resumes the run from there.
@@ -91,38 +98,33 @@ func run(ctx context.Context, log *slog.Logger) error {
 	for _, n := range info.Nodes {
 		fmt.Printf("%-10s %-9s %s\n", n.ID, n.State, n.Result)
 	}
-	if info.Status != "SUCCEEDED" {
+	if client.State(info.Status) != client.Succeeded {
 		return fmt.Errorf("run %s %s", info.ID, info.Status)
 	}
 	return nil
 }
 
-// wait polls the run until it ends or ctx is done.
-func wait(ctx context.Context, c *runner.Client, id string) (*fence.RunInfo, error) {
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		info, err := c.Status(ctx, id)
-		if err != nil {
-			return nil, err
+// answerWaits approves every node of the run that parks, as a person would
+// with `enqueue resume RUN NODE --value true` or the run view's form.
+func answerWaits(ctx context.Context, c *client.Client, run string, log *slog.Logger) {
+	f, err := c.Follow(ctx, run, "")
+	if err != nil {
+		log.Warn("follow_failed", "run_id", run, "err", err)
+		return
+	}
+	for ctx.Err() == nil {
+		evs, err := f.Next(ctx)
+		if err != nil { // io.EOF: the run ended
+			return
 		}
-		if info.Status != "PENDING" && info.Status != "RUNNING" {
-			return info, nil
-		}
-		for _, n := range info.Nodes {
-			if n.Wait == nil {
+		for _, e := range evs {
+			if e.Type != "parked" {
 				continue
 			}
-			// A person would answer here: enqueue resume RUN approve --value true.
-			fmt.Printf("%s asks %s: approving\n", n.ID, n.Wait.Request)
-			if _, err := c.Resume(ctx, id, n.ID, n.Wait.ID, json.RawMessage(`true`)); err != nil {
-				return nil, err
+			fmt.Printf("%s asks %s: approving\n", e.Node, e.Details["request"])
+			if _, err := c.Resume(ctx, run, e.Node, e.Details["wait_id"], json.RawMessage(`true`)); err != nil {
+				log.Warn("resume_failed", "run_id", run, "node_id", e.Node, "err", err)
 			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("waiting for run %s: %w", id, context.Cause(ctx))
-		case <-tick.C:
 		}
 	}
 }
