@@ -111,7 +111,8 @@ func NewGuard(rdb redis.UniversalClient, opt *GuardOptions) *Guard {
 // ErrNotOwner (the recorded epoch with another claim id), ErrInvalidID (an
 // id that cannot be part of a key, or an epoch below 1), else Redis's
 // error, wrapped: then the service must not act.
-func (g *Guard) Admit(ctx context.Context, tok Token) error {
+func (g *Guard) Admit(ctx context.Context, tok Token) (err error) {
+	defer func() { recordAdmit(ctx, tok, err) }()
 	if err := checkToken(tok); err != nil {
 		return err
 	}
@@ -170,7 +171,8 @@ type MemoryGuard struct {
 func NewMemoryGuard() *MemoryGuard { return &MemoryGuard{seen: map[string]Token{}} }
 
 // Admit is Guard.Admit. A done ctx admits nothing.
-func (g *MemoryGuard) Admit(ctx context.Context, tok Token) error {
+func (g *MemoryGuard) Admit(ctx context.Context, tok Token) (err error) {
+	defer func() { recordAdmit(ctx, tok, err) }()
 	if err := checkToken(tok); err != nil {
 		return err
 	}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // HeaderFencingToken is the request header that carries Token.String(),
@@ -65,10 +68,18 @@ func GuardHTTP(a Admitter, next http.Handler, opt *GuardHTTPOptions) http.Handle
 		}
 		tok, err := ParseToken(vals[0])
 		if err != nil {
+			if span := trace.SpanFromContext(r.Context()); span.IsRecording() {
+				span.AddEvent("fence.refused", trace.WithAttributes(attribute.String("baton.reason", err.Error())))
+			}
 			writeGuardError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		err = a.Admit(r.Context(), tok)
+		switch a.(type) {
+		case *Guard, *MemoryGuard: // they put it on the span themselves
+		default:
+			recordAdmit(r.Context(), tok, err)
+		}
 		switch {
 		case err == nil:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))

@@ -55,6 +55,10 @@ type SubmitArgs struct {
 	// trip of its own choosing, as runner.Client does with Asynq's enqueue
 	// of the run's first node.
 	Scripter redis.Scripter
+	// Trace is the run's trace context (package tracing's Carrier), kept
+	// with the run so that every attempt of its nodes, redelivered or
+	// taken over, joins the submitter's trace. Empty: none.
+	Trace string
 }
 
 // SubmitResult says what Submit did.
@@ -191,7 +195,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 		startAt = a.StartAt.UnixMilli()
 	}
 	args := []any{a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own), s.keys.CancelChannel(), ""}
+		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own), s.keys.CancelChannel(), "", a.Trace}
 	if multitask == "interrupt" || multitask == "rollback" {
 		// The script cancels the active run: it takes its nodes, and checks
 		// that they are the ones read here.

@@ -31,6 +31,9 @@ type RunInfo struct {
 	// StartAt is when the run's first nodes become due, when a start_at
 	// or start_in put it after the submission.
 	StartAt *time.Time `json:"start_at,omitempty"`
+	// TraceID is the OpenTelemetry trace of the run (32 hex digits) when
+	// its submitter traced it.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // NodeInfo is a node as stored.
@@ -143,7 +146,7 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
 	}
 	info := &RunInfo{ID: run, Status: h["status"], Cancelled: h["cancel"] == "1",
-		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"]}
+		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"], TraceID: traceID(h["trace"])}
 	if thread != run {
 		info.Thread = thread
 	}
@@ -378,4 +381,28 @@ func msTimePtr(s string) *time.Time {
 func msTime(s string) time.Time {
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return time.UnixMilli(n)
+}
+
+// RunTrace returns the trace context the run was submitted with (see
+// SubmitArgs.Trace), "" when none: what an attempt whose delivery did not
+// carry it (a takeover, a redelivery by the sweeper) joins.
+func (s *Store) RunTrace(ctx context.Context, ref NodeRef) (string, error) {
+	v, err := s.rdb.HGet(ctx, s.keys.Run(ref.Thread, ref.Run), "trace").Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("run %s: trace: %w", ref.Run, err)
+	}
+	return v, nil
+}
+
+// traceID is the trace id of a stored trace context
+// ("00-<trace id>-<span id>-<flags>"), "" when it has none.
+func traceID(carrier string) string {
+	parts := strings.SplitN(carrier, "-", 4)
+	if len(parts) < 3 || len(parts[1]) != 32 {
+		return ""
+	}
+	return parts[1]
 }

@@ -89,8 +89,8 @@ var bindings = map[string]struct {
 	trailingKeys     int // keys that may follow the listed ones, at most
 }{
 	// submit: the new run's node keys (one per node of the JSON ARGV[5])
-	// follow the fixed keys, then the active run's, listed by ARGV[15..].
-	"submit":    {11, 14, true, true, 0, 1000},
+	// follow the fixed keys, then the active run's, listed by ARGV[16..].
+	"submit":    {11, 15, true, true, 0, 1000},
 	"claim":     {5, 8, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
 	"commit":    {6, 12, true, true, 0, 1},

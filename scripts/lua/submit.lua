@@ -32,7 +32,7 @@ KEYS[10]  event stream of the active run of KEYS[5] (any key of the
 KEYS[11]  finished index (zset: "thread:run:" -> ms when the run ended)
 KEYS[12..] node hashes, one per node, in the order of ARGV[5]'s array;
           then, for "interrupt" and "rollback", the node hashes of the
-          active run of KEYS[5], in the order of ARGV[15..]
+          active run of KEYS[5], in the order of ARGV[16..]
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -61,7 +61,10 @@ ARGV[13] Pub/Sub channel of the cancel push ("" for none; cancel.lua)
 ARGV[14] "interrupt" and "rollback": the active run's field "nodes" as the
         caller read it ("" when none), to check that ARGV[15..] are its
         nodes
-ARGV[15..] "interrupt" and "rollback": the active run's node ids
+ARGV[15] the run's trace context (tracing.Carrier: a W3C traceparent,
+        then a newline and the tracestate), stored as the run's field trace
+        for every attempt of its nodes to join; "" for none
+ARGV[16..] "interrupt" and "rollback": the active run's node ids
 
 Returns
   {1, status, incarnation, behind, start_ms, ready_id...}
@@ -176,9 +179,9 @@ end
 local rollbackOf = ''
 if cancels then
   local nodeKeys, nodeIDs = {}, {}
-  for i = 15, #ARGV do
+  for i = 16, #ARGV do
     nodeIDs[#nodeIDs + 1] = ARGV[i]
-    nodeKeys[#nodeKeys + 1] = KEYS[firstNode + #nodes + i - 14]
+    nodeKeys[#nodeKeys + 1] = KEYS[firstNode + #nodes + i - 15]
   end
   local verb = 'interrupted'
   if multitask == 'rollback' then
@@ -217,6 +220,7 @@ local h = {'digest', digest, 'inc', inc, 'status', status, 'nodes', cjson.encode
 optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
 optional(h, 'rollback_of', rollbackOf, '')
+optional(h, 'trace', ARGV[15], '')
 rcall('HSET', runKey, unpack(h))
 rcall('ZADD', runsKey, 'NX', nowS, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',
