@@ -118,8 +118,17 @@ func (c *Client) Submit(ctx context.Context, run *spec.Run) (Submitted, error) {
 	for i, n := range compiled.Nodes {
 		nodes[i] = fence.NodeSpec(n)
 	}
-	args := fence.SubmitArgs{Run: runID, Thread: run.Thread, Multitask: run.Multitask, Digest: compiled.Digest,
-		Nodes: nodes, StartIn: time.Duration(run.StartIn)}
+	ctx, span := startSubmit(ctx, runID, run.Thread)
+	out, err := c.submit(ctx, run, runID, nodes, compiled.Digest)
+	endSubmit(span, out.Status, err)
+	return out, err
+}
+
+// submit stores the run and enqueues its first nodes; ctx carries the
+// run's trace context when it has one.
+func (c *Client) submit(ctx context.Context, run *spec.Run, runID string, nodes []fence.NodeSpec, digest string) (Submitted, error) {
+	args := fence.SubmitArgs{Run: runID, Thread: run.Thread, Multitask: run.Multitask, Digest: digest,
+		Nodes: nodes, StartIn: time.Duration(run.StartIn), Trace: string(delivery.RunTraceFrom(ctx))}
 	if run.StartAt != nil {
 		args.StartAt = *run.StartAt
 	}

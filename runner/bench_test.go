@@ -6,15 +6,21 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/tracing"
 )
 
 // BenchmarkWorkerNoop is baton's end-to-end throughput: b.N one-node runs of
@@ -25,7 +31,41 @@ import (
 //	go test -run '^$' -bench WorkerNoop -benchtime 20000x ./runner/
 //
 // cmd/bench compares the same drain with bare Asynq's.
-func BenchmarkWorkerNoop(b *testing.B) {
+func BenchmarkWorkerNoop(b *testing.B) { benchWorkerNoop(b) }
+
+// BenchmarkWorkerNoopTraced is BenchmarkWorkerNoop with tracing on: the
+// SDK exports every sampled span over OTLP/HTTP to a local endpoint that
+// reads and drops them, sampling 10% and 100% of runs (parent-based, as
+// the runner's default sampler follows the submitter's decision). Run it
+// beside BenchmarkWorkerNoop to read the ratio, the machine's noise being
+// what it is:
+//
+//	go test -run '^$' -bench 'WorkerNoop' -benchtime 20000x -count 3 ./runner/
+func BenchmarkWorkerNoopTraced(b *testing.B) {
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	b.Cleanup(sink.Close)
+	for _, ratio := range []float64{0.1, 1} {
+		b.Run(fmt.Sprintf("sampled=%g%%", ratio*100), func(b *testing.B) {
+			exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+				sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))))
+			tracing.Use(tp)
+			b.Cleanup(func() {
+				tracing.Use(nil)
+				_ = tp.Shutdown(context.Background())
+			})
+			benchWorkerNoop(b)
+		})
+	}
+}
+
+func benchWorkerNoop(b *testing.B) {
 	rdb := redistest.Start(b).Client(b)
 	ctx := context.Background()
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
@@ -56,6 +96,7 @@ func BenchmarkWorkerNoop(b *testing.B) {
 	}
 	benchSubmitRuns(b, client, b.N)
 
+	cpu0 := processCPU(b)
 	b.ResetTimer()
 	if err := insp.UnpauseQueue(runner.DefaultQueue); err != nil {
 		b.Fatal(err)
@@ -79,6 +120,9 @@ func BenchmarkWorkerNoop(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "nodes/s")
+	// The worker's CPU per node (this process; Redis is another): steadier
+	// than throughput on a shared machine, and what tracing would add to.
+	b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/node")
 	if got := done.Load(); got != int64(b.N) {
 		b.Fatalf("%d nodes ran, want %d (each once)", got, b.N)
 	}
@@ -108,4 +152,13 @@ func benchSubmitRuns(b *testing.B, c *runner.Client, n int) {
 	for err := range errs {
 		b.Fatal(err)
 	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

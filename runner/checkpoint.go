@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/batonrun/baton/fence"
 )
 
@@ -91,10 +93,13 @@ func (t *Task) SaveCheckpointWith(ctx context.Context, w fence.CheckpointWrite) 
 	})
 	switch {
 	case err == nil:
+		t.tr.event("checkpoint", attribute.String("baton.checkpoint.ns", w.NS), attribute.String("baton.checkpoint.id", w.ID))
 		return cp, nil
 	case fence.IsFenced(err):
 		c.m.StaleRejected.WithLabelValues("checkpoint").Inc()
 		c.log.Warn("stale_write_rejected", "op", "checkpoint", "ns", w.NS, "err", err)
+		t.tr.event("stale_rejected", attribute.String("baton.op", "checkpoint"), attribute.Int64("baton.epoch", t.Lease.Epoch),
+			attribute.String("baton.reason", err.Error()))
 		c.lost(err.Error())
 	case errors.Is(context.Cause(ctx), ErrLeaseLost):
 		return fence.Checkpoint{}, fmt.Errorf("%w (%w)", err, ErrLeaseLost)

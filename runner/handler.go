@@ -16,6 +16,7 @@ import (
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/internal/delivery"
 	"github.com/batonrun/baton/spec"
+	"github.com/batonrun/baton/tracing"
 )
 
 // process handles one Asynq delivery. Delivery only triggers a claim; the
@@ -25,7 +26,7 @@ import (
 // be reached, so Asynq delivers again.
 func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	presizeStack()
-	ref, err := delivery.DecodePayload(t.Payload())
+	ref, carried, err := delivery.DecodePayload(t.Payload())
 	if err != nil {
 		w.m.PoisonTasks.Inc()
 		id, _ := asynq.GetTaskID(ctx)
@@ -38,6 +39,9 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("task for %s: %w", ref, ErrShutdown)
 	}
 	defer w.active.Done()
+	if tracing.Enabled() {
+		ctx = w.joinRunTrace(ctx, ref, carried)
+	}
 
 	// One claim id for this claim and its retries: a retry after a lost
 	// reply finds its own claim instead of leaving it orphaned. Retries go
@@ -132,6 +136,14 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
 	task.Deps = c.DepResults
 	task.resume = c.Resume
+	ctx, at := w.startAttempt(ctx, c, claimStarted, taskID)
+	task.tr = at
+	held := false
+	defer func() {
+		if !held {
+			at.finish()
+		}
+	}()
 
 	hctx, cancel := context.WithCancelCause(withLease(ctx, l))
 	defer cancel(nil)
@@ -153,6 +165,12 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 	cause := context.Cause(hctx)
 	if errors.Is(cause, errKilled) {
 		return nil, time.Time{} // a simulated crash writes nothing
+	}
+	if at != nil {
+		at.err = runErr
+		if errors.Is(cause, ErrRunCancelled) {
+			at.event("cancel")
+		}
 	}
 	// Writes after the handler survive the handler's cancellation and are
 	// retried, with the same identity, for well over a lease: a commit
@@ -177,8 +195,10 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 		// Redis refused a renewal: another worker owns the node. Any
 		// write would be refused; the attempt writes nothing.
 		log.Warn("attempt_abandoned", "reason", cause, "handler_err", runErr)
+		setOutcome(ctx, "abandoned")
 	case runErr == nil:
 		if len(c.Dependents) == 0 && w.holdCommit(ctx, taskID, log, c, result) {
+			held = true // the held commit ends the span
 			return nil, time.Time{}
 		}
 		return w.commit(wctx, nil, log, c, result)
@@ -258,6 +278,7 @@ func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
 		defer cancel()
 		w.commit(wctx, via, log, c, result)
+		attemptFrom(ctx).finish()
 	})
 	if !held {
 		w.active.Done()
@@ -292,12 +313,15 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("commit").Inc()
 		log.Warn("stale_write_rejected", "op", "commit", "err", err)
+		staleRejected(ctx, "commit", l, err)
 		return nil, time.Time{}
 	case err != nil:
 		// The lease will expire and another worker will run the node again.
 		log.Warn("commit_failed", "err", err)
+		setOutcome(ctx, "commit_failed")
 		return nil, time.Time{}
 	}
+	setOutcome(ctx, "committed")
 	// A Replay is this commit, whose first reply was lost; the event stream
 	// keeps every commit, so the log line is for debugging only.
 	w.m.Commits.Inc()
@@ -343,13 +367,16 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("fail").Inc()
 		log.Warn("stale_write_rejected", "op", "fail", "err", err)
+		staleRejected(ctx, "fail", l, err)
 		return
 	case err != nil:
 		log.Warn("fail_failed", "err", err)
+		setOutcome(ctx, "fail_failed")
 		return
 	}
 	switch end.Outcome {
 	case fence.Retrying:
+		setOutcome(ctx, "retry")
 		w.m.Failures.WithLabelValues("retry").Inc()
 		log.Info("attempt_failed", "err", runErr, "retry_at", end.ReadyAt)
 		n := fence.NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}
@@ -357,10 +384,12 @@ func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr 
 			log.Warn("enqueue_failed", "err", err)
 		}
 	case fence.Failed:
+		setOutcome(ctx, "failed")
 		w.m.Failures.WithLabelValues("failed").Inc()
 		log.Warn("node_failed", "err", runErr, "run_status", end.RunStatus)
 		w.runEnded(ctx, l, end.RunStatus)
 	case fence.Cancelled:
+		setOutcome(ctx, "cancelled")
 		w.m.Failures.WithLabelValues("cancelled").Inc()
 		log.Info("node_cancelled", "run_status", end.RunStatus)
 		w.runEnded(ctx, l, end.RunStatus)
@@ -379,11 +408,14 @@ func (w *Worker) release(ctx context.Context, log *slog.Logger, c *Claimed, reas
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("release").Inc()
 		log.Warn("stale_write_rejected", "op", "release", "err", err)
+		staleRejected(ctx, "release", l, err)
 		return
 	case err != nil:
 		log.Warn("release_failed", "err", err) // lease expiry recovers it
+		setOutcome(ctx, "release_failed")
 		return
 	}
+	setOutcome(ctx, "released")
 	w.m.Releases.Inc()
 	log.Info("released", "reason", reason)
 	w.runEnded(ctx, l, end.RunStatus)

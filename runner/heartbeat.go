@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/batonrun/baton/fence"
 )
 
@@ -218,6 +220,7 @@ func (h *heartbeater) lost(a *active, why string) {
 	a.selfFenced = why == selfFencedReason
 	h.mu.Unlock()
 	h.log.Warn("lease_lost", "run_id", a.lease.Run, "node_id", a.lease.Node, "epoch", a.lease.Epoch, "reason", why)
+	a.task.tr.event("heartbeat_lost", attribute.String("baton.reason", why), attribute.Int64("baton.epoch", a.lease.Epoch))
 	a.cancel(ErrLeaseLost)
 }
 

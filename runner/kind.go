@@ -44,7 +44,9 @@ type Task struct {
 	ckpt *checkpointer
 	// resume answers the wait the node was parked on (wait.go); nil when
 	// it was not resumed.
-	resume   *fence.Answer
+	resume *fence.Answer
+	// tr is the attempt's span (tracing.go); nil when tracing is off.
+	tr       *attemptTrace
 	progress atomic.Int64 // -1: not reported
 	// changed, when set, is told that progress changed (the worker's
 	// heartbeater); set before Run is called, never after.

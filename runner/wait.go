@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+
 	"github.com/batonrun/baton/fence"
 )
 
@@ -84,6 +86,7 @@ func (w *Worker) park(ctx context.Context, log *slog.Logger, c *Claimed, pe *par
 	case fence.IsFenced(err):
 		w.m.StaleRejected.WithLabelValues("park").Inc()
 		log.Warn("stale_write_rejected", "op", "park", "err", err)
+		staleRejected(ctx, "park", l, err)
 	case errors.Is(err, fence.ErrInvalidData), errors.Is(err, fence.ErrTooLarge), errors.Is(err, fence.ErrInvalidID):
 		// A request the store cannot take fails the node, saying why.
 		w.fail(ctx, log, c, Permanent(fmt.Errorf("park: %w", err)), false)
@@ -91,9 +94,12 @@ func (w *Worker) park(ctx context.Context, log *slog.Logger, c *Claimed, pe *par
 		log.Warn("park_failed", "err", err) // lease expiry recovers the node
 	case p.Cancelled:
 		log.Info("node_cancelled", "run_status", p.RunStatus)
+		setOutcome(ctx, "cancelled")
 		w.runEnded(ctx, l, p.RunStatus)
 	default:
 		log.Info("node_parked", "wait_id", p.WaitID)
+		setOutcome(ctx, "parked")
+		attemptFrom(ctx).event("park", attribute.String("baton.wait.id", p.WaitID))
 	}
 }
 

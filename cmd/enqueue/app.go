@@ -40,6 +40,12 @@ type config struct {
 	// APIToken is the admin server's API_TOKEN, sent as a bearer token
 	// with --api. Default: empty.
 	APIToken string `env:"API_TOKEN"`
+	// Traceparent is a W3C traceparent that submit's run joins, as the
+	// child of that span (the CLI's caller's trace); --traceparent
+	// overrides it. TRACESTATE goes with it. Default: empty, the submit
+	// span starts a trace of its own (when OTEL_* turns tracing on).
+	Traceparent string `env:"TRACEPARENT"`
+	Tracestate  string `env:"TRACESTATE"`
 }
 
 // validate returns every problem at once.

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/spec"
+	"github.com/batonrun/baton/tracing"
 )
 
 // maxSpecBytes caps what submit reads: a spec is at most 1000 nodes of
@@ -21,6 +23,7 @@ const maxSpecBytes = 64 << 20
 // and prints the run id alone on stdout.
 func (a *app) submit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
+	traceparent := fs.String("traceparent", a.cfg.Traceparent, "W3C traceparent of the caller's span: the run joins that trace (default $TRACEPARENT)")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -50,12 +53,25 @@ func (a *app) submit(ctx context.Context, args []string) error {
 		return specErrors(name, err)
 	}
 
+	// The run is one trace from its submit span on, exported when the
+	// OTEL_* variables ask for it; a bad traceparent is a warning, never a
+	// refused submit.
+	stopTracing := tracing.Setup(ctx, "baton-enqueue", a.log)
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		_ = stopTracing(fctx)
+	}()
+	tctx, ok := tracing.Join(ctx, *traceparent, a.cfg.Tracestate)
+	if !ok {
+		a.log.Warn("traceparent_ignored", "traceparent", *traceparent, "reason", "not a W3C traceparent (00-<32 hex>-<16 hex>-<2 hex>): the run starts a trace of its own")
+	}
 	cl, done, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	res, err := cl.Submit(ctx, run)
+	res, err := cl.Submit(tctx, run)
 	switch {
 	case errors.Is(err, spec.ErrInvalid):
 		return specErrors(name, err)

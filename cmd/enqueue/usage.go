@@ -17,12 +17,14 @@ type command struct {
 
 // commands are the subcommands by name, with their help.
 var commands = map[string]command{
-	"submit": {args: "FILE|-", run: (*app).submit,
+	"submit": {args: "FILE|- [--traceparent TP]", run: (*app).submit,
 		short: "submit a run spec; prints the run id",
 		help: "Submit a run spec (JSON or YAML; - reads stdin) and print the run id.\n" +
 			"Resubmitting the same spec under the same id prints the same id; another\n" +
 			"spec under that id is refused (exit 1). Every problem of a bad spec is\n" +
-			"printed on its own line, naming the field (exit 2)."},
+			"printed on its own line, naming the field (exit 2).\n" +
+			"--traceparent (default $TRACEPARENT) makes the run part of that trace;\n" +
+			"OTEL_EXPORTER_OTLP_ENDPOINT exports the submit span."},
 	"status": {args: "RUN [--json]", run: (*app).status,
 		short: "show the run and its nodes",
 		help: "Show the run and its nodes: state, attempts used/max_attempts (a released\n" +
@@ -126,6 +128,8 @@ Environment:
   BATON_API_URL    admin server that events --follow and watch read through
                    (default: none, they read Redis)
   API_TOKEN        bearer token for BATON_API_URL / --api
+  TRACEPARENT, TRACESTATE  the caller's span: submit's run joins its trace
+  OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_*  export submit's span over OTLP/HTTP
 
 Exit status: 0 ok; 1 refused or failed (run, thread or checkpoint not found,
 conflict, run already finished, Redis unreachable, watched run did not

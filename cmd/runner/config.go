@@ -106,6 +106,10 @@ type Config struct {
 	// (Redis WAIT, up to 1s, retried) until that many replicas hold it
 	// before the node runs or its outcome counts. Default: 0.
 	ClaimReplicas int `env:"CLAIM_REPLICAS" envDefault:"0"`
+	// TraceURL, when set, makes the run view link to each traced run's
+	// trace: a tracing UI's URL with {trace_id} in it
+	// (https://jaeger.example/trace/{trace_id}). Default: empty, no link.
+	TraceURL string `env:"TRACE_URL"`
 
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
@@ -183,6 +187,9 @@ func (c Config) validate(skip map[string]bool) error {
 		if err := fence.ValidateID("RUNNER_ID", c.RunnerID); err != nil {
 			bad("RUNNER_ID", "%q: %s", c.RunnerID, strings.TrimPrefix(err.Error(), "RUNNER_ID: "))
 		}
+	}
+	if err := admin.CheckTraceURL(c.TraceURL); err != nil {
+		bad("TRACE_URL", "%s", strings.TrimPrefix(err.Error(), "TraceURL "))
 	}
 	if c.Concurrency < 1 || c.Concurrency > maxConcurrency {
 		bad("CONCURRENCY", "%d: want 1 to %d", c.Concurrency, maxConcurrency)

@@ -21,6 +21,7 @@ import (
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/admin"
 	"github.com/batonrun/baton/runner/kinds"
+	"github.com/batonrun/baton/tracing"
 )
 
 // adminStopTimeout bounds how long in-flight admin requests may take to
@@ -47,6 +48,14 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer rdb.Close()
+	// Node attempts are spans of their run's trace when the OTEL_*
+	// variables ask for it; otherwise tracing costs nothing.
+	stopTracing := tracing.Setup(ctx, "baton-runner", log)
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(fctx)
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -108,7 +117,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		// The server's timeouts bound what a slow or silent client costs,
 		// before authentication too.
 		srv, err = admin.NewServer(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
-			Logger: log, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes))})
+			Logger: log, TraceURL: cfg.TraceURL, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes))})
 		if err != nil {
 			return err
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/spec"
+	"github.com/batonrun/baton/tracing"
 )
 
 // TaskType is the Asynq task type of every node delivery.
@@ -27,21 +28,41 @@ type payload struct {
 	Thread string `json:"thread"`
 	Run    string `json:"run"`
 	Node   string `json:"node"`
+	// Trace is the run's trace context (tracing.Carrier), when it was
+	// traced: the delivery's attempt joins the run's trace without a read.
+	Trace string `json:"trace,omitempty"`
 }
 
 // DecodePayload reads which node a task delivers, refusing ids that could
-// not be a node's.
-func DecodePayload(b []byte) (fence.NodeRef, error) {
+// not be a node's, and the run's trace context it carries ("" when none).
+func DecodePayload(b []byte) (fence.NodeRef, tracing.Carrier, error) {
 	var p payload
 	if err := json.Unmarshal(b, &p); err != nil {
-		return fence.NodeRef{}, fmt.Errorf("payload is not JSON: %w", err)
+		return fence.NodeRef{}, "", fmt.Errorf("payload is not JSON: %w", err)
 	}
 	for _, f := range []struct{ name, id string }{{"payload thread", p.Thread}, {"payload run", p.Run}, {"payload node", p.Node}} {
 		if err := fence.ValidateID(f.name, f.id); err != nil {
-			return fence.NodeRef{}, err
+			return fence.NodeRef{}, "", err
 		}
 	}
-	return fence.NodeRef{Thread: p.Thread, Run: p.Run, Node: p.Node}, nil
+	return fence.NodeRef{Thread: p.Thread, Run: p.Run, Node: p.Node}, tracing.Carrier(p.Trace), nil
+}
+
+type runTraceKey struct{}
+
+// WithRunTrace returns ctx carrying the run's trace context, which every
+// delivery enqueued under ctx carries on while tracing is on.
+func WithRunTrace(ctx context.Context, c tracing.Carrier) context.Context {
+	if c == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, runTraceKey{}, c)
+}
+
+// RunTraceFrom returns the run's trace context ctx carries, "" when none.
+func RunTraceFrom(ctx context.Context) tracing.Carrier {
+	c, _ := ctx.Value(runTraceKey{}).(tracing.Carrier)
+	return c
 }
 
 // TaskID is deterministic per node attempt ("run:node:attempt"), so a second
@@ -86,7 +107,11 @@ func (e Enqueuer) EnqueueNew(ctx context.Context, n fence.NodeRef, queue string,
 // EnqueueAs enqueues a delivery of n under the task id id, reporting
 // whether it is new (false: a task of that id is there already).
 func (e Enqueuer) EnqueueAs(ctx context.Context, id string, n fence.NodeRef, queue string, processAt time.Time) (bool, error) {
-	b, _ := json.Marshal(payload{Thread: n.Thread, Run: n.Run, Node: n.Node}) // cannot fail: strings only
+	p := payload{Thread: n.Thread, Run: n.Run, Node: n.Node}
+	if tracing.Enabled() {
+		p.Trace = string(RunTraceFrom(ctx)) // the run's trace context, when it has one
+	}
+	b, _ := json.Marshal(p) // cannot fail: strings only
 	opts := []asynq.Option{
 		asynq.TaskID(id),
 		asynq.Queue(queue),

@@ -26,6 +26,9 @@ import (
 var binDir string
 
 func TestMain(m *testing.M) {
+	if os.Getenv(otelChildEnv) != "" {
+		os.Exit(otelChild()) // this binary run as an exec node's command
+	}
 	bintest.Main(m, func(dir string) { binDir = dir },
 		"github.com/batonrun/baton/cmd/runner", "github.com/batonrun/baton/cmd/enqueue")
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,6 +64,11 @@ type Config struct {
 	// MonitorReadOnly restricts the Asynq UI to GET requests (no deleting,
 	// archiving or re-running tasks from the UI). Zero value: read-write.
 	MonitorReadOnly bool
+	// TraceURL, when set, makes the run view link to the run's trace: an
+	// http(s) URL of a tracing UI in which {trace_id} stands for the run's
+	// trace id (TRACE_URL, e.g. https://jaeger.example/trace/{trace_id}).
+	// Zero value: no link.
+	TraceURL string
 
 	// The timeouts below apply to the *http.Server that NewServer returns;
 	// New ignores them. They bound what a slow or stalled client costs: a
@@ -137,6 +143,9 @@ func New(cfg Config) (http.Handler, error) {
 			errs = append(errs, errors.New(t.name+" is negative"))
 		}
 	}
+	if err := CheckTraceURL(cfg.TraceURL); err != nil {
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, errors.Join(errors.New("admin: config"), err)
 	}
@@ -161,6 +170,7 @@ func New(cfg Config) (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
+	views.traceURL = cfg.TraceURL
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin request refused")
@@ -348,4 +358,20 @@ func localPath(next string) string {
 		return ""
 	}
 	return next
+}
+
+// CheckTraceURL checks a Config.TraceURL: empty, or an http(s) URL with
+// {trace_id} in it.
+func CheckTraceURL(s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(strings.ReplaceAll(s, "{trace_id}", "0"))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("TraceURL %q: want an http:// or https:// URL", s)
+	}
+	if !strings.Contains(s, "{trace_id}") {
+		return fmt.Errorf("TraceURL %q: has no {trace_id} to put the run's trace id in", s)
+	}
+	return nil
 }

@@ -15,9 +15,11 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/tracing"
 )
 
 // Paging bounds of the list routes.
@@ -106,7 +108,13 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
-	out, err := a.client.Submit(r.Context(), spec)
+	// A caller's traceparent header makes the run part of its trace; a
+	// malformed one is logged and the run traced on its own.
+	ctx, ok := tracing.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	if !ok {
+		a.log.Warn("traceparent_ignored", "traceparent", r.Header.Get("traceparent"), "reason", "not a W3C traceparent")
+	}
+	out, err := a.client.Submit(ctx, spec)
 	if err != nil && out.RunID == "" {
 		a.fail(w, r, err)
 		return

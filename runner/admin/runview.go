@@ -21,6 +21,7 @@ import (
 
 type runData struct {
 	Run       *fence.RunInfo
+	TraceURL  string // the run's trace in a tracing UI (Config.TraceURL)
 	Graph     graph
 	Events    []eventRow
 	More      bool // the timeline was cut at uiMaxEvents
@@ -72,6 +73,9 @@ func (u *ui) loadRun(ctx context.Context, id string) (runData, error) {
 		return runData{}, err
 	}
 	d := runData{Run: info, Graph: layoutDAG(info.Nodes), Thread: cmp.Or(info.Thread, info.ID)}
+	if u.traceURL != "" && info.TraceID != "" {
+		d.TraceURL = strings.ReplaceAll(u.traceURL, "{trace_id}", info.TraceID)
+	}
 	if len(evs) > uiMaxEvents {
 		evs, d.More = evs[:uiMaxEvents], true
 	}

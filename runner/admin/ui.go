@@ -43,6 +43,7 @@ type ui struct {
 	// hasToken: a login exists, so the header offers a logout.
 	hasToken bool
 	now      func() time.Time
+	traceURL string // Config.TraceURL
 }
 
 func newUI(client *runner.Client, rdb redis.UniversalClient, log *slog.Logger, hasToken bool) (*ui, error) {

@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/tracing"
 )
 
 // ExecOptions configures the exec kind. The zero value is ready to use.
@@ -184,7 +185,7 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	if store != nil {
 		store = append(slices.Clip(store), watchEnv(t, k.prefix)...)
 	}
-	env, err := execEnv(in.Env, t, store)
+	env, err := execEnv(in.Env, t, append(slices.Clip(store), traceEnv(ctx)...))
 	if err != nil {
 		return nil, err
 	}
@@ -330,6 +331,25 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		return textResult(fmt.Sprintf("[... %d bytes dropped]\n%s", dropped, bytes.TrimSpace(tail))), nil
 	}
 	return result(tail), nil
+}
+
+// traceEnv hands the attempt's span to the command as TRACEPARENT and
+// TRACESTATE (the environment-variable carriers of the W3C trace
+// context), so that an instrumented child's spans are the node span's
+// children. None while tracing is off.
+func traceEnv(ctx context.Context) []string {
+	if !tracing.Enabled() {
+		return nil
+	}
+	tp, ts := tracing.Headers(ctx)
+	if tp == "" {
+		return nil
+	}
+	env := []string{"TRACEPARENT=" + tp}
+	if ts != "" {
+		env = append(env, "TRACESTATE="+ts)
+	}
+	return env
 }
 
 // execEnv is the worker's environment, then the input's, then the lease's

@@ -13,8 +13,13 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/tracing"
 )
 
 // HTTP header names the http kind sets on every request. They are exported
@@ -150,9 +155,18 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	req.Header.Set(HeaderEpoch, strconv.FormatInt(l.Epoch, 10))
 	req.Header.Set(HeaderFencingToken, t.Token().String())
 	req.Header.Set(HeaderIdempotencyKey, l.Run+"/"+l.Node+"/"+strconv.FormatInt(l.Attempt, 10))
+	if tracing.Enabled() {
+		// The downstream joins the run's trace under the node's span.
+		tracing.Inject(ctx, propagation.HeaderCarrier(req.Header))
+		span := trace.SpanFromContext(ctx)
+		span.SetAttributes(semconv.HTTPRequestMethodPost, semconv.URLFull(u.Redacted()), semconv.ServerAddress(u.Hostname()))
+	}
 
 	where := "POST " + u.Redacted()
 	resp, err := k.client.Do(req)
+	if resp != nil && tracing.Enabled() {
+		trace.SpanFromContext(ctx).SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
+	}
 	if err != nil {
 		if cause := context.Cause(ctx); cause != nil {
 			// Cancelled, lease lost, shutdown or timed out: say which.

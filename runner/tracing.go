@@ -1,0 +1,159 @@
+package runner
+
+import (
+	"cmp"
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/delivery"
+	"github.com/batonrun/baton/tracing"
+)
+
+// Tracing (package tracing): every node attempt is a span, a child of the
+// run's submit span, whichever runner runs it. The run's trace context
+// travels in each delivery's payload and is stored with the run, so that
+// a takeover or a redelivery by the sweeper (whose payload has none)
+// joins the same trace. While tracing is off none of this runs: each
+// call below starts with a nil check or one atomic load.
+
+// untraced is what the deliveries of a run stored without a trace carry,
+// once a worker has read that: their attempts need not read it again.
+const untraced tracing.Carrier = "-"
+
+// joinRunTrace returns ctx with the run's trace context as the remote
+// parent of its attempts' spans, and as what the deliveries it enqueues
+// carry. carried is the delivery's; without one (a delivery by the
+// sweeper or by a submitter that does not trace, a resume) the run's
+// stored one is read: one HGET, while tracing is on only.
+func (w *Worker) joinRunTrace(ctx context.Context, ref fence.NodeRef, carried tracing.Carrier) context.Context {
+	c := carried
+	if c == "" {
+		stored, err := w.store.RunTrace(ctx, ref)
+		if err != nil {
+			w.log.Debug("trace_unread", "run_id", ref.Run, "err", err) // the attempt is traced on its own
+			return ctx
+		}
+		c = cmp.Or(tracing.Carrier(stored), untraced)
+	}
+	if c == untraced {
+		return delivery.WithRunTrace(ctx, c)
+	}
+	out, ok := c.Context(ctx)
+	if !ok {
+		w.log.Debug("trace_malformed", "run_id", ref.Run, "trace", string(c))
+		return ctx
+	}
+	return delivery.WithRunTrace(out, c)
+}
+
+// attemptTrace is one attempt's span; a nil *attemptTrace (tracing off)
+// records nothing.
+type attemptTrace struct {
+	span    trace.Span
+	outcome string // set by whatever wrote the attempt's outcome
+	err     error  // the handler's
+}
+
+type attemptKey struct{}
+
+// attemptFrom returns the attempt span ctx carries, nil when none.
+func attemptFrom(ctx context.Context) *attemptTrace {
+	a, _ := ctx.Value(attemptKey{}).(*attemptTrace)
+	return a
+}
+
+// setOutcome records the outcome of ctx's attempt, ended later by finish.
+func setOutcome(ctx context.Context, outcome string) {
+	if a := attemptFrom(ctx); a != nil {
+		a.outcome = outcome
+	}
+}
+
+// startAttempt starts the span of the attempt c claimed at claimStarted
+// (the claim is part of the attempt). It returns nil while tracing is off.
+func (w *Worker) startAttempt(ctx context.Context, c *Claimed, claimStarted time.Time, taskID string) (context.Context, *attemptTrace) {
+	if !tracing.Enabled() {
+		return ctx, nil
+	}
+	l := c.Lease
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "baton"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.operation.name", "process"),
+		attribute.String("messaging.destination.name", c.Queue),
+		attribute.String("baton.run.id", l.Run),
+		attribute.String("baton.node.id", l.Node),
+		attribute.String("baton.node.kind", c.Kind),
+		attribute.Int64("baton.attempt", l.Attempt),
+		attribute.Int64("baton.epoch", l.Epoch),
+		attribute.String("baton.worker.id", w.cfg.ID),
+		attribute.String("baton.claim.id", l.ClaimID),
+	}
+	if taskID != "" {
+		attrs = append(attrs, attribute.String("messaging.message.id", taskID))
+	}
+	if l.Thread != l.Run {
+		attrs = append(attrs, attribute.String("baton.thread.id", l.Thread))
+	}
+	ctx, span := tracing.Tracer().Start(ctx, "node "+l.Node, trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithTimestamp(claimStarted), trace.WithAttributes(attrs...))
+	a := &attemptTrace{span: span}
+	ctx = context.WithValue(ctx, attemptKey{}, a)
+	if c.PrevOwner != "" {
+		a.event("takeover", attribute.String("baton.prev_owner", c.PrevOwner), attribute.Int64("baton.epoch", l.Epoch))
+	}
+	if c.Resume != nil {
+		a.event("resume", attribute.String("baton.wait.id", c.Resume.Wait))
+	}
+	return ctx, a
+}
+
+func (a *attemptTrace) event(name string, attrs ...attribute.KeyValue) {
+	if a == nil {
+		return
+	}
+	a.span.AddEvent(name, trace.WithAttributes(attrs...))
+}
+
+// finish ends the span with the attempt's outcome: committed, failed,
+// retry, cancelled, released, parked, abandoned (lease lost),
+// stale_rejected, or the write that failed (commit_failed, ...).
+func (a *attemptTrace) finish() {
+	if a == nil {
+		return
+	}
+	outcome := a.outcome
+	if outcome == "" {
+		outcome = "unrecorded"
+	}
+	a.span.SetAttributes(attribute.String("baton.outcome", outcome))
+	if a.err != nil {
+		a.span.RecordError(a.err)
+	}
+	switch outcome {
+	case "committed", "parked", "released":
+	default:
+		msg := outcome
+		if a.err != nil {
+			msg = a.err.Error()
+		}
+		a.span.SetStatus(codes.Error, msg)
+	}
+	a.span.End()
+}
+
+// staleRejected records on ctx's span (the attempt's) that Redis refused
+// op because the attempt no longer owns its node.
+func staleRejected(ctx context.Context, op string, l fence.Lease, err error) {
+	if !tracing.Enabled() {
+		return
+	}
+	setOutcome(ctx, "stale_rejected")
+	trace.SpanFromContext(ctx).AddEvent("stale_rejected", trace.WithAttributes(
+		attribute.String("baton.op", op), attribute.Int64("baton.epoch", l.Epoch), attribute.String("baton.reason", err.Error())))
+}
