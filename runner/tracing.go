@@ -61,8 +61,12 @@ type attemptTrace struct {
 
 type attemptKey struct{}
 
-// attemptFrom returns the attempt span ctx carries, nil when none.
+// attemptFrom returns the attempt span ctx carries, nil when none; while
+// tracing is off it does not look.
 func attemptFrom(ctx context.Context) *attemptTrace {
+	if !tracing.Enabled() {
+		return nil
+	}
 	a, _ := ctx.Value(attemptKey{}).(*attemptTrace)
 	return a
 }
