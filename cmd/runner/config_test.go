@@ -54,18 +54,19 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		"LOG_FORMAT":         "xml",
 		"MAX_INPUT_BYTES":    "0",
 		"BATON_PREFIX":       "a{b",
+		"TRACE_URL":          "traces.example/{trace_id}",
 	}, false)
 	require.Error(t, err)
 	msg := err.Error()
 	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "DISPATCHERS", "POLL_INTERVAL", "QUEUES",
 		"LEASE_TTL", "GRACE", "SWEEP_INTERVAL", "SHUTDOWN_TIMEOUT", "ADMIN_ADDR", "LOG_LEVEL", "LOG_FORMAT",
-		"MAX_INPUT_BYTES", "BATON_PREFIX"} {
+		"MAX_INPUT_BYTES", "BATON_PREFIX", "TRACE_URL"} {
 		assert.Contains(t, msg, key)
 	}
 	assert.Contains(t, msg, "critical", "each bad queue is named")
 	assert.Contains(t, msg, "b{ad")
 	assert.Contains(t, msg, "API_TOKEN")
-	assert.Len(t, strings.Split(msg, "\n"), 15, "one line per problem:\n%s", msg)
+	assert.Len(t, strings.Split(msg, "\n"), 16, "one line per problem:\n%s", msg)
 }
 
 // A value that does not parse is reported once, with its variable and
@@ -252,7 +253,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 30)
+	require.Len(t, keys, 31)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}
