@@ -136,12 +136,16 @@ func (a *attemptTrace) finish() {
 		outcome = "unrecorded"
 	}
 	a.span.SetAttributes(attribute.String("baton.outcome", outcome))
-	if a.err != nil {
-		a.span.RecordError(a.err)
-	}
 	switch outcome {
-	case "committed", "parked", "released":
+	case "committed", "parked": // a park is the handler's answer, not a failure
+	case "released":
+		if a.err != nil {
+			a.span.RecordError(a.err)
+		}
 	default:
+		if a.err != nil {
+			a.span.RecordError(a.err)
+		}
 		msg := outcome
 		if a.err != nil {
 			msg = a.err.Error()
