@@ -6,3 +6,7 @@ func StopCancelPush(w *Worker) {
 	w.cw.stop()
 	w.cw.wait()
 }
+
+// OpenQueues returns the queues w's last read found not paused: where a
+// commit may continue a chain.
+func OpenQueues(w *Worker) []string { return w.pause.openQueues() }

@@ -298,7 +298,10 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 		// One continuation claim id for this commit and its retries: a
 		// retry after a lost reply gets back the continuation its first
 		// try claimed.
+		// A chain does not continue onto a paused queue: its next node
+		// is enqueued, and Asynq holds it until the queue is resumed.
 		cont = w.cont
+		cont.Queues = w.pause.openQueues()
 		cont.ClaimID = fence.NewClaimID()
 	}
 	var res fence.Committed

@@ -168,6 +168,7 @@ type Worker struct {
 	cw    *cancelWatcher // pushes a run's cancel to hb at once
 	sweep *sweeper
 	cont  fence.Continue // what a commit may claim next for this worker
+	pause *pauseWatch    // its queues not paused: where a chain may continue
 	acks  *acks          // commits sent with their task's acknowledgement; nil on a cluster
 
 	// active counts running handlers. A delivery that Asynq hands over
@@ -242,6 +243,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		w.cont.Queues = append(w.cont.Queues, q)
 	}
 	slices.Sort(w.cont.Queues)
+	w.pause = newPauseWatch(w.cfg.Redis, w.cont.Queues, w.cfg.Logger.With("component", "pause_watch", "worker", w.cfg.ID))
 	w.sweep.self = fence.WorkerInfo{ID: w.cfg.ID, Kinds: w.cont.Kinds, Queues: w.cont.Queues,
 		Concurrency: w.cfg.Concurrency, StartedAt: time.Now()}
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -270,9 +272,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	// Subscribed before the first claim: a cancel of a node this worker
 	// claims is pushed to it.
 	w.cw.start(base)
+	w.pause.start(base) // read once before the first commit
 	if err := w.srv.start(asynq.HandlerFunc(w.process)); err != nil {
 		cancel(ErrShutdown)
 		w.cw.wait()
+		w.pause.wait()
 		return fmt.Errorf("baton: start asynq server: %w", err)
 	}
 	w.hb.start(base)
@@ -313,6 +317,7 @@ func (w *Worker) Shutdown() {
 	w.cancel(ErrShutdown)
 	w.hb.wait()
 	w.cw.wait()
+	w.pause.wait()
 	w.sweep.wait()
 	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	w.sweep.withdraw(wctx)
@@ -363,6 +368,7 @@ func (w *Worker) Kill() {
 	w.srv.stop()
 	w.hb.wait()
 	w.cw.wait()
+	w.pause.wait()
 	w.sweep.wait()
 	w.srv.shutdown()
 	_ = w.queue.Client.Close()
