@@ -73,6 +73,8 @@ var (
 	// ErrNotWaiting: a resume names a node that is not waiting, or a wait
 	// the node is not waiting on.
 	ErrNotWaiting = errors.New("fence: node not waiting")
+	// ErrRunActive: a delete names a run that has not ended.
+	ErrRunActive = errors.New("fence: run active")
 )
 
 // ErrNotReplicated: a claim or commit ran on the primary but fewer
@@ -115,6 +117,7 @@ var codeErrors = map[int64]error{
 	-24: ErrNotRetryable,
 	-9:  ErrNodeWaiting,
 	-25: ErrNotWaiting,
+	-26: ErrRunActive,
 }
 
 func codeError(code int64) error {

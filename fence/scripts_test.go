@@ -108,6 +108,7 @@ var bindings = map[string]struct {
 	"promote": {8, 7, true, true, 0, 300},
 	"retry":   {5, 6, true, true, 0, 0},
 	"retain":  {3, 4, true, false, 0, 0},
+	"delete":  {4, 4, true, false, 0, 0},
 	"locator": {2, 2, false, false, 0, 0},
 	"park":    {6, 11, false, false, 0, 0},
 	"resume":  {5, 7, false, false, 0, 0},
@@ -252,6 +253,8 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	parked, err := s.Park(ctx, w.Lease, Wait{Request: []byte(`{"ask":"ok?"}`)})
 	require.NoError(t, err)
 	_, err = s.Resume(ctx, thread+"-2", "a", parked.WaitID, []byte(`true`), "w")
+	require.NoError(t, err)
+	_, err = s.DeleteRun(ctx, thread+"-1")
 	require.NoError(t, err)
 
 	return a.Lease
