@@ -117,7 +117,7 @@ var codeErrors = map[int64]error{
 	-24: ErrNotRetryable,
 	-9:  ErrNodeWaiting,
 	-25: ErrNotWaiting,
-	-26: ErrRunActive,
+	-30: ErrRunActive,
 }
 
 func codeError(code int64) error {

@@ -48,6 +48,11 @@ type SubmitArgs struct {
 	// submit on Redis's clock; the later of the two. Zero: at once.
 	StartAt time.Time
 	StartIn time.Duration
+	// Timeout, when positive, cancels what is left of the run once it has
+	// passed since the run's start (ArmTimeout; the sweep's TimeOutRuns).
+	// TimeoutLabel is how the spec wrote it ("10m"), for the reason.
+	Timeout      time.Duration
+	TimeoutLabel string
 	// Scripter, when set, is what the submit's script is sent through
 	// (EVALSHA, then EVAL on NOSCRIPT) instead of the store's client, when
 	// the run is to start at once as far as Submit can tell (its thread
@@ -131,6 +136,14 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 		if errors.Is(err, errActiveChanged) && try < 5 {
 			active = &cur // another submit to the thread won the race: read again
 			continue
+		}
+		if err == nil && a.Timeout > 0 {
+			// Armed after the submit's script, and again by a submit retried
+			// after a lost reply or a crash in between (deadline.lua keeps
+			// the first deadline).
+			if _, err := s.ArmTimeout(ctx, thread, a.Run, a.Timeout, a.TimeoutLabel); err != nil {
+				return res, fmt.Errorf("submit %s: stored, its timeout not armed (submit it again): %w", a.Run, err)
+			}
 		}
 		return res, err
 	}

@@ -109,9 +109,12 @@ var bindings = map[string]struct {
 	"retry":   {5, 6, true, true, 0, 0},
 	"retain":  {3, 4, true, false, 0, 0},
 	"delete":  {4, 4, true, false, 0, 0},
-	"locator": {2, 2, false, false, 0, 0},
-	"park":    {6, 11, false, false, 0, 0},
-	"resume":  {5, 7, false, false, 0, 0},
+	// deadline arms a run's timeout; timeout cancels a run past it.
+	"deadline": {2, 3, false, false, 0, 0},
+	"timeout":  {6, 5, true, true, 0, 0},
+	"locator":  {2, 2, false, false, 0, 0},
+	"park":     {6, 11, false, false, 0, 0},
+	"resume":   {5, 7, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -256,6 +259,16 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 	_, err = s.DeleteRun(ctx, thread+"-1")
 	require.NoError(t, err)
+	_, err = s.Submit(ctx, SubmitArgs{Run: run + "-t", Digest: "d", Nodes: one, Timeout: time.Millisecond, TimeoutLabel: "1ms"})
+	require.NoError(t, err)
+	for deadline := time.Now().Add(5 * time.Second); ; { // until Redis's clock passes the 1 ms
+		timedOut, err := s.TimeOutRuns(ctx, "w", 10)
+		require.NoError(t, err)
+		if len(timedOut) > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the run's 1 ms timeout never passed")
+	}
 
 	return a.Lease
 }

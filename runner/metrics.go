@@ -44,7 +44,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		NodesUnserved: prometheus.NewGauge(prometheus.GaugeOpts{Name: "baton_nodes_unserved",
 			Help: "READY nodes this runner's sweeper found waiting for a kind and queue that no live runner serves (sum over runners)."}),
 		SweeperActions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_sweeper_actions_total",
-			Help: "Nodes the sweeper re-enqueued, by action: expired_lease, stale_ready."}, []string{"action"}),
+			Help: "What the sweeper did, by action: expired_lease, stale_ready (nodes re-enqueued), wait_timed_out, run_timed_out (runs its run-level timeout cancelled)."}, []string{"action"}),
 		HeartbeatRTT: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_heartbeat_rtt_seconds",
 			Help: "Round trip of one batched heartbeat pipeline.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
 		LeaseLeft: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "baton_lease_left_seconds",

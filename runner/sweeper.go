@@ -129,11 +129,13 @@ func (s *sweeper) withdraw(ctx context.Context) {
 
 // sweep runs passes until nothing more is due. Expired leases come first,
 // since a takeover waits on them; then the threads whose next run nobody
-// started, the waits that timed out, and the listing's trim.
+// started (after the runs whose timeout passed, whose end may free one),
+// the waits that timed out, and the listing's trim.
 func (s *sweeper) sweep(ctx context.Context) {
 	s.advertise(ctx)
 	defer s.forgetServed()
 	s.sweepNodes(ctx)
+	s.timeOutRuns(ctx)
 	s.startQueued(ctx)
 	s.timeOutWaits(ctx)
 	s.trim(ctx)

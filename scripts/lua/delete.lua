@@ -27,7 +27,7 @@ ARGV[4] "1" when the run's locator is in another slot (a run of a thread)
 Returns
   {1, status}    deleted; status is the one it ended with
   -1             no such run
-  {-26, status}  the run has not ended: nothing changed
+  {-30, status}  the run has not ended: nothing changed
 ]]
 local rcall = redis.call
 local runKey, evKey, runsKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -36,7 +36,7 @@ local run, member, elsewhere = ARGV[1], ARGV[2], ARGV[4] == '1'
 local status = rcall('HGET', runKey, 'status')
 if not status then return -1 end
 if status ~= 'SUCCEEDED' and status ~= 'FAILED' and status ~= 'CANCELLED' then
-  return {-26, status}
+  return {-30, status}
 end
 for i = 1, #KEYS do
   if i ~= 3 and i ~= 4 then rcall('DEL', KEYS[i]) end
