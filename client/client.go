@@ -144,7 +144,7 @@ func (c *Client) submit(ctx context.Context, run *spec.Run, runID string, nodes 
 		c.scriptCached.Store(true)
 	}
 	if err != nil {
-		return Submitted{}, err
+		return Submitted{}, c.explain(ctx, opSubmit, runID, "", cmp.Or(run.Thread, runID), err)
 	}
 	out := Submitted{RunID: runID, Status: res.Status, Created: res.Created, Behind: res.Behind}
 	if res.Thread != runID {
@@ -220,7 +220,8 @@ func (c *Client) submitTrip(e delivery.Enqueuer, args fence.SubmitArgs, nodes []
 }
 
 // Status returns the run with its nodes, or fence.ErrNotFound. A READY
-// node that no live runner serves says so in its Waiting field.
+// node held by a paused queue, or that no live runner serves, says so in
+// its Waiting field.
 func (c *Client) Status(ctx context.Context, run string) (*fence.RunInfo, error) {
 	if err := fence.ValidateID("run id", run); err != nil {
 		return nil, err
@@ -229,9 +230,17 @@ func (c *Client) Status(ctx context.Context, run string) (*fence.RunInfo, error)
 	if err != nil {
 		return nil, err
 	}
+	paused, err := c.readyPaused(ctx, info.Nodes)
+	if err != nil {
+		return nil, err
+	}
 	var live []fence.WorkerInfo
 	for i, n := range info.Nodes {
 		if n.State != "READY" {
+			continue
+		}
+		if q := cmp.Or(n.Queue, "default"); paused[q] {
+			info.Nodes[i].Waiting = pausedWaiting(q)
 			continue
 		}
 		if live == nil {
@@ -299,8 +308,11 @@ func (c *Client) Cancel(ctx context.Context, run, reason string) (fence.CancelRe
 		reason = "cancelled by user"
 	}
 	res, err := c.store.Cancel(ctx, run, reason, "client")
-	if err != nil || !delivery.Terminal(res.RunStatus) {
-		return res, err
+	if err != nil {
+		return res, c.explain(ctx, opCancel, run, "", "", err)
+	}
+	if !delivery.Terminal(res.RunStatus) {
+		return res, nil
 	}
 	// The run ended at once (nothing was running): its thread's next run
 	// may start (a run without a thread is its own thread's).
@@ -331,7 +343,7 @@ func (c *Client) Retry(ctx context.Context, run, retryID string) (fence.Retried,
 	}
 	res, err := c.store.Retry(ctx, run, retryID, "client")
 	if err != nil {
-		return res, err
+		return res, c.explain(ctx, opRetry, run, "", "", err)
 	}
 	var errs []error
 	for i, id := range res.Ready {

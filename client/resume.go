@@ -21,8 +21,11 @@ func (c *Client) Resume(ctx context.Context, run, node, waitID string, value jso
 		return fence.Resumed{}, fmt.Errorf("resume %s/%s: value %d bytes, at most %d: %w", run, node, n, c.limits.MaxInputBytes, fence.ErrTooLarge)
 	}
 	res, err := c.store.Resume(ctx, run, node, waitID, value, "client")
-	if err != nil || res.Queue == "" {
-		return res, err // a Replay whose node runs or ran already: nothing to deliver
+	if err != nil {
+		return res, c.explain(ctx, opResume, run, node, "", err)
+	}
+	if res.Queue == "" {
+		return res, nil // a Replay whose node runs or ran already: nothing to deliver
 	}
 	ref := fence.NodeRef{Thread: res.Thread, Run: run, Node: node}
 	if err := c.queue.Enqueue(ctx, ref, res.Queue, res.Attempt+1, time.Time{}); err != nil {

@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-
-	"github.com/batonrun/baton/fence"
 )
 
 // maxReasonBytes caps --reason: it is stored on the run and in its events.
@@ -30,15 +27,8 @@ func (a *app) cancel(ctx context.Context, args []string) error {
 	}
 	defer done()
 	res, err := client.Cancel(ctx, run, *reason)
-	switch {
-	case errors.Is(err, fence.ErrRunDone):
-		status := "finished"
-		if info, serr := client.Status(ctx, run); serr == nil {
-			status = info.Status
-		}
-		return fmt.Errorf("run %s already %s; nothing to cancel", run, status)
-	case err != nil:
-		return a.notFound(run, err)
+	if err != nil {
+		return a.notFound(run, err) // a refusal is worded by the client, as the API says it
 	}
 	if res.Already {
 		fmt.Fprintf(a.stderr, "enqueue: run %s was already cancelled\n", run)

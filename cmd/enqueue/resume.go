@@ -44,10 +44,8 @@ func (a *app) resume(ctx context.Context, args []string) error {
 	defer done()
 	res, err := client.Resume(ctx, run, node, *wait, json.RawMessage(*value))
 	switch {
-	case errors.Is(err, fence.ErrNotWaiting):
-		return fmt.Errorf("node %s of run %s is not waiting (on that wait): %w", node, run, err)
-	case errors.Is(err, fence.ErrRunDone):
-		return fmt.Errorf("run %s was cancelled or has finished; nothing to resume: %w", run, err)
+	case errors.Is(err, fence.ErrNotWaiting), errors.Is(err, fence.ErrRunDone):
+		return err // worded by the client, as the API says it
 	case errors.Is(err, fence.ErrInvalidData), errors.Is(err, fence.ErrTooLarge):
 		return badInput(err)
 	case err != nil && !fence.IsRefused(err) && res.Thread != "":

@@ -63,7 +63,7 @@ func TestRetryAFailedRun(t *testing.T) {
 
 	r = b.run(t, "", "retry", run)
 	require.Equal(t, 1, r.code)
-	require.Contains(t, r.stderr, "not retryable")
+	require.Equal(t, "enqueue: run "+run+" is SUCCEEDED; only a FAILED or CANCELLED run can be retried\n", r.stderr)
 	r = b.run(t, "", "retry", "nope")
 	require.Equal(t, 1, r.code)
 	require.Contains(t, r.stderr, "not found")

@@ -122,9 +122,9 @@ func TestCancelFinishedRun(t *testing.T) {
 	assert.JSONEq(t, `{"ok":true}`, string(info.Nodes[0].Result))
 
 	e := b.errorBody(t, "POST", "/v1/runs/done-1/cancel", "", http.StatusConflict)
-	assert.Contains(t, e.Error, "run done")
+	assert.Equal(t, "run done-1 already SUCCEEDED; nothing to cancel", e.Error, "the CLI's words, no fence: prefix")
 	e = b.errorBody(t, "POST", "/v1/runs/done-1/retry", "", http.StatusConflict)
-	assert.Contains(t, e.Error, "not retryable")
+	assert.Equal(t, "run done-1 is SUCCEEDED; only a FAILED or CANCELLED run can be retried", e.Error)
 
 	resp, raw := send(t, b.request(t, "GET", "/metrics", ""))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
@@ -173,7 +173,9 @@ func TestBadInput(t *testing.T) {
 		{"bad status", "GET", "/v1/runs?status=bogus", "", 400, "", "status"},
 		{"cancel body with unknown field", "POST", "/v1/runs/exists/cancel", `{"why": "x"}`, 400, "", "reason"},
 		{"cancel reason too long", "POST", "/v1/runs/exists/cancel", `{"reason": "` + strings.Repeat("x", 2000) + `"}`, 400, "", "reason"},
-		{"wrong method", "DELETE", "/v1/runs/exists", "", 405, "", "DELETE"},
+		{"wrong method", "PUT", "/v1/runs/exists", "", 405, "", "PUT"},
+		{"delete of a running run", "DELETE", "/v1/runs/exists", "", 409, "", "cancel it first"},
+		{"delete of an unknown run", "DELETE", "/v1/runs/nope", "", 404, "", "run nope not found"},
 		{"wrong method on the collection", "PUT", "/v1/runs", "", 405, "", "PUT"},
 		{"unknown route", "GET", "/v1/nothing", "", 404, "", "no route"},
 	}
