@@ -106,6 +106,10 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 // Keys returns the key builder the store uses.
 func (s *Store) Keys() Keys { return s.keys }
 
+// Redis returns the client the store talks to, for a caller's reads of
+// keys that are not baton's (Asynq's paused queues).
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
+
 // Load loads every script into Redis's script cache. Pipelined calls send
 // only EVALSHA, so call Load at start-up; the store calls it again itself
 // when a pipeline meets NOSCRIPT (after a Redis restart).

@@ -2,6 +2,7 @@ package runner
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -90,3 +91,42 @@ func (p *pauseWatch) refresh(ctx context.Context) {
 
 // openQueues returns the served queues not paused at the last read.
 func (p *pauseWatch) openQueues() []string { return *p.open.Load() }
+
+// pauseQueue pauses queue as Asynq's Inspector.PauseQueue does (the key holds
+// the time of the pause, Unix seconds) and reports whether it was running
+// until now (false: paused already).
+func pauseQueue(ctx context.Context, rdb redis.UniversalClient, queue string) (bool, error) {
+	ok, err := rdb.SetNX(ctx, PausedKey(queue), time.Now().Unix(), 0).Result()
+	if err != nil {
+		return false, fmt.Errorf("pause queue %s: %w", queue, err)
+	}
+	return ok, nil
+}
+
+// unpauseQueue resumes queue and reports whether it was paused.
+func unpauseQueue(ctx context.Context, rdb redis.UniversalClient, queue string) (bool, error) {
+	n, err := rdb.Del(ctx, PausedKey(queue)).Result()
+	if err != nil {
+		return false, fmt.Errorf("resume queue %s: %w", queue, err)
+	}
+	return n > 0, nil
+}
+
+// pausedQueues returns which of queues are paused, in one round trip.
+func pausedQueues(ctx context.Context, rdb redis.UniversalClient, queues []string) (map[string]bool, error) {
+	pipe := rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, len(queues))
+	for i, q := range queues {
+		cmds[i] = pipe.Exists(ctx, PausedKey(q))
+	}
+	if len(queues) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("read paused queues: %w", err)
+		}
+	}
+	out := make(map[string]bool, len(queues))
+	for i, q := range queues {
+		out[q] = cmds[i].Val() > 0
+	}
+	return out, nil
+}

@@ -78,12 +78,28 @@ var commands = map[string]command{
 			"a value that is not JSON is bad input (exit 2).",
 		flags: "  --value JSON  the answer (default null)\n" +
 			"  --wait ID     the wait answered (default: the one the node waits on now)\n"},
-	"list": {args: "[--status S] [--limit N] [--json]", run: (*app).list,
+	"list": {args: "[--status S] [--thread T] [--limit N] [--json]", run: (*app).list,
 		short: "list runs, newest first",
 		help:  "List runs, newest first.",
 		flags: "  --status S  only runs in status S: PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED\n" +
+			"  --thread T  only the runs of thread T (a run without a thread is the thread of its id)\n" +
 			"  --limit N   at most N runs (default 50)\n" +
 			"  --json      print a JSON array of {id, thread, status, nodes, done}\n"},
+	"delete": {args: "RUN", run: (*app).del,
+		short: "delete an ended run at once; prints deleted RUN (STATUS)",
+		help: "Delete a run that has ended (SUCCEEDED, FAILED or CANCELLED) at once: its\n" +
+			"nodes, events and listing entry go in one step; its thread's checkpoints stay.\n" +
+			"A QUEUED or RUNNING run is refused (exit 1): cancel it first."},
+	"pause": {args: "QUEUE", run: (*app).pause,
+		short: "pause a queue: no runner starts a node of it until unpause",
+		help: "Pause a queue, as the Asynq web UI's pause does (either undoes the other):\n" +
+			"Asynq delivers none of its tasks and no runner continues a chain onto it\n" +
+			"(runners read the pause within 250 ms); a node already running goes on.\n" +
+			"Its READY nodes say \"waiting: queue Q is paused\" in status and the run view."},
+	"unpause": {args: "QUEUE", run: (*app).unpause,
+		short: "resume a paused queue",
+		help: "Resume a queue paused by enqueue pause or the Asynq web UI: its nodes start\n" +
+			"again. (resume answers a parked node; a queue is unpaused.)"},
 	"workers": {args: "[--json]", run: (*app).workers,
 		short: "list the live runners with the kinds and queues they serve",
 		help: "List the live runners: each advertises its kinds and queues in Redis,\n" +
@@ -98,7 +114,7 @@ var commands = map[string]command{
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "resume", "list", "thread", "checkpoint", "workers"}
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "resume", "delete", "list", "thread", "checkpoint", "workers", "pause", "unpause"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {

@@ -19,7 +19,8 @@ var viewTime = regexp.MustCompile(`\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} [A-Z]{3
 // from a runner binary: a cancelled run's bar and count, a queued run that
 // names the run it waits behind now and stops saying so once it starts,
 // instants with their date and zone, a node's own URL, a delayed run's
-// start, and dashes where the workers page has nothing to show.
+// start, a queue paused with enqueue pause, and dashes where the workers
+// page has nothing to show.
 func TestRunViewTellsTheTruthInChromium(t *testing.T) {
 	t.Parallel()
 	chromiumPath(t)
@@ -101,6 +102,22 @@ func TestRunViewTellsTheTruthInChromium(t *testing.T) {
 	assert.Regexp(t, `1\s+e1\s+rv\s+claimed\s+`+viewTime.String(), text(`#node-attempts`), "an attempt's time has its date and zone")
 	screenshot(t, ctx, "run-view-node-link.png", false)
 
+	// A paused queue: the page names it and the held node says so; once
+	// the queue is resumed the open page follows the run to its end.
+	_, errOut, code = c.enqueue("", "pause", "default")
+	require.Equal(t, 0, code, errOut)
+	held := c.submit(`{"id":"held-9","nodes":[{"id":"h","kind":"noop"}]}`)
+	open("/runs/" + held)
+	assert.Contains(t, text(`.flag.paused[data-queue="default"]`), "queue default is paused")
+	note, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('svg#dag g[data-node="h"] .owner').textContent`))
+	require.NoError(t, err)
+	assert.Equal(t, "queue default paused", note)
+	_, errOut, code = c.enqueue("", "unpause", "default")
+	require.Equal(t, 0, code, errOut)
+	_, err = chromedp.Run(ctx, chromedp.Poll[bool](`document.querySelector('#run-status').textContent === 'SUCCEEDED'`,
+		chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(30*time.Second)))
+	require.NoError(t, err, "the page did not follow the resumed run")
+
 	// The workers page: every cell says something, a dash where there is
 	// nothing yet; the page says why asynqmon's Processed misses chains.
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(base+"/workers"), chromedp.WaitVisible(chromedp.CSS(`#workers`))))
@@ -110,7 +127,7 @@ func TestRunViewTellsTheTruthInChromium(t *testing.T) {
 	for i, cell := range cells {
 		assert.NotEmpty(t, cell, "cell %d of the workers table is blank: %q", i, cells)
 	}
-	note := text(`#processed-note`)
+	note = text(`#processed-note`)
 	assert.Contains(t, note, "Processed")
 	assert.True(t, strings.Contains(note, "chain"), note)
 }

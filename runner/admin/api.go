@@ -49,6 +49,7 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs", a.list)
 	mux.HandleFunc("GET /v1/runs/{id}", a.status)
 	mux.HandleFunc("GET /v1/runs/{id}/events", a.events)
+	mux.HandleFunc("DELETE /v1/runs/{id}", a.deleteRun)
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.cancel)
 	mux.HandleFunc("POST /v1/runs/{id}/retry", a.retry)
 	mux.HandleFunc("POST /v1/runs/{id}/nodes/{node}/resume", a.resume)
@@ -56,7 +57,7 @@ func (a *api) routes() http.Handler {
 	// Without these, ServeMux would answer a wrong method or path in plain
 	// text; API clients get JSON.
 	mux.Handle("/v1/runs", methodNotAllowed("GET, HEAD, POST"))
-	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD"))
+	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD, DELETE"))
 	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
 	mux.Handle("/v1/runs/{id}/retry", methodNotAllowed("POST"))
@@ -238,6 +239,30 @@ func (a *api) cancel(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, CancelBody{ID: id, Status: res.RunStatus, Running: res.Running, Already: res.Already})
 }
 
+// DeleteBody answers DELETE /v1/runs/{id}.
+type DeleteBody struct {
+	ID      string `json:"id"`
+	Status  string `json:"status"` // what the run ended as
+	Deleted bool   `json:"deleted"`
+}
+
+// deleteRun removes an ended run (runner.Client.Delete): 409 while it is
+// QUEUED or RUNNING, in the words the CLI prints.
+func (a *api) deleteRun(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := fence.ValidateID("run id", id); err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	status, err := a.client.Delete(r.Context(), id)
+	if err != nil {
+		a.fail(w, r, err)
+		return
+	}
+	a.log.Info("run_deleted", "run_id", id, "status", status, "remote_addr", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, DeleteBody{ID: id, Status: status, Deleted: true})
+}
+
 // RetryBody answers POST /v1/runs/{id}/retry.
 type RetryBody struct {
 	ID     string   `json:"id"`
@@ -352,7 +377,14 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	runs, err := a.client.List(r.Context(), status, limit)
+	thread := q.Get("thread")
+	if thread != "" {
+		if err := fence.ValidateID("thread", thread); err != nil {
+			a.fail(w, r, err)
+			return
+		}
+	}
+	runs, err := a.client.ListRuns(r.Context(), runner.ListOptions{Status: status, Thread: thread, Limit: limit})
 	if err != nil {
 		a.fail(w, r, err)
 		return
@@ -425,7 +457,8 @@ func statusOf(err error) int {
 	case errors.Is(err, fence.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fence.ErrRunConflict), errors.Is(err, fence.ErrRunDone), errors.Is(err, fence.ErrThreadBusy),
-		errors.Is(err, fence.ErrNotRetryable), errors.Is(err, fence.ErrNotActiveRun), errors.Is(err, fence.ErrNotWaiting):
+		errors.Is(err, fence.ErrNotRetryable), errors.Is(err, fence.ErrNotActiveRun), errors.Is(err, fence.ErrNotWaiting),
+		errors.Is(err, fence.ErrRunActive):
 		return http.StatusConflict
 	case errors.As(err, &ne), errors.Is(err, redis.ErrClosed), errors.Is(err, io.EOF),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, context.DeadlineExceeded):

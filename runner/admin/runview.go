@@ -111,8 +111,19 @@ func (u *ui) loadRun(ctx context.Context, id string) (runData, error) {
 		return runData{}, err
 	}
 	d.Started = info.StartAt != nil && !info.StartAt.After(now)
+	var ready []string
+	for _, n := range info.Nodes {
+		if q := cmp.Or(n.Queue, "default"); n.State == "READY" && !slices.Contains(ready, q) {
+			ready = append(ready, q)
+		}
+	}
+	if len(ready) > 0 {
+		if d.Paused, err = u.client.PausedQueues(ctx, ready); err != nil {
+			return runData{}, err
+		}
+	}
 	for i := range d.Graph.Nodes {
-		d.Graph.Nodes[i].Note = nodeNote(d.Graph.Nodes[i].NodeInfo, now)
+		d.Graph.Nodes[i].Note = nodeNote(d.Graph.Nodes[i].NodeInfo, now, d.Paused)
 	}
 	d.Events = eventRows(evs)
 	for _, e := range d.Events {
@@ -129,13 +140,16 @@ func (u *ui) loadRun(ctx context.Context, id string) (runData, error) {
 func pct(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "%" }
 
 // nodeNote is the short line a READY node's box shows where an owner
-// would be: when it becomes due, or why nothing runs it.
-func nodeNote(n fence.NodeInfo, now time.Time) string {
+// would be: when it becomes due, or why nothing runs it (its queue is
+// among paused, or no runner serves it).
+func nodeNote(n fence.NodeInfo, now time.Time, paused []string) string {
 	switch {
 	case n.State != "READY":
 		return ""
 	case n.ReadyAt != nil && n.ReadyAt.After(now):
 		return "due " + n.ReadyAt.Format("15:04:05 MST")
+	case slices.Contains(paused, cmp.Or(n.Queue, "default")):
+		return "queue " + cmp.Or(n.Queue, "default") + " paused"
 	case n.Waiting != "":
 		return cut(strings.TrimPrefix(n.Waiting, "waiting: "), 30)
 	}
