@@ -72,7 +72,7 @@ func (c *Client) explain(ctx context.Context, op, run, node, thread string, err 
 			by = " with run " + ti.Active
 		}
 		msg = fmt.Sprintf("thread %s is busy%s; submit with multitask enqueue (wait), interrupt or rollback (replace it), or once it has ended", thread, by)
-	case errors.Is(err, fence.ErrRunConflict):
+	case errors.Is(err, fence.ErrRunConflict) && !strings.Contains(err.Error(), "thread "):
 		msg = fmt.Sprintf("run %s exists with a different spec; submit the new one under another id", run)
 	case errors.Is(err, fence.ErrNotRetryable):
 		msg = fmt.Sprintf("run %s is %s; only a FAILED or CANCELLED run can be retried", run, status())
