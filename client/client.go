@@ -364,31 +364,5 @@ type RunSummary = fence.RunSummary
 // List returns up to limit runs, newest first, whose status is status
 // (empty: any). Each page of runs costs two round trips.
 func (c *Client) List(ctx context.Context, status string, limit int) ([]RunSummary, error) {
-	if limit <= 0 {
-		limit = 50
-	}
-	out := []RunSummary{}
-	const page = 200
-	for offset := int64(0); len(out) < limit; offset += page {
-		ids, err := c.store.ListRuns(ctx, offset, page)
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
-		}
-		sums, err := c.store.Summaries(ctx, ids)
-		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
-		}
-		for _, s := range sums {
-			if status == "" || s.Status == status {
-				out = append(out, s)
-				if len(out) == limit {
-					break
-				}
-			}
-		}
-		if len(ids) < page {
-			break
-		}
-	}
-	return out, nil
+	return c.ListRuns(ctx, ListOptions{Status: status, Limit: limit})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	asynqkeys "github.com/batonrun/baton/internal/delivery"
 	"github.com/batonrun/baton/runner"
 )
 
@@ -34,7 +35,7 @@ func TestPausedQueueHoldsAChainsNextNode(t *testing.T) {
 
 	insp := asynq.NewInspectorFromRedisClient(b.rdb)
 	require.NoError(t, insp.PauseQueue("default"))
-	n, err := b.rdb.Exists(t.Context(), runner.PausedKey("default")).Result()
+	n, err := b.rdb.Exists(t.Context(), asynqkeys.PausedKey("default")).Result()
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n, "PausedKey is the key Asynq's pause sets")
 	waitFor(t, 5*time.Second, "the worker to read the pause", func() bool { return len(runner.OpenQueues(w)) == 0 })

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
@@ -384,7 +385,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	runs, err := a.client.ListRuns(r.Context(), runner.ListOptions{Status: status, Thread: thread, Limit: limit})
+	runs, err := a.client.ListRuns(r.Context(), client.ListOptions{Status: status, Thread: thread, Limit: limit})
 	if err != nil {
 		a.fail(w, r, err)
 		return

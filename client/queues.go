@@ -1,4 +1,4 @@
-package runner
+package client
 
 import (
 	"cmp"
@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/delivery"
 )
 
 // PauseQueue pauses queue as Asynq's pause does (its web UI's, too): no
@@ -18,7 +19,7 @@ func (c *Client) PauseQueue(ctx context.Context, queue string) (bool, error) {
 	if err := fence.ValidateID("queue", queue); err != nil {
 		return false, err
 	}
-	return pauseQueue(ctx, c.store.Redis(), queue)
+	return delivery.Pause(ctx, c.store.Redis(), queue)
 }
 
 // UnpauseQueue resumes a paused queue and reports whether it was paused.
@@ -26,12 +27,12 @@ func (c *Client) UnpauseQueue(ctx context.Context, queue string) (bool, error) {
 	if err := fence.ValidateID("queue", queue); err != nil {
 		return false, err
 	}
-	return unpauseQueue(ctx, c.store.Redis(), queue)
+	return delivery.Unpause(ctx, c.store.Redis(), queue)
 }
 
 // PausedQueues returns those of queues that are paused, sorted.
 func (c *Client) PausedQueues(ctx context.Context, queues []string) ([]string, error) {
-	paused, err := pausedQueues(ctx, c.store.Redis(), queues)
+	paused, err := delivery.Paused(ctx, c.store.Redis(), queues)
 	if err != nil {
 		return nil, err
 	}
@@ -62,5 +63,5 @@ func (c *Client) readyPaused(ctx context.Context, nodes []fence.NodeInfo) (map[s
 	if len(queues) == 0 {
 		return nil, nil
 	}
-	return pausedQueues(ctx, c.store.Redis(), queues)
+	return delivery.Paused(ctx, c.store.Redis(), queues)
 }
