@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -60,6 +62,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	queues, _ := parseQueues(cfg.Queues) // validated
+	reg.MustRegister(runner.NewQueueCollector(rdb, slices.Sorted(maps.Keys(queues))))
 	var history *os.File
 	if cfg.HistoryFile != "" {
 		history, err = os.OpenFile(cfg.HistoryFile, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
