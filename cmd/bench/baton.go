@@ -5,11 +5,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/tracing"
 )
 
 // batonScenario is one runner.Worker running no-op nodes: every node is
@@ -25,6 +31,12 @@ type batonScenario struct {
 	w           *runner.Worker
 	cli         *runner.Client
 	p           progress
+	// traced: tracing on for this row, sampling runs at sample, spans
+	// exported over OTLP/HTTP to sink, which drops them.
+	traced bool
+	sample float64
+	tp     *sdktrace.TracerProvider
+	sink   *httptest.Server
 }
 
 func (s *batonScenario) system() string { return "baton" }
@@ -36,6 +48,9 @@ func (s *batonScenario) mode() string {
 	}
 	if len(s.o.dispatchers) > 1 || s.dispatchers != 0 {
 		m += fmt.Sprintf(" d=%d", cmp.Or(s.dispatchers, runner.DefaultDispatchers))
+	}
+	if s.traced {
+		m += fmt.Sprintf(" traced=%g%%", s.sample*100)
 	}
 	return m
 }
@@ -63,6 +78,11 @@ func (s *batonScenario) size() int {
 
 func (s *batonScenario) start(ctx context.Context) error {
 	s.p.reset()
+	if s.traced {
+		if err := s.startTracing(ctx); err != nil {
+			return err
+		}
+	}
 	var err error
 	if s.cli, err = runner.NewClient(runner.ClientConfig{Redis: s.t.rdb}); err != nil {
 		return err
@@ -92,6 +112,33 @@ func (s *batonScenario) start(ctx context.Context) error {
 func (s *batonScenario) stop() {
 	s.w.Shutdown()
 	_ = s.cli.Close()
+	if s.tp != nil {
+		tracing.Use(nil)
+		_ = s.tp.Shutdown(context.Background())
+		s.sink.Close()
+		s.tp, s.sink = nil, nil
+	}
+}
+
+// startTracing turns tracing on for this row: the submits' and the
+// worker's spans go, at s.sample (parent-based, as the runner's default
+// sampler), through the SDK's batch processor and OTLP/HTTP exporter to a
+// local endpoint that reads and drops them, so the row pays what an
+// exporting runner pays.
+func (s *batonScenario) startTracing(ctx context.Context) error {
+	s.sink = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-protobuf")
+	}))
+	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(s.sink.URL+"/v1/traces"))
+	if err != nil {
+		s.sink.Close()
+		return fmt.Errorf("tracing: %w", err)
+	}
+	s.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp),
+		sdktrace.WithSampler(sdktrace.ParentBased(sdktrace.TraceIDRatioBased(s.sample))))
+	tracing.Use(s.tp)
+	return nil
 }
 
 func (s *batonScenario) noop(_ context.Context, _ *runner.Task) (json.RawMessage, error) {

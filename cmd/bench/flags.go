@@ -55,6 +55,7 @@ type options struct {
 	scriptCalls  int           // calls of each operation in the scripts section
 	bullmq       bool          // measure BullMQ beside Asynq and baton (node and the npm package in cmd/bench/bullmq)
 	bullmqDir    string        // the npm package's directory; "": cmd/bench/bullmq
+	traceSample  []float64     // one more baton row per ratio, traced at that sampling
 }
 
 // allSections are the bench's sections, in the order they run.
@@ -168,6 +169,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.BoolVar(&o.bullmq, "bullmq", true, "measure BullMQ in the throughput section too, in a node process (skipped, saying so, without node or the npm package)")
 	fs.StringVar(&o.bullmqDir, "bullmq-dir", "", "directory of the bench's BullMQ npm package, installed with npm ci (default: cmd/bench/bullmq)")
 	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")
+	traceSample := fs.String("trace-sample", "", "comma-separated sampling ratios (0 to 1): one more baton row each in the throughput section, its first shape, with OpenTelemetry tracing on and spans exported over OTLP/HTTP to a local endpoint that drops them (e.g. 0.1)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -198,6 +200,16 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 			break
 		}
 		o.dispatchers = append(o.dispatchers, v)
+	}
+	if *traceSample != "" {
+		for _, r := range strings.Split(*traceSample, ",") {
+			v, err := strconv.ParseFloat(strings.TrimSpace(r), 64)
+			if err != nil || v < 0 || v > 1 {
+				errs = append(errs, fmt.Errorf("-trace-sample %q: want comma-separated ratios from 0 to 1", *traceSample))
+				break
+			}
+			o.traceSample = append(o.traceSample, v)
+		}
 	}
 	if o.mode == "cancel" { // the old spelling of -sections cancel
 		o.sections = []string{"cancel"}

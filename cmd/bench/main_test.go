@@ -45,6 +45,8 @@ func TestBadFlags(t *testing.T) {
 		{"-callgrind"},
 		{"-callgrind", "-sections", "scripts", "-cluster", "3"},
 		{"-script-calls", "0"},
+		{"-trace-sample", "1.5"},
+		{"-trace-sample", "ten"},
 		{"-nosuchflag"},
 		{"extra"},
 	} {
@@ -114,6 +116,19 @@ func TestSmallRun(t *testing.T) {
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })
 	require.Zero(t, db.DBSize(context.Background()).Val())
+}
+
+// -trace-sample adds a traced baton row per ratio beside the untraced one,
+// each draining every node.
+func TestTracedRows(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	code, stdout, stderr := runBench(t, srv.URL(), "-n", "200", "-runs", "1", "-warmup", "20", "-mode", "single",
+		"-poll", "10ms", "-cancels", "0", "-bullmq=false", "-sections", "throughput", "-trace-sample", "0.1,1")
+	require.Equal(t, 0, code, stderr)
+	for _, row := range []string{`baton +single +200 `, `baton +single traced=10% +200 `, `baton +single traced=100% +200 `} {
+		require.Regexp(t, row, stdout)
+	}
 }
 
 // -mode cancel measures cancel latency alone: a row per kind with as many

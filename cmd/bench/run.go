@@ -115,6 +115,11 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		for _, d := range o.dispatchers {
 			addScenario(&batonScenario{o: o, t: t, log: b.log, shape: m, dispatchers: d})
 		}
+		if m == shapes[0] {
+			for _, r := range o.traceSample {
+				addScenario(&batonScenario{o: o, t: t, log: b.log, shape: m, dispatchers: o.dispatchers[0], traced: true, sample: r})
+			}
+		}
 	}
 
 	for round := 1; round <= o.runs; round++ {
