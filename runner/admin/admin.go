@@ -158,6 +158,10 @@ func New(cfg Config) (http.Handler, error) {
 	log := cfg.Logger.With("component", "admin")
 
 	a := &api{client: cfg.Client, maxBody: cfg.MaxBodyBytes, log: log}
+	contract, err := NewOpenAPIValidator()
+	if err != nil {
+		return nil, err
+	}
 	mon := asynqmon.New(asynqmon.Options{
 		RootPath:     MonitorPath,
 		RedisConnOpt: sharedRedis{cfg.Redis},
@@ -190,7 +194,8 @@ func New(cfg Config) (http.Handler, error) {
 		mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(lg.logout)))
 	}
 	views.routes(mux, protect) // ui.go: /, /runs, /runs/{id}, /workers
-	mux.Handle("/v1/", protect(a.routes()))
+	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	mux.Handle("/v1/", protect(a.validateRequests(contract, a.routes())))
 	return mux, nil
 }
 

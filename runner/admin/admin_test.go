@@ -52,7 +52,7 @@ func setup(t *testing.T, o options) *testBundle {
 	h, err := admin.New(admin.Config{Client: c, Redis: b.rdb, Gatherer: b.reg, Token: o.token,
 		MaxBodyBytes: o.maxBody, Logger: testLogger(t)})
 	require.NoError(t, err)
-	srv := httptest.NewServer(h)
+	srv := httptest.NewServer(contract(t, h))
 	t.Cleanup(srv.Close)
 	b.url = srv.URL
 	return b

@@ -161,9 +161,9 @@ func TestBadInput(t *testing.T) {
 		{"empty body", "POST", "/v1/runs", "", 400, "spec", "empty"},
 		{"no nodes", "POST", "/v1/runs", `{"nodes": []}`, 400, "nodes", ""},
 		{"cycle", "POST", "/v1/runs", `{"nodes": [{"id": "a", "kind": "noop", "deps": ["b"]}, {"id": "b", "kind": "noop", "deps": ["a"]}]}`, 400, "nodes", "cycle"},
-		{"invalid run id", "GET", "/v1/runs/bad%7Bid", "", 400, "", "invalid id"},
-		{"invalid run id on events", "GET", "/v1/runs/a%20b/events", "", 400, "", "invalid id"},
-		{"invalid run id on cancel", "POST", "/v1/runs/a:b/cancel", "", 400, "", "invalid id"},
+		{"invalid run id", "GET", "/v1/runs/bad%7Bid", "", 400, "path.id", "does not match pattern"},
+		{"invalid run id on events", "GET", "/v1/runs/a%20b/events", "", 400, "path.id", "does not match pattern"},
+		{"invalid run id on cancel", "POST", "/v1/runs/a:b/cancel", "", 400, "path.id", "does not match pattern"},
 		{"unknown run", "GET", "/v1/runs/nope", "", 404, "", "not found"},
 		{"unknown run events", "GET", "/v1/runs/nope/events", "", 404, "", "not found"},
 		{"unknown run cancel", "POST", "/v1/runs/nope/cancel", "", 404, "", "not found"},
@@ -171,7 +171,11 @@ func TestBadInput(t *testing.T) {
 		{"zero limit", "GET", "/v1/runs/exists/events?limit=0", "", 400, "", "limit"},
 		{"huge limit", "GET", "/v1/runs?limit=99999", "", 400, "", "limit"},
 		{"bad status", "GET", "/v1/runs?status=bogus", "", 400, "", "status"},
-		{"cancel body with unknown field", "POST", "/v1/runs/exists/cancel", `{"why": "x"}`, 400, "", "reason"},
+		{"cancel body with unknown field", "POST", "/v1/runs/exists/cancel", `{"why": "x"}`, 400, "body", "'why' not allowed"},
+		{"cancel body not JSON", "POST", "/v1/runs/exists/cancel", `{"reason": `, 400, "body", ""},
+		{"follow neither true nor false", "GET", "/v1/runs/exists/events?follow=maybe", "", 400, "query.follow", ""},
+		{"limit not a number", "GET", "/v1/runs?limit=ten", "", 400, "query.limit", ""},
+		{"resume value missing its body", "POST", "/v1/runs/exists/nodes/a/resume", "", 400, "body", ""},
 		{"cancel reason too long", "POST", "/v1/runs/exists/cancel", `{"reason": "` + strings.Repeat("x", 2000) + `"}`, 400, "", "reason"},
 		{"wrong method", "PUT", "/v1/runs/exists", "", 405, "", "PUT"},
 		{"delete of a running run", "DELETE", "/v1/runs/exists", "", 409, "", "cancel it first"},
@@ -195,6 +199,26 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("a header breaking the document is named", func(t *testing.T) {
+		t.Parallel()
+		req := b.request(t, "POST", "/v1/runs/exists/retry", "")
+		req.Header.Set("Idempotency-Key", "not ok")
+		resp, raw := send(t, req)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", raw)
+		var e admin.ErrorBody
+		require.NoError(t, json.Unmarshal(raw, &e))
+		require.NotEmpty(t, e.Problems)
+		assert.Equal(t, "header.Idempotency-Key", e.Problems[0].Field)
+	})
+
+	t.Run("the document is served, without a token", func(t *testing.T) {
+		t.Parallel()
+		resp, raw := send(t, b.request(t, "GET", admin.OpenAPIPath, ""))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+		assert.JSONEq(t, string(admin.OpenAPI()), string(raw))
+	})
 
 	t.Run("wrong method lists the allowed ones", func(t *testing.T) {
 		t.Parallel()

@@ -88,6 +88,7 @@ func serveReal(t *testing.T, writeTimeout time.Duration) (base string, client *r
 	t.Cleanup(func() { _ = client.Close() })
 	hs, err := admin.NewServer(admin.Config{Client: client, Redis: rdb, Logger: testLogger(t), WriteTimeout: writeTimeout})
 	require.NoError(t, err)
+	hs.Handler = contract(t, hs.Handler)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	done := make(chan struct{})

@@ -45,7 +45,7 @@ func TestEveryRedisMode(t *testing.T) {
 			t.Cleanup(func() { _ = client.Close() })
 			h, err := admin.New(admin.Config{Client: client, Redis: rdb})
 			require.NoError(t, err)
-			srv := httptest.NewServer(h)
+			srv := httptest.NewServer(contract(t, h))
 			t.Cleanup(srv.Close)
 
 			get := func(path string, into any) {
