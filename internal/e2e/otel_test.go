@@ -387,7 +387,7 @@ func TestTracingBadInputRunsOn(t *testing.T) {
 	c := newCluster(t)
 	dead := fmt.Sprintf("http://127.0.0.1:%d", redistest.FreePort(t)) // nothing listens
 	env := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": dead, "OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_EXPORTER_OTLP_TIMEOUT": "500"}
-	c.startRunner("ra", env)
+	a := c.startRunner("ra", env)
 	begin := time.Now()
 	out, errOut := c.enqueueWith(append(envList(env), "TRACEPARENT=not-a-traceparent"),
 		`{"id":"untraceable","nodes":[{"id":"a","kind":"noop"},{"id":"b","kind":"noop","deps":["a"]}]}`, "submit", "-")
@@ -396,4 +396,9 @@ func TestTracingBadInputRunsOn(t *testing.T) {
 	require.Equal(t, 1, strings.Count(errOut, "traceparent_ignored"), errOut)
 	require.Equal(t, 0, c.watch("untraceable"))
 	require.Equal(t, "SUCCEEDED", c.status("untraceable").Status)
+	// The runner says once that its spans go nowhere (at most once a minute).
+	waitUntil(t, 20*time.Second, "the runner's export warning", func() bool {
+		return strings.Contains(a.log.String(), "tracing_export_failed")
+	})
+	require.Equal(t, 1, strings.Count(a.log.String(), "tracing_export_failed"), a.log.String())
 }
