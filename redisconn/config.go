@@ -29,26 +29,28 @@ const DefaultURL = "redis://127.0.0.1:6379/0"
 // RedisFailoverClientOpt would make.
 type Config struct {
 	// URL is one server: redis://[user:password@]host:port/db, rediss://
-	// for TLS.
+	// for TLS. Default: redis://127.0.0.1:6379/0 when no other mode is set.
 	URL string `env:"REDIS_URL"`
 	// ClusterAddrs are seed nodes of a Redis Cluster, host:port each; the
 	// client discovers the others.
 	ClusterAddrs []string `env:"REDIS_CLUSTER_ADDRS"`
-	// SentinelAddrs are the sentinels, host:port each; SentinelMaster names
-	// the primary they watch. SentinelPassword is the sentinels' own
-	// password (requirepass in sentinel.conf), if any.
+	// SentinelAddrs are the sentinels, host:port each;
+	// REDIS_SENTINEL_MASTER names the primary they watch, and
+	// REDIS_SENTINEL_PASSWORD is the sentinels' own password (requirepass
+	// in sentinel.conf), if any.
 	SentinelAddrs    []string `env:"REDIS_SENTINEL_ADDRS"`
 	SentinelMaster   string   `env:"REDIS_SENTINEL_MASTER"`
 	SentinelPassword string   `env:"REDIS_SENTINEL_PASSWORD"`
-	// Username and Password authenticate to the data nodes in cluster and
-	// sentinel modes (a URL carries its own).
+	// Username and Password are the data nodes' ACL user and password in
+	// cluster and sentinel modes (a URL carries its own).
 	Username string `env:"REDIS_USERNAME"`
 	Password string `env:"REDIS_PASSWORD"`
 	// TLS connects to every node, sentinels included, over TLS in cluster
-	// and sentinel modes (a URL says rediss://).
+	// and sentinel modes (a URL says rediss://). Default: false.
 	TLS bool `env:"REDIS_TLS"`
 	// TLSCAFile is a PEM file of the certificate authorities to trust
-	// instead of the system's, in every mode with TLS.
+	// instead of the system's, in every mode with TLS. Default: the
+	// system's roots.
 	TLSCAFile string `env:"REDIS_TLS_CA_FILE"`
 }
 

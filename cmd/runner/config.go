@@ -35,7 +35,7 @@ type Config struct {
 	Concurrency int `env:"CONCURRENCY" envDefault:"10"`
 	// Dispatchers is how many Asynq servers (dequeue loops) the runner
 	// runs, CONCURRENCY divided among them (1 to 16). Default: unset or 0,
-	// meaning runner.DefaultDispatchers.
+	// meaning 3 (runner.DefaultDispatchers).
 	Dispatchers int `env:"DISPATCHERS"`
 	// PollInterval is how long an idle dequeue loop waits before it asks
 	// Redis again (1ms to 10s). It sets submit-to-start latency when idle

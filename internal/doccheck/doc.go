@@ -2,6 +2,6 @@
 // honest as the code moves: the README stays a front door, every relative
 // link and heading anchor resolves, every folder under examples/ is listed,
 // and every environment variable the binaries read is documented in
-// docs/operations.md. It has no code of its own; `go test
+// docs/configuration.md. It has no code of its own; `go test
 // ./internal/doccheck/` runs the checks without Redis.
 package doccheck

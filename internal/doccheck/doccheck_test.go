@@ -104,10 +104,10 @@ func TestExamplesIndexListsEveryFolder(t *testing.T) {
 
 // Every environment variable the binaries read (caarlos0/env `env:"..."`
 // tags in cmd/runner and cmd/enqueue, nested configuration structs
-// included) is named in docs/operations.md.
+// included) is named in docs/configuration.md.
 func TestEveryEnvironmentVariableIsDocumented(t *testing.T) {
 	t.Parallel()
-	doc, err := os.ReadFile(filepath.Join(root, "docs", "operations.md"))
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "configuration.md"))
 	require.NoError(t, err)
 	r := newTagReader(t)
 	vars := map[string]string{}
@@ -124,7 +124,7 @@ func TestEveryEnvironmentVariableIsDocumented(t *testing.T) {
 	sort.Strings(names)
 	for _, v := range names {
 		if !bytes.Contains(doc, []byte("`"+v+"`")) {
-			t.Errorf("%s (read by %s) is not documented in docs/operations.md", v, vars[v])
+			t.Errorf("%s (read by %s) is not documented in docs/configuration.md", v, vars[v])
 		}
 	}
 }
