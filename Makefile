@@ -4,7 +4,7 @@
 GO       ?= go
 TIMEOUT  ?= 15m
 
-.PHONY: all build test test-short test-js test-py demo bench chaos lint clean
+.PHONY: all build test test-short test-js test-py api-tools demo bench chaos lint clean
 
 all: build test
 
@@ -18,6 +18,7 @@ build:
 test:
 	@$(MAKE) --no-print-directory test-js
 	@$(MAKE) --no-print-directory test-py
+	@$(MAKE) --no-print-directory api-tools
 	$(GO) vet ./...
 	BATON_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
 	cd examples/eino && BATON_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
@@ -66,6 +67,24 @@ test-py:
 			touch .venv/.installed; \
 		fi && \
 		.venv/bin/python -m pytest -q; \
+	fi
+
+# schemathesis, for internal/apicheck's run against the OpenAPI document
+# a real runner serves: installed from PyPI with the hashes in
+# internal/apicheck/requirements.lock into internal/apicheck/.venv when
+# missing or older than the lock. Without python3 >= 3.11 the test skips
+# (fails if BATON_REQUIRE_PYTHON is set).
+API_DIR := internal/apicheck
+api-tools:
+	@if command -v $(PYTHON) >/dev/null 2>&1 && $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+		cd $(API_DIR) && \
+		if [ ! -f .venv/.installed ] || [ requirements.lock -nt .venv/.installed ]; then \
+			$(PYTHON) -m venv .venv && \
+			.venv/bin/pip install -q --require-hashes --no-deps -r requirements.lock && \
+			touch .venv/.installed; \
+		fi; \
+	else \
+		echo "api-tools: SKIPPED: python3 >= 3.11 is missing; the schemathesis run will skip"; \
 	fi
 
 # Embedded Redis, three workers in one process, one paused past its lease.

@@ -67,7 +67,7 @@ func contract(t *testing.T, h http.Handler) http.Handler {
 		resp := &http.Response{StatusCode: rec.code, Header: rec.Header(), Request: req,
 			Body: io.NopCloser(bytes.NewReader(rec.body.Bytes()))}
 		if strings.HasPrefix(rec.Header().Get("Content-Type"), "text/event-stream") {
-			resp.Body = io.NopCloser(strings.NewReader(`"stream"`)) // a stream is not a JSON body
+			resp.Body = io.NopCloser(strings.NewReader(`{}`)) // the document describes one event; the tests read them
 		}
 		if ok, errs := v.ValidateHttpResponse(req, resp); !ok {
 			report("%s: answer %d %s breaks the document: %v", what, rec.code, truncate(rec.body.String()), errs)
