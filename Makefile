@@ -69,11 +69,13 @@ test-py:
 		.venv/bin/python -m pytest -q; \
 	fi
 
-# schemathesis, for internal/apicheck's run against the OpenAPI document
-# a real runner serves: installed from PyPI with the hashes in
-# internal/apicheck/requirements.lock into internal/apicheck/.venv when
-# missing or older than the lock. Without python3 >= 3.11 the test skips
-# (fails if BATON_REQUIRE_PYTHON is set).
+# What internal/apicheck needs: schemathesis, run against the OpenAPI
+# document a real runner serves, and the npm packages that generate a
+# TypeScript client from it (internal/apicheck/ts, locked). schemathesis
+# is installed from PyPI with the hashes in requirements.lock into
+# internal/apicheck/.venv when missing or older than the lock. Without
+# python3 >= 3.11, or npm, the test needing it skips (fails if
+# BATON_REQUIRE_PYTHON, or BATON_REQUIRE_NODE, is set, as in CI).
 API_DIR := internal/apicheck
 api-tools:
 	@if command -v $(PYTHON) >/dev/null 2>&1 && $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
@@ -85,6 +87,14 @@ api-tools:
 		fi; \
 	else \
 		echo "api-tools: SKIPPED: python3 >= 3.11 is missing; the schemathesis run will skip"; \
+	fi
+	@if command -v npm >/dev/null 2>&1; then \
+		cd $(API_DIR)/ts && \
+		if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+			npm ci --no-audit --no-fund; \
+		fi; \
+	else \
+		echo "api-tools: SKIPPED: npm is missing; the generated TypeScript client's test will skip"; \
 	fi
 
 # Embedded Redis, three workers in one process, one paused past its lease.
