@@ -1,5 +1,5 @@
-# baton — common tasks. `make demo` needs nothing but Go; `make test` needs
-# redis-server installed (the tests start their own on free ports).
+# baton — common tasks. `make demo` needs nothing but Go; `make test` installs
+# what else it needs (tools/setup) or says what to install.
 
 GO       ?= go
 TIMEOUT  ?= 15m
@@ -14,11 +14,13 @@ build:
 	$(GO) build -buildvcs=auto -o bin/ ./cmd/...
 
 # The whole suite: unit tests on miniredis, integration and fault tests on
-# real redis-server processes, the race detector on.
+# real redis-server processes, the race detector on. tools/setup first
+# installs what is missing (apt packages as root, locked npm and pip
+# packages), or says in one line what to install.
 test:
+	@./tools/setup
 	@$(MAKE) --no-print-directory test-js
 	@$(MAKE) --no-print-directory test-py
-	@$(MAKE) --no-print-directory api-tools
 	$(GO) vet ./...
 	BATON_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
 	cd examples/eino && BATON_REQUIRE_REDIS=1 $(GO) test -race -count=1 -timeout $(TIMEOUT) ./...
