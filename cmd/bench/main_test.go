@@ -177,8 +177,8 @@ func TestSections(t *testing.T) {
 
 // -callgrind counts the instructions Redis executes per call of each
 // operation in the scripts section. Counted again on a new server, baton's
-// figures repeat to within 3% over 100 calls (1.2% seen), however busy the
-// host (the reason the option exists: times move by tens of percent); what
+// figures repeat to within 5% over 100 calls (1.2% seen on a quiet host,
+// 3.02% once on a loaded CI host), however busy the host (the reason the option exists: times move by tens of percent); what
 // moves them is Redis's cron, a tick a second, falling in one window or
 // another. Asynq's enqueue is not
 // held to it: its task ids are random, so its key lookups differ from one
@@ -216,7 +216,7 @@ func TestCallgrindCounts(t *testing.T) {
 		require.Greater(t, first[op], 10000.0, "%s: a call executes thousands of instructions", op)
 		t.Logf("%s: %.0f %.0f %+.2f%%", op, first[op], second[op], 100*(second[op]-first[op])/first[op])
 		if op != "asynq enqueue" {
-			require.InEpsilon(t, first[op], second[op], 0.03, "%s: counted twice", op)
+			require.InEpsilon(t, first[op], second[op], 0.05, "%s: counted twice", op)
 		}
 	}
 	require.Greater(t, first["claim"], first["asynq enqueue"])
