@@ -75,6 +75,12 @@ func (k Keys) Run(thread, run string) string { return k.tagged(thread, "run", ru
 // Node is one node's hash: state, owner, epoch, claim id, lease, result.
 func (k Keys) Node(thread, run, node string) string { return k.tagged(thread, "node", run, node) }
 
+// Packed is a finished run's run hash, node hashes and event stream packed
+// into one string (scripts/lua/lib/pack.lua; fence reads it back value for
+// value). The bench's memory section stores finished runs there to
+// measure what one key per retained run costs; no operation writes it yet.
+func (k Keys) Packed(thread, run string) string { return k.tagged(thread, "done", run) }
+
 // Active names the thread's active run (threads with a multitask
 // strategy).
 func (k Keys) Active(thread string) string { return k.tagged(thread, "active") }

@@ -169,6 +169,10 @@ func TestSections(t *testing.T) {
 	for _, k := range []string{"waiting_bytes_per_node_k1", "waiting_bytes_per_node_k4", "bytes_per_node_k1", "bytes_per_node_k4"} {
 		require.Greater(t, mem[k], 0.0, "%s: the runs' keys take memory", k)
 	}
+	for _, k := range []string{"k1", "k4"} {
+		require.Less(t, mem["packed_bytes_per_node_"+k], mem["reloaded_bytes_per_node_"+k],
+			"%s: a finished run packed into one key takes less memory than its keys", k)
+	}
 
 	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
 	t.Cleanup(func() { _ = db.Close() })
