@@ -195,6 +195,7 @@ func New(cfg Config) (http.Handler, error) {
 	}
 	views.routes(mux, protect) // ui.go: /, /runs, /runs/{id}, /workers
 	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
+	mux.HandleFunc("GET "+SchemaPath, serveSchema)
 	mux.Handle("/v1/", protect(a.validateRequests(contract, a.routes())))
 	return mux, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/admin"
+	"github.com/batonrun/baton/spec"
 )
 
 const twoNodes = `{"id": "rt-1", "nodes": [
@@ -218,6 +219,17 @@ func TestBadInput(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 		assert.JSONEq(t, string(admin.OpenAPI()), string(raw))
+	})
+
+	t.Run("the run spec's JSON Schema is served, without a token", func(t *testing.T) {
+		t.Parallel()
+		req, err := http.NewRequest("GET", b.url+admin.SchemaPath, nil)
+		require.NoError(t, err)
+		resp, raw := send(t, req)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		assert.Equal(t, "application/schema+json", resp.Header.Get("Content-Type"))
+		assert.JSONEq(t, string(spec.Schema()), string(raw))
+		assert.Contains(t, string(raw), `"$schema": "https://json-schema.org/draft/2020-12/schema"`)
 	})
 
 	t.Run("wrong method lists the allowed ones", func(t *testing.T) {

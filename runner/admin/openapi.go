@@ -14,6 +14,8 @@ import (
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
 	valerrs "github.com/pb33f/libopenapi-validator/errors"
+
+	"github.com/batonrun/baton/spec"
 )
 
 // openAPIDoc is the HTTP API's contract, served at /v1/openapi.json. The
@@ -53,6 +55,22 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	h.Set("X-Content-Type-Options", "nosniff")
 	_, _ = w.Write(openAPIDoc)
 }
+
+// SchemaPath is where the admin server serves the run spec's JSON Schema
+// (spec.Schema), for editors and tools in other languages.
+const SchemaPath = "/v1/schemas/run.json"
+
+// serveSchema answers GET /v1/schemas/run.json, without a token, as
+// serveOpenAPI: the schema holds no data.
+func serveSchema(w http.ResponseWriter, _ *http.Request) {
+	h := w.Header()
+	h.Set("Content-Type", "application/schema+json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	_, _ = w.Write(runSchema)
+}
+
+// runSchema is spec.Schema(), read once.
+var runSchema = spec.Schema()
 
 // validateRequests refuses, with 400 and a problem per wrong field, a
 // request to a route of the document that breaks its rules. Requests the
