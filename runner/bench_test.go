@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/hibiken/asynq"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/batonrun/baton/internal/redistest"
@@ -49,7 +48,7 @@ func BenchmarkWorkerNoopTraced(b *testing.B) {
 	b.Cleanup(sink.Close)
 	for _, ratio := range []float64{0.1, 1} {
 		b.Run(fmt.Sprintf("sampled=%g%%", ratio*100), func(b *testing.B) {
-			exp, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(sink.URL+"/v1/traces"))
+			exp, err := tracing.NewExporter(tracing.ExporterConfig{URL: sink.URL + "/v1/traces"})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -14,24 +14,24 @@ import (
 	"github.com/go-logr/logr"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
 // Setup turns tracing on from the standard OpenTelemetry environment:
-// spans are exported over OTLP/HTTP (protobuf) when
+// spans are exported over OTLP/HTTP (protobuf, by Exporter) when
 // OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set,
 // with OTEL_SERVICE_NAME (default service), OTEL_RESOURCE_ATTRIBUTES,
 // OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG, and the exporter's own
-// OTEL_EXPORTER_OTLP_* settings (headers, timeout, compression,
-// certificates). With none set, or OTEL_SDK_DISABLED=true, or
+// OTEL_EXPORTER_OTLP_(TRACES_)* settings (headers, timeout, compression,
+// certificate, client certificate and key). With none set, or OTEL_SDK_DISABLED=true, or
 // OTEL_TRACES_EXPORTER=none, tracing stays off.
 //
 // Bad settings never stop the program: a malformed value is logged once, as
-// a warning naming the variable, and tracing stays off (a bad endpoint or
-// protocol) or takes the default (a bad sampler). An unreachable
+// a warning naming the variable, and tracing stays off (a bad endpoint,
+// protocol, headers or certificate) or takes the default (a bad sampler,
+// timeout or compression). An unreachable
 // collector is logged once a minute at most; spans that cannot be sent are
 // dropped, never waited for.
 //
@@ -55,7 +55,8 @@ func Setup(ctx context.Context, service string, log *slog.Logger) (shutdown func
 	if ep == "" {
 		return off
 	}
-	if u, err := url.Parse(ep); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	u, err := url.Parse(ep)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		log.Warn("tracing_off", "reason", fmt.Sprintf("%s=%q is not an http:// or https:// URL", name, ep))
 		return off
 	}
@@ -79,7 +80,19 @@ func Setup(ctx context.Context, service string, log *slog.Logger) (shutdown func
 	// checked above, once.
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
 
-	exp, err := otlptracehttp.New(ctx)
+	traces := ep
+	if name == "OTEL_EXPORTER_OTLP_ENDPOINT" {
+		traces = u.JoinPath("v1", "traces").String() // the base URL's signal path
+	}
+	cfg, defaulted, err := exporterConfigFromEnv(traces)
+	if err != nil {
+		log.Warn("tracing_off", "reason", err.Error())
+		return off
+	}
+	for _, d := range defaulted {
+		log.Warn("tracing_setting_default", "reason", d)
+	}
+	exp, err := NewExporter(cfg)
 	if err != nil {
 		log.Warn("tracing_off", "reason", "OTLP exporter: "+err.Error())
 		return off

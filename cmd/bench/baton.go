@@ -11,7 +11,6 @@ import (
 	"net/http/httptest"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/batonrun/baton/runner"
@@ -122,7 +121,7 @@ func (s *batonScenario) stop() {
 
 // startTracing turns tracing on for this row: the submits' and the
 // worker's spans go, at s.sample (parent-based, as the runner's default
-// sampler), through the SDK's batch processor and OTLP/HTTP exporter to a
+// sampler), through the SDK's batch processor and OTLP/HTTP exporter (tracing.Exporter) to a
 // local endpoint that reads and drops them, so the row pays what an
 // exporting runner pays.
 func (s *batonScenario) startTracing(ctx context.Context) error {
@@ -130,7 +129,7 @@ func (s *batonScenario) startTracing(ctx context.Context) error {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
-	exp, err := otlptracehttp.New(ctx, otlptracehttp.WithEndpointURL(s.sink.URL+"/v1/traces"))
+	exp, err := tracing.NewExporter(tracing.ExporterConfig{URL: s.sink.URL + "/v1/traces"})
 	if err != nil {
 		s.sink.Close()
 		return fmt.Errorf("tracing: %w", err)

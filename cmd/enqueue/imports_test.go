@@ -21,3 +21,17 @@ func TestEnqueueLinksNoWorkerRuntime(t *testing.T) {
 		require.False(t, strings.HasPrefix(dep, "github.com/hibiken/asynqmon"), "enqueue links %s", dep)
 	}
 }
+
+// Neither binary links gRPC: baton exports traces over OTLP/HTTP with its
+// own exporter, and OpenTelemetry's OTLP exporters, which import gRPC,
+// doubled the enqueue binary's size (17 MB to 36 MB).
+func TestBinariesLinkNoGRPC(t *testing.T) {
+	t.Parallel()
+	for _, pkg := range []string{".", "../runner"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		for _, dep := range strings.Fields(string(out)) {
+			require.NotContains(t, dep, "google.golang.org/grpc", "%s links %s", pkg, dep)
+		}
+	}
+}
