@@ -106,13 +106,24 @@ type Submitted struct {
 // after the run was stored, the run is not lost: the sweeper enqueues its
 // READY nodes; the error is still returned.
 func (c *Client) Submit(ctx context.Context, run *spec.Run) (Submitted, error) {
-	compiled, err := run.Compile(c.limits)
-	if err != nil {
+	if run == nil {
+		_, err := run.Compile(c.limits)
 		return Submitted{}, err
 	}
 	runID := run.ID
 	if runID == "" {
-		runID = "run-" + fence.NewClaimID()
+		// The id is known before the spec is compiled: a limit named
+		// "x:{run}" or "x:{thread}" of a run without a thread needs it.
+		r := *run
+		r.ID = "run-" + fence.NewClaimID()
+		run, runID = &r, r.ID
+	}
+	compiled, err := run.Compile(c.limits)
+	if err != nil {
+		return Submitted{}, err
+	}
+	if err := c.checkLimits(ctx, compiled); err != nil { // limits.go
+		return Submitted{}, err
 	}
 	nodes := make([]fence.NodeSpec, len(compiled.Nodes))
 	for i, n := range compiled.Nodes {

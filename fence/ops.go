@@ -28,6 +28,9 @@ type NodeSpec struct {
 	// Retry is the node's retry policy as JSON text, stored verbatim for
 	// the worker (Store.RetryPolicy); empty: the worker's default.
 	Retry string `json:"retry,omitempty"`
+	// Limits are the node's limit keys and costs, "key=cost,...", stored
+	// for its claims (claim.lua); "": none.
+	Limits string `json:"limits,omitempty"`
 }
 
 // SubmitArgs is a validated run.

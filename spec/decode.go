@@ -217,7 +217,7 @@ func (d *specDecoder) step() bool {
 
 var (
 	runFields   = []string{"id", "thread", "multitask", "nodes", "start_at", "start_in", "notify"}
-	nodeFields  = []string{"id", "kind", "deps", "input", "max_attempts", "timeout", "queue", "retry"}
+	nodeFields  = []string{"id", "kind", "deps", "input", "max_attempts", "timeout", "queue", "retry", "limits"}
 	retryFields = []string{"backoff", "base", "max", "jitter"}
 )
 
@@ -292,6 +292,7 @@ func (d *specDecoder) node(path string, v *value) Node {
 	n.MaxAttempts = d.attempts(path+".max_attempts", f["max_attempts"])
 	n.Timeout = d.timeout(path+".timeout", f["timeout"])
 	n.Retry = d.retry(path+".retry", f["retry"])
+	n.Limits = d.limits(path+".limits", f["limits"]) // limits.go
 	return n
 }
 

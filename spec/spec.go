@@ -63,6 +63,10 @@ type Node struct {
 	// Retry is the backoff between failed attempts; nil: the worker's
 	// default (exponential with jitter).
 	Retry *RetryPolicy `json:"retry,omitempty" yaml:"retry,omitempty"`
+	// Limits are the fleet-wide limits the node takes part in (see
+	// LimitUse): a slot of each concurrency limit and the node's cost of
+	// each rate, taken by its claim. Nil: none.
+	Limits []LimitUse `json:"limits,omitempty" yaml:"limits,omitempty"`
 }
 
 // Duration is a time.Duration that reads "90s" or 90 (seconds).
@@ -270,6 +274,7 @@ func (s *Run) Validate(lim Limits) error {
 		if n.Timeout < 0 {
 			bad(f+".timeout", "negative")
 		}
+		checkLimits(f, n, bad) // limits.go
 		if r := n.Retry; r != nil {
 			switch r.Backoff {
 			case "", "exponential", "fixed":
@@ -395,6 +400,9 @@ type CompiledNode struct {
 	MaxAttempts int      `json:"max_attempts"`
 	TimeoutMS   int64    `json:"timeout_ms"`
 	Retry       string   `json:"retry,omitempty"` // the RetryPolicy as JSON; "": the worker's default
+	// Limits are the node's limit keys with their costs, templates
+	// filled in: "openai=1,tenant:acme=1"; "": none.
+	Limits string `json:"limits,omitempty"`
 }
 
 // Compile validates the spec (every problem at once, as Validate) and
@@ -446,10 +454,15 @@ func (s *Run) compile(lim Limits) ([]CompiledNode, string, error) {
 		if queue == "" {
 			queue = DefaultQueue
 		}
+		limits, err := compileLimits(fmt.Sprintf("nodes[%d]", i), n, s.ID, cmpOr(s.Thread, s.ID))
+		if err != nil {
+			return nil, "", err
+		}
 		out[i] = CompiledNode{ID: n.ID, Kind: n.Kind, Queue: queue, Input: input,
 			Deps: nonNil(n.Deps), Dependents: nonNil(dependents[i]),
 			Descendants: descendants(i, s.Nodes, index, dependents),
-			MaxAttempts: attempts, TimeoutMS: time.Duration(n.Timeout).Milliseconds(), Retry: n.Retry.encode()}
+			MaxAttempts: attempts, TimeoutMS: time.Duration(n.Timeout).Milliseconds(), Retry: n.Retry.encode(),
+			Limits: limits}
 	}
 	// A start is part of the run's identity: resubmitting the same spec
 	// is a no-op, a spec with another start a conflict. Unset, it leaves

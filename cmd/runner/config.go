@@ -106,6 +106,11 @@ type Config struct {
 	// (Redis WAIT, up to 1s, retried) until that many replicas hold it
 	// before the node runs or its outcome counts. Default: 0.
 	ClaimReplicas int `env:"CLAIM_REPLICAS" envDefault:"0"`
+	// LimitsFile, when set, is a JSON file of fleet-wide limits the
+	// runner sets at start ({"limits": [{"name": "openai", "rate":
+	// "20/s"}]}, see docs/flow-control.md), replacing those of the same
+	// names; a bad file stops the start and sets none. Default: empty.
+	LimitsFile string `env:"LIMITS_FILE"`
 	// TraceURL, when set, makes the run view link to each traced run's
 	// trace: a tracing UI's URL with {trace_id} in it
 	// (https://jaeger.example/trace/{trace_id}). Default: empty, no link.

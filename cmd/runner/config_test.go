@@ -253,7 +253,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 31)
+	require.Len(t, keys, 32)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

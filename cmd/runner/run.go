@@ -109,6 +109,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer client.Close()
+	if err := loadLimits(ctx, cfg.LimitsFile, client, log); err != nil { // limits.go
+		return err
+	}
 
 	// Listen before starting the worker: a taken port fails the start
 	// instead of leaving a worker nobody can probe.

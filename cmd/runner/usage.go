@@ -42,6 +42,7 @@ const envHelp = `Environment (default in brackets):
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
   CLAIM_REPLICAS      [0] replicas that must acknowledge each claim and commit (WAIT) before it counts
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
+  LIMITS_FILE         [none] JSON file of fleet-wide limits set at start (docs/flow-control.md)
   TRACE_URL           [none] a tracing UI's URL with {trace_id}: the run view links to each run's trace
   OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_*  [none] export traces over OTLP/HTTP (docs/observability.md)
 `

@@ -39,7 +39,7 @@ ARGV[2] thread id
 ARGV[3] spec digest (idempotency: same id + same digest = same run)
 ARGV[4] ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[5] nodes, JSON array of {id, kind, queue, input, deps, dependents,
-        descendants, max_attempts, timeout_ms, retry}; input is a JSON text
+        descendants, max_attempts, timeout_ms, retry, limits}; input is a JSON text
         kept verbatim as a string; retry the node's retry policy as JSON
         text ("" or absent: the worker's default), stored as the field
         retry for the worker to read when an attempt fails
@@ -212,6 +212,7 @@ for i, n in ipairs(nodes) do
   optional(h, 'descendants', list(n.descendants), '[]')
   optional(h, 'timeout_ms', tonumber(n.timeout_ms) or 0, 0)
   optional(h, 'retry', n.retry or '', '')
+  optional(h, 'limits', n.limits or '', '')
   rcall('HSET', KEYS[firstNode + i], unpack(h))
 end
 

@@ -1,0 +1,245 @@
+package spec
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/batonrun/baton/fence/ids"
+)
+
+// LimitUse is one entry of a node's "limits": a limit name, which may hold
+// templates filled in at submit ({thread}, {run}, {input.PATH}), and the
+// cost the node's claim takes from the limit's rate (tokens, requests).
+//
+//	"limits": ["openai", "tenant:{thread}", {"name": "openai-tpm", "cost": 2000}]
+//
+// A name must be a limit set with enqueue limit set (or covered by a prefix
+// rule such as tenant:*); the submit refuses one that is not. A submitter
+// can name limits, never set them.
+type LimitUse struct {
+	Name string `json:"name"`
+	// Cost is taken from the limit's rate by each claim; zero: 1. A
+	// handler reports more as it learns it (Task.Spend, "::spend N").
+	Cost int64 `json:"cost,omitempty"`
+}
+
+// MarshalJSON writes a use at cost 1 as its bare name.
+func (u LimitUse) MarshalJSON() ([]byte, error) {
+	if u.Cost == 0 {
+		return json.Marshal(u.Name)
+	}
+	type plain LimitUse
+	return json.Marshal(plain(u))
+}
+
+// UnmarshalJSON reads a name or {"name", "cost"}.
+func (u *LimitUse) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' {
+		return json.Unmarshal(b, &u.Name)
+	}
+	type plain LimitUse
+	return json.Unmarshal(b, (*plain)(u))
+}
+
+// MaxLimitCost bounds a node's cost for a rate.
+const MaxLimitCost = 1 << 40
+
+var limitFields = []string{"name", "cost"}
+
+// limits reads a node's "limits": a list of names or {"name", "cost"}.
+func (d *specDecoder) limits(path string, v *value) []LimitUse {
+	if v == nil || v.kind == vNull {
+		return nil
+	}
+	if v.kind != vList {
+		d.wrongType(path, v, `a list of limit names such as ["openai", "tenant:{thread}"]`)
+		return nil
+	}
+	var out []LimitUse
+	for i, e := range v.list {
+		if !d.step() {
+			break
+		}
+		field := fmt.Sprintf("%s[%d]", path, i)
+		switch e.kind {
+		case vString:
+			out = append(out, LimitUse{Name: e.text})
+		case vObject:
+			f := d.fields(e, field, limitFields)
+			u := LimitUse{Name: d.str(field+".name", f["name"])}
+			if c := f["cost"]; c != nil && c.kind != vNull {
+				if c.kind != vNumber {
+					d.wrongType(field+".cost", c, "a whole number")
+				} else if n, err := strconv.ParseInt(c.num, 10, 64); err != nil {
+					d.p.addAt(c.line, c.col, field+".cost", clip(c.text)+": want a whole number from 1 to 2^40")
+				} else {
+					u.Cost = n
+					if n == 0 {
+						u.Cost = -1 // refused by Validate: 0 is not a cost
+					}
+				}
+			}
+			out = append(out, u)
+		default:
+			d.wrongType(field, e, `a limit name or {"name": ..., "cost": N}`)
+		}
+	}
+	return out
+}
+
+// checkLimits validates a node's limit entries as written: names with
+// well-formed templates, and costs.
+func checkLimits(f string, n Node, bad func(field, format string, a ...any)) {
+	seen := map[string]int{}
+	for j, u := range n.Limits {
+		field := fmt.Sprintf("%s.limits[%d]", f, j)
+		if u.Cost < 0 || u.Cost > MaxLimitCost {
+			bad(field+".cost", "%d, want 1 to 2^40", u.Cost)
+		}
+		if u.Name == "" {
+			bad(field, "empty limit name")
+			continue
+		}
+		if k, dup := seen[u.Name]; dup {
+			bad(field, "duplicate limit %s (also limits[%d])", quote(u.Name), k)
+		}
+		seen[u.Name] = j
+		// The literal parts must be a limit name once templates are
+		// filled in with an id: check with each template as "x".
+		lit, msg := expandLimit(u.Name, func(string) (string, string) { return "x", "" })
+		if msg != "" {
+			bad(field, "%s", msg)
+			continue
+		}
+		if err := ids.ValidateLimitKey(field, lit); err != nil {
+			bad(field, "%s", strings.TrimPrefix(err.Error(), field+": "))
+		}
+	}
+}
+
+// expandLimit fills in a limit name's templates with what fill returns; a
+// message when a template is malformed or fill refuses it.
+func expandLimit(name string, fill func(tmpl string) (string, string)) (string, string) {
+	var b strings.Builder
+	rest := name
+	for {
+		i := strings.IndexAny(rest, "{}")
+		if i < 0 {
+			b.WriteString(rest)
+			return b.String(), ""
+		}
+		if rest[i] == '}' {
+			return "", fmt.Sprintf("%s: unmatched }", quote(name))
+		}
+		b.WriteString(rest[:i])
+		j := strings.IndexByte(rest[i:], '}')
+		if j < 0 {
+			return "", fmt.Sprintf("%s: unclosed {", quote(name))
+		}
+		tmpl := rest[i+1 : i+j]
+		switch {
+		case tmpl == "thread", tmpl == "run", strings.HasPrefix(tmpl, "input.") && len(tmpl) > len("input."):
+		default:
+			return "", fmt.Sprintf("%s: unknown template {%s} (want {thread}, {run} or {input.PATH})", quote(name), tmpl)
+		}
+		v, msg := fill(tmpl)
+		if msg != "" {
+			return "", msg
+		}
+		b.WriteString(v)
+		rest = rest[i+j+1:]
+	}
+}
+
+// compileLimits expands a validated node's limits for run id run of thread
+// thread (the run's own id when it has none): the stored form
+// "key=cost,key=cost", "" for none.
+func compileLimits(f string, n Node, run, thread string) (string, error) {
+	if len(n.Limits) == 0 {
+		return "", nil
+	}
+	var input any
+	if len(n.Input) > 0 {
+		_ = json.Unmarshal(n.Input, &input) // validated JSON
+	}
+	parts := make([]string, 0, len(n.Limits))
+	seen := map[string]bool{}
+	for j, u := range n.Limits {
+		field := fmt.Sprintf("%s.limits[%d]", f, j)
+		key, msg := expandLimit(u.Name, func(tmpl string) (string, string) {
+			switch tmpl {
+			case "thread":
+				return thread, ""
+			case "run":
+				if run == "" {
+					return "", "{run}: the run has no id yet (set \"id\", or submit through a client, which gives it one)"
+				}
+				return run, ""
+			}
+			return inputPath(input, strings.TrimPrefix(tmpl, "input."))
+		})
+		if msg != "" {
+			return "", &Error{Field: field, Msg: msg}
+		}
+		if err := ids.ValidateLimitKey(field, key); err != nil {
+			return "", &Error{Field: field, Msg: strings.TrimPrefix(err.Error(), field+": ")}
+		}
+		if seen[key] {
+			return "", &Error{Field: field, Msg: fmt.Sprintf("%s names limit %s twice", quote(u.Name), quote(key))}
+		}
+		seen[key] = true
+		cost := u.Cost
+		if cost == 0 {
+			cost = 1
+		}
+		parts = append(parts, key+"="+strconv.FormatInt(cost, 10))
+	}
+	return strings.Join(parts, ","), nil
+}
+
+// inputPath reads a dotted path of object keys from a node's input: a
+// string, or a whole number, as a limit name part.
+func inputPath(input any, path string) (string, string) {
+	v := input
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "", fmt.Sprintf("{input.%s}: the input has no %s (not an object there)", path, quote(k))
+		}
+		if v, ok = m[k]; !ok {
+			return "", fmt.Sprintf("{input.%s}: the input has no %s", path, quote(k))
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, ""
+	case float64:
+		if x == float64(int64(x)) {
+			return strconv.FormatInt(int64(x), 10), ""
+		}
+	}
+	return "", fmt.Sprintf("{input.%s}: want a string or a whole number", path)
+}
+
+// LimitKeys lists the limit keys the compiled node takes part in, in
+// order, with the field that named each ("nodes[2].limits[0]").
+func (n CompiledNode) LimitKeys(index int) (keys, fields []string) {
+	if n.Limits == "" {
+		return nil, nil
+	}
+	for j, p := range strings.Split(n.Limits, ",") {
+		k, _, _ := strings.Cut(p, "=")
+		keys = append(keys, k)
+		fields = append(fields, fmt.Sprintf("nodes[%d].limits[%d]", index, j))
+	}
+	return keys, fields
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
