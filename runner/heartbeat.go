@@ -221,6 +221,7 @@ func (h *heartbeater) lost(a *active, why string) {
 	h.mu.Unlock()
 	h.log.Warn("lease_lost", "run_id", a.lease.Run, "node_id", a.lease.Node, "epoch", a.lease.Epoch, "reason", why)
 	a.task.tr.event("heartbeat_lost", attribute.String("baton.reason", why), attribute.Int64("baton.epoch", a.lease.Epoch))
+	a.task.tr.superseded()
 	a.cancel(ErrLeaseLost)
 }
 

@@ -3,6 +3,7 @@ package runner
 import (
 	"cmp"
 	"context"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -57,6 +58,21 @@ type attemptTrace struct {
 	span    trace.Span
 	outcome string // set by whatever wrote the attempt's outcome
 	err     error  // the handler's
+
+	run, node string
+	epoch     int64
+	inRun     bool        // a child of the run's trace: its successor's span is in it
+	linked    atomic.Bool // to its successor's span
+}
+
+// superseded links the attempt's span to the span of the attempt that
+// took or will take its node over (epoch+1): its lease was lost or a
+// write of it refused. Once per attempt, from whichever sees it first.
+func (a *attemptTrace) superseded() {
+	if a == nil || !a.inRun || a.linked.Swap(true) {
+		return
+	}
+	tracing.AttemptLink(a.span, a.run, a.node, a.epoch, a.epoch+1, "superseded_by")
 }
 
 type attemptKey struct{}
@@ -104,12 +120,20 @@ func (w *Worker) startAttempt(ctx context.Context, c *Claimed, claimStarted time
 	if l.Thread != l.Run {
 		attrs = append(attrs, attribute.String("baton.thread.id", l.Thread))
 	}
-	ctx, span := tracing.Tracer().Start(ctx, "node "+l.Node, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(claimStarted), trace.WithAttributes(attrs...))
-	a := &attemptTrace{span: span}
+	// The attempt's span id is derived from its epoch (tracing.WithAttempt)
+	// so that it and the attempt that takes its node over link to each
+	// other; spans started under it get ids of their own.
+	inRun := trace.SpanContextFromContext(ctx).IsValid()
+	_, span := tracing.Tracer().Start(tracing.WithAttempt(ctx, l.Run, l.Node, l.Epoch), "node "+l.Node,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithTimestamp(claimStarted), trace.WithAttributes(attrs...))
+	ctx = trace.ContextWithSpan(ctx, span)
+	a := &attemptTrace{span: span, run: l.Run, node: l.Node, epoch: l.Epoch, inRun: inRun}
 	ctx = context.WithValue(ctx, attemptKey{}, a)
 	if c.PrevOwner != "" {
 		a.event("takeover", attribute.String("baton.prev_owner", c.PrevOwner), attribute.Int64("baton.epoch", l.Epoch))
+		if inRun {
+			tracing.AttemptLink(span, l.Run, l.Node, l.Epoch, l.Epoch-1, "took_over_from")
+		}
 	}
 	if c.Resume != nil {
 		a.event("resume", attribute.String("baton.wait.id", c.Resume.Wait))
@@ -162,6 +186,7 @@ func staleRejected(ctx context.Context, op string, l fence.Lease, err error) {
 		return
 	}
 	setOutcome(ctx, "stale_rejected")
+	attemptFrom(ctx).superseded()
 	trace.SpanFromContext(ctx).AddEvent("stale_rejected", trace.WithAttributes(
 		attribute.String("baton.op", op), attribute.Int64("baton.epoch", l.Epoch), attribute.String("baton.reason", err.Error())))
 }

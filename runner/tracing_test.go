@@ -105,3 +105,40 @@ func TestAttemptSpansRecordCheckpointParkResumeAndCancel(t *testing.T) {
 	require.Contains(t, events(nodes[0]), "cancel")
 	require.Equal(t, "cancelled", attr(nodes[0], "baton.outcome"))
 }
+
+// An attempt's span id is the one tracing.AttemptSpanID derives from its
+// epoch (what the takeover links rely on), and a span the handler starts
+// under it gets an id of its own, as its child. Not parallel: the tracer
+// provider is the process's.
+func TestAttemptSpanIDIsDerivedAndChildrenGetTheirOwn(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(tracing.IDGenerator()))
+	tracing.Use(tp)
+	t.Cleanup(func() { tracing.Use(nil) })
+	b := setup(t)
+
+	work := runner.KindFunc(func(ctx context.Context, _ *runner.Task) (json.RawMessage, error) {
+		_, sp := tracing.Tracer().Start(ctx, "inner")
+		sp.End()
+		return json.RawMessage(`{}`), nil
+	})
+	b.worker(b.fastConfig("w1"), map[string]runner.Kind{"work": work})
+	b.submit(`{"id":"derived","nodes":[{"id":"n","kind":"work"}]}`)
+	require.Equal(t, "SUCCEEDED", b.waitRun("derived", 10*time.Second).Status)
+
+	var node, inner sdktrace.ReadOnlySpan
+	for _, s := range rec.Ended() {
+		switch s.Name() {
+		case "node n":
+			node = s
+		case "inner":
+			inner = s
+		}
+	}
+	require.NotNil(t, node)
+	require.NotNil(t, inner)
+	sc := node.SpanContext()
+	require.Equal(t, tracing.AttemptSpanID(sc.TraceID(), "derived", "n", 1), sc.SpanID())
+	require.Equal(t, sc.SpanID(), inner.Parent().SpanID())
+	require.NotEqual(t, sc.SpanID(), inner.SpanContext().SpanID())
+}

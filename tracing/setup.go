@@ -103,7 +103,8 @@ func Setup(ctx context.Context, service string, log *slog.Logger) (shutdown func
 		// A malformed OTEL_RESOURCE_ATTRIBUTES: the rest of the resource stands.
 		log.Warn("tracing_resource_partial", "reason", err.Error())
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res), sdktrace.WithSampler(sampler),
+		sdktrace.WithIDGenerator(IDGenerator()))
 	otel.SetErrorHandler(&errorLog{log: log, every: time.Minute})
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))

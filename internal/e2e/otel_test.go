@@ -42,6 +42,12 @@ type span struct {
 	scope                string
 	traceState           string
 	droppedEventsOrAttrs uint32
+	links                []spanLink
+}
+
+type spanLink struct {
+	traceID, id string
+	attrs       map[string]string
 }
 
 type spanEvent struct {
@@ -122,6 +128,9 @@ func (r *otlpReceiver) add(msg *collectortrace.ExportTraceServiceRequest) {
 					parent: hex.EncodeToString(s.GetParentSpanId()), name: s.GetName(), attrs: attrMap(s.GetAttributes()),
 					kind: int32(s.GetKind()), statusCode: int32(s.GetStatus().GetCode()), startNano: s.GetStartTimeUnixNano(),
 					endNano: s.GetEndTimeUnixNano(), scope: ss.GetScope().GetName(), traceState: s.GetTraceState()}
+				for _, l := range s.GetLinks() {
+					sp.links = append(sp.links, spanLink{traceID: hex.EncodeToString(l.GetTraceId()), id: hex.EncodeToString(l.GetSpanId()), attrs: attrMap(l.GetAttributes())})
+				}
 				for _, e := range s.GetEvents() {
 					sp.events = append(sp.events, spanEvent{name: e.GetName(), attrs: attrMap(e.GetAttributes())})
 				}
@@ -320,6 +329,12 @@ func TestTracesFollowARunAcrossProcessesAndATakeover(t *testing.T) {
 	require.Equal(t, "1", sr.attrs["baton.epoch"])
 	require.Equal(t, "stale_rejected", slowLost.attrs["baton.outcome"])
 	require.Equal(t, int32(2), slowLost.statusCode, "the lost attempt's span is an error")
+	// The two attempts link to each other: the lost one to its successor,
+	// the successor to the attempt it took over from.
+	require.Equal(t, []spanLink{{traceID: callerTrace, id: slowTaken.id, attrs: map[string]string{"baton.link": "superseded_by", "baton.epoch": "2"}}},
+		slowLost.links, "the paused attempt's span links to its successor's")
+	require.Equal(t, []spanLink{{traceID: callerTrace, id: slowLost.id, attrs: map[string]string{"baton.link": "took_over_from", "baton.epoch": "1"}}},
+		slowTaken.links, "the successor's span links to the attempt it took over from")
 	// Its second attempt was handed rb's span as TRACEPARENT.
 	require.JSONEq(t, fmt.Sprintf("%q", "00-"+callerTrace+"-"+slowTaken.id+"-01"), string(c.status(run).node("slow").Result))
 
