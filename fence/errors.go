@@ -118,6 +118,8 @@ var codeErrors = map[int64]error{
 	-9:  ErrNodeWaiting,
 	-25: ErrNotWaiting,
 	-30: ErrRunActive,
+	-50: ErrScheduleChanged,
+	-51: ErrScheduleMoved,
 }
 
 func codeError(code int64) error {

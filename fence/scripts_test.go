@@ -115,6 +115,10 @@ var bindings = map[string]struct {
 	"locator":  {2, 2, false, false, 0, 0},
 	"park":     {6, 11, false, false, 0, 0},
 	"resume":   {5, 7, false, false, 0, 0},
+	// schedules: the schedule's hash and the index, in one slot.
+	"schedule_put":  {2, 3, false, false, 0, 0},
+	"schedule_rm":   {2, 1, false, false, 0, 0},
+	"schedule_fire": {2, 8, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -259,6 +263,12 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 	_, err = s.DeleteRun(ctx, thread+"-1")
 	require.NoError(t, err)
+	sched := "sched-" + run
+	gen, next, _, err := s.PutSchedule(ctx, sched, []byte(`{}`), time.UnixMilli(1000))
+	require.NoError(t, err)
+	_, err = s.AdvanceSchedule(ctx, Advance{Name: sched, Gen: gen, Expected: next, Fired: next, Next: next.Add(time.Second)})
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteSchedule(ctx, sched))
 	_, err = s.Submit(ctx, SubmitArgs{Run: run + "-t", Digest: "d", Nodes: one, Timeout: time.Millisecond, TimeoutLabel: "1ms"})
 	require.NoError(t, err)
 	for deadline := time.Now().Add(5 * time.Second); ; { // until Redis's clock passes the 1 ms

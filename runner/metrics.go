@@ -19,6 +19,9 @@ type Metrics struct {
 	// CommitsAlone counts commits held for their task's acknowledgement
 	// that went alone, the acknowledgement never having come (trip.go).
 	CommitsAlone prometheus.Counter
+	// ScheduleSteps counts this runner's scheduler steps by outcome
+	// (scheduler.go).
+	ScheduleSteps *prometheus.CounterVec
 
 	claimed prometheus.Counter // Claims{outcome="claimed"}, resolved once: every node counts it
 }
@@ -53,6 +56,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Queue tasks archived because their payload was malformed."}),
 		CommitsAlone: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_unacknowledged_total",
 			Help: "Commits held to go with their task's Asynq acknowledgement that went alone after a wait, the acknowledgement never having come."}),
+		ScheduleSteps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_schedule_steps_total",
+			Help: "Cron schedule steps this runner made, by outcome: created (a tick's run submitted), existed (another runner had submitted it), skipped_busy (the schedule's thread was busy under reject), skipped_missed (missed ticks dropped), problem (a stored schedule that does not validate), error (Redis unreachable: retried)."}, []string{"outcome"}),
 	}
 	m.claimed = m.Claims.WithLabelValues("claimed")
 	// The labels alerts and dashboards read are exported at zero from the
@@ -69,10 +74,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	for _, a := range []string{"expired_lease", "stale_ready"} {
 		m.SweeperActions.WithLabelValues(a)
 	}
+	m.ScheduleSteps.WithLabelValues("created")
 	if reg != nil {
 		reg.MustRegister(m.Claims, m.Commits, m.StaleRejected, m.Takeovers, m.Failures, m.Releases,
 			m.Running, m.SweeperActions, m.NodesUnserved, m.HeartbeatRTT, m.LeaseLeft, m.PoisonTasks,
 			m.CommitsAlone)
+		reg.MustRegister(m.ScheduleSteps)
 	}
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/spec"
 )
@@ -83,6 +84,19 @@ type WorkerConfig struct {
 	// handler starts or its outcome counts: a claim then survives a
 	// failover to one of them. Zero value: no waiting.
 	ClaimReplicas int
+	// ScheduleInterval is how often the worker's scheduler looks for due
+	// cron schedules and fires them (scheduler.go); a tick fires at most
+	// this long after it is due. Negative: this worker fires none. Zero
+	// value: DefaultScheduleInterval (1s).
+	ScheduleInterval time.Duration
+	// ScheduleLate is how old a due tick may be and still fire; older ones
+	// count as missed (no runner was up) and follow the schedule's missed
+	// policy. At least 2 × ScheduleInterval. Zero value:
+	// DefaultScheduleLate (1m).
+	ScheduleLate time.Duration
+	// ScheduleLimits bound the runs the scheduler submits, as the API's
+	// client bounds submitted ones. Zero value: spec.Limits' defaults.
+	ScheduleLimits spec.Limits
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -103,6 +117,8 @@ func (c *WorkerConfig) setDefaults() {
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.RetryBase = cmp.Or(c.RetryBase, time.Second)
 	c.RetryMax = cmp.Or(c.RetryMax, 5*time.Minute)
+	c.ScheduleInterval = cmp.Or(c.ScheduleInterval, DefaultScheduleInterval)
+	c.ScheduleLate = cmp.Or(c.ScheduleLate, DefaultScheduleLate)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
@@ -132,6 +148,9 @@ func (c *WorkerConfig) validate() error {
 			errs = append(errs, fmt.Errorf("queue %s: priority %d, want at least 1", q, p))
 		}
 	}
+	if c.ScheduleInterval > 0 && c.ScheduleLate < 2*c.ScheduleInterval {
+		errs = append(errs, fmt.Errorf("schedule late %s must be at least 2 × schedule interval %s", c.ScheduleLate, c.ScheduleInterval))
+	}
 	if c.LeaseTTL < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("lease ttl %s: want at least 100ms", c.LeaseTTL))
 	}
@@ -154,7 +173,7 @@ func (c *WorkerConfig) validate() error {
 // Components and shutdown order: the Asynq servers stop fetching; running
 // handlers are cancelled with ErrShutdown and given ShutdownTimeout to
 // return, and each one's lease is released and its node re-enqueued; then
-// the heartbeater, the cancel watcher, the sweeper and the Asynq server
+// the heartbeater, the cancel watcher, the sweeper, the scheduler and the Asynq server
 // servers stop.
 type Worker struct {
 	cfg   WorkerConfig
@@ -167,6 +186,7 @@ type Worker struct {
 	hb    *heartbeater
 	cw    *cancelWatcher // pushes a run's cancel to hb at once
 	sweep *sweeper
+	sched *scheduler     // nil: this worker fires no schedules
 	cont  fence.Continue // what a commit may claim next for this worker
 	pause *pauseWatch    // its queues not paused: where a chain may continue
 	acks  *acks          // commits sent with their task's acknowledgement; nil on a cluster
@@ -213,6 +233,14 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
 		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics,
 		adTTL: max(10*cfg.SweepInterval, 5*time.Second), hb: w.hb}
+	if cfg.ScheduleInterval > 0 {
+		cl, err := client.New(client.Config{Redis: cfg.Redis, Prefix: cfg.Prefix, Limits: cfg.ScheduleLimits})
+		if err != nil {
+			return nil, fmt.Errorf("baton: scheduler: %w", err)
+		}
+		w.sched = newScheduler(schedulerParams{client: cl, interval: cfg.ScheduleInterval, late: cfg.ScheduleLate,
+			logger: cfg.Logger.With("component", "scheduler", "worker", cfg.ID), metrics: cfg.Metrics})
+	}
 	return w, nil
 }
 
@@ -282,6 +310,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.hb.start(base)
 	w.sweep.advertise(base) // listed from the moment Start returns
 	w.sweep.start(base)
+	if w.sched != nil {
+		w.sched.start(base)
+	}
 	w.started = true
 	w.log.Info("worker_started", "concurrency", w.cfg.Concurrency, "dispatchers", len(w.srv), "lease_ttl", w.cfg.LeaseTTL,
 		"heartbeat_interval", w.cfg.HeartbeatInterval, "poll_interval", w.cfg.PollInterval)
@@ -319,6 +350,10 @@ func (w *Worker) Shutdown() {
 	w.cw.wait()
 	w.pause.wait()
 	w.sweep.wait()
+	if w.sched != nil {
+		w.sched.wait()
+		_ = w.sched.client.Close()
+	}
 	wctx, wcancel := context.WithTimeout(context.Background(), 2*time.Second)
 	w.sweep.withdraw(wctx)
 	wcancel()

@@ -111,10 +111,13 @@ var commands = map[string]command{
 		short: "show the thread's active run, queued runs and checkpoint namespaces",
 		help:  "Show the thread: its active run, the runs queued behind it, and the newest\ncheckpoint version of each namespace. An unknown thread is exit 1.",
 		flags: "  --json  print {thread, active, active_status, queued, checkpoints: {ns: version}}\n"},
+	"schedule": {args: "add|list|rm ...", run: (*app).schedule,
+		short: "cron schedules: add NAME --cron EXPR SPEC-FILE, list, rm NAME",
+		help:  scheduleHelp, flags: scheduleFlags},
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "resume", "delete", "list", "thread", "checkpoint", "workers", "pause", "unpause"}
+var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "resume", "delete", "list", "thread", "checkpoint", "workers", "pause", "unpause", "schedule"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {

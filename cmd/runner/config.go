@@ -115,6 +115,16 @@ type Config struct {
 	// trace: a tracing UI's URL with {trace_id} in it
 	// (https://jaeger.example/trace/{trace_id}). Default: empty, no link.
 	TraceURL string `env:"TRACE_URL"`
+	// ScheduleInterval is how often the runner looks for due cron
+	// schedules and fires them: a tick fires at most this long after it
+	// is due. Every runner fires schedules, with no leader; a negative
+	// value makes this one fire none. Default: 1s.
+	ScheduleInterval time.Duration `env:"SCHEDULE_INTERVAL" envDefault:"1s"`
+	// ScheduleLate is how old a due tick may be and still fire; an older
+	// one was missed while no runner was up, and the schedule's --missed
+	// policy (skip, latest) decides. At least 2 × SCHEDULE_INTERVAL.
+	// Default: 1m.
+	ScheduleLate time.Duration `env:"SCHEDULE_LATE" envDefault:"1m"`
 
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
@@ -225,6 +235,14 @@ func (c Config) validate(skip map[string]bool) error {
 		if v.d <= 0 {
 			bad(v.key, "%s: want a positive duration", v.d)
 		}
+	}
+	switch {
+	case c.ScheduleInterval == 0:
+		bad("SCHEDULE_INTERVAL", "0: want a positive duration (a negative one: this runner fires no schedules)")
+	case c.ScheduleLate <= 0:
+		bad("SCHEDULE_LATE", "%s: want a positive duration", c.ScheduleLate)
+	case c.ScheduleInterval > 0 && c.ScheduleLate < 2*c.ScheduleInterval:
+		bad("SCHEDULE_LATE", "%s: want at least 2 × SCHEDULE_INTERVAL (%s)", c.ScheduleLate, 2*c.ScheduleInterval)
 	}
 	if c.ClaimReplicas < 0 || c.ClaimReplicas > 16 {
 		bad("CLAIM_REPLICAS", "%d: want 0 to 16 replicas", c.ClaimReplicas)

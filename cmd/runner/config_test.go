@@ -28,6 +28,9 @@ func TestDefaults(t *testing.T) {
 		Retention:       7 * 24 * time.Hour,
 		ReadyThreshold:  15 * time.Second,
 
+		ScheduleInterval: time.Second,
+		ScheduleLate:     time.Minute,
+
 		adminAddrDefault: true,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
@@ -48,6 +51,7 @@ func TestEveryProblemAtOnce(t *testing.T) {
 		"HEARTBEAT_INTERVAL": "2s",
 		"GRACE":              "0s",
 		"SWEEP_INTERVAL":     "-1s",
+		"SCHEDULE_INTERVAL":  "0s",
 		"SHUTDOWN_TIMEOUT":   "0",
 		"ADMIN_ADDR":         "0.0.0.0:8080",
 		"LOG_LEVEL":          "loud",
@@ -60,13 +64,13 @@ func TestEveryProblemAtOnce(t *testing.T) {
 	msg := err.Error()
 	for _, key := range []string{"REDIS_URL", "RUNNER_ID", "CONCURRENCY", "DISPATCHERS", "POLL_INTERVAL", "QUEUES",
 		"LEASE_TTL", "GRACE", "SWEEP_INTERVAL", "SHUTDOWN_TIMEOUT", "ADMIN_ADDR", "LOG_LEVEL", "LOG_FORMAT",
-		"MAX_INPUT_BYTES", "BATON_PREFIX", "TRACE_URL"} {
+		"MAX_INPUT_BYTES", "BATON_PREFIX", "TRACE_URL", "SCHEDULE_INTERVAL"} {
 		assert.Contains(t, msg, key)
 	}
 	assert.Contains(t, msg, "critical", "each bad queue is named")
 	assert.Contains(t, msg, "b{ad")
 	assert.Contains(t, msg, "API_TOKEN")
-	assert.Len(t, strings.Split(msg, "\n"), 16, "one line per problem:\n%s", msg)
+	assert.Len(t, strings.Split(msg, "\n"), 17, "one line per problem:\n%s", msg)
 }
 
 // A value that does not parse is reported once, with its variable and
@@ -253,7 +257,7 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 32)
+	require.Len(t, keys, 34)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}

@@ -90,6 +90,9 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Metrics:           runner.NewMetrics(reg),
 		History:           historyOrNil(history),
 		ClaimReplicas:     cfg.ClaimReplicas,
+		ScheduleInterval:  cfg.ScheduleInterval,
+		ScheduleLate:      cfg.ScheduleLate,
+		ScheduleLimits:    runner.Limits{MaxInputBytes: cfg.MaxInputBytes},
 	})
 	if err != nil {
 		return err

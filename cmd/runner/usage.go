@@ -28,6 +28,8 @@ const envHelp = `Environment (default in brackets):
   GRACE               [1s] wait after a lease's end before a takeover
   SWEEP_INTERVAL      [1s] how often expired leases and forgotten READY nodes are looked for
   SHUTDOWN_TIMEOUT    [10s] how long SIGTERM waits for running nodes before releasing them
+  SCHEDULE_INTERVAL   [1s] how often due cron schedules are fired; negative: none here
+  SCHEDULE_LATE       [1m] how old a tick may be and still fire; older ones were missed
   ADMIN_ADDR          [127.0.0.1:8080] admin HTTP listen address; set empty to disable.
                       Unset and 8080 taken: the next free port up to 8100 (logged);
                       set and taken: the runner exits 1
