@@ -46,10 +46,18 @@ func (s *Store) NodeInput(ctx context.Context, run, node string) (json.RawMessag
 	if err != nil {
 		return nil, fmt.Errorf("node %s/%s: %w", run, node, err)
 	}
-	if v[0] == nil {
-		return nil, fmt.Errorf("node %s/%s: %w", run, node, ErrNotFound)
-	}
 	in, _ := v[1].(string)
+	if v[0] == nil { // packed, or gone
+		p, err := s.packedOf(ctx, thread, run)
+		if err != nil {
+			return nil, err
+		}
+		h := p.nodeOrNil(node)
+		if h == nil {
+			return nil, fmt.Errorf("node %s/%s: %w", run, node, ErrNotFound)
+		}
+		in = h["input"]
+	}
 	if in == "" || !json.Valid([]byte(in)) {
 		return nil, nil
 	}

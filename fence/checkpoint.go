@@ -121,7 +121,7 @@ func (s *Store) SaveCheckpoint(ctx context.Context, l Lease, w CheckpointWrite) 
 	if n := len(w.Data) + len(meta); n > s.ckptBytes {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s ns %q: %d bytes, at most %d: %w", l, w.NS, n, s.ckptBytes, ErrTooLarge)
 	}
-	v, err := s.run(ctx, "checkpoint", s.ckptKeys(l, w.NS), l.Node, l.Run, l.Thread, l.Owner, l.Epoch, l.ClaimID,
+	v, err := s.run(ctx, "checkpoint", append(s.ckptKeys(l, w.NS), s.keys.Packed(l.Thread, l.Run)), l.Node, l.Run, l.Thread, l.Owner, l.Epoch, l.ClaimID,
 		w.NS, w.ID, w.Parent, string(w.Data), meta, s.ckptHistory, s.retentionMS, s.ckptBytes, s.maxlen)
 	if err != nil {
 		return Checkpoint{}, fmt.Errorf("checkpoint %s ns %q: %w", l, w.NS, err)

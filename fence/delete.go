@@ -32,11 +32,15 @@ func (s *Store) DeleteRun(ctx context.Context, run string) (string, error) {
 		return "", fmt.Errorf("delete %s: %w", run, err)
 	}
 	ids, err := s.nodeIDs(ctx, thread, run)
+	if errors.Is(err, ErrNotFound) {
+		ids, err = nil, nil // packed into one key (the script reads it), or gone
+	}
 	if err != nil {
 		return "", fmt.Errorf("delete %s: %w", run, err)
 	}
 	sh := ShardOf(thread)
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Runs(sh), s.keys.Finished(sh)}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Runs(sh), s.keys.Finished(sh),
+		s.keys.Packed(thread, run)}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))
 	}

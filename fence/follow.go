@@ -32,6 +32,17 @@ func (s *Store) WaitEvents(ctx context.Context, run, after string, count int64, 
 	if dl, ok := ctx.Deadline(); ok {
 		block = min(block, time.Until(dl))
 	}
+	// A packed run has ended: its events are all there are, and a stream
+	// that does not exist would only be waited on.
+	// What is there already, packed or not, in one transaction; only when
+	// there is nothing yet, wait on the stream.
+	msgs, err := s.eventsAfter(ctx, thread, run, after, count)
+	if err != nil {
+		return nil, fmt.Errorf("events %s: %w", run, err)
+	}
+	if len(msgs) > 0 {
+		return eventsOf(msgs), nil
+	}
 	// BLOCK counts milliseconds, and BLOCK 0 waits forever.
 	block = max(block, time.Millisecond)
 	streams, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: []string{s.keys.Events(thread, run)},
@@ -57,7 +68,14 @@ func (s *Store) RunStatus(ctx context.Context, run string) (string, error) {
 	}
 	st, err := s.rdb.HGet(ctx, s.keys.Run(thread, run), "status").Result()
 	if errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("run %s: %w", run, ErrNotFound)
+		p, err := s.packedOf(ctx, thread, run)
+		if err != nil {
+			return "", err
+		}
+		if p == nil {
+			return "", fmt.Errorf("run %s: %w", run, ErrNotFound)
+		}
+		return p.Run["status"], nil
 	}
 	if err != nil {
 		return "", fmt.Errorf("run %s: %w", run, err)

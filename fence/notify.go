@@ -111,6 +111,15 @@ func (s *Store) PendingNotifies(ctx context.Context, limit int64) ([]PendingNoti
 	}
 	for i := range out {
 		out[i].Status = cmds[i].Val()
+		if out[i].Status == "" { // packed into one key (retain.lua), or gone
+			p, err := s.packedOf(ctx, out[i].Thread, out[i].Run)
+			if err != nil {
+				return nil, fmt.Errorf("pending notifies: %w", err)
+			}
+			if p != nil {
+				out[i].Status = p.Run["status"]
+			}
+		}
 	}
 	return out, nil
 }

@@ -159,7 +159,7 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 // thread.
 func (s *Store) claimRunID(ctx context.Context, run, thread string) (owner, active string, err error) {
 	var get, threadLoc *redis.StringCmd
-	claim, err := s.pipeScript(ctx, s.rdb, "locator", []string{s.keys.Locator(run), s.keys.Run(run, run)},
+	claim, err := s.pipeScript(ctx, s.rdb, "locator", []string{s.keys.Locator(run), s.keys.Run(run, run), s.keys.Packed(run, run)},
 		[]any{thread, run}, func(pipe redis.Pipeliner) {
 			get = pipe.Get(ctx, s.keys.Active(thread))
 			threadLoc = pipe.Get(ctx, s.keys.Locator(thread))
@@ -202,7 +202,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	shard := ShardOf(thread)
 	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(shard),
 		s.keys.Active(thread), s.keys.Run(thread, activeID), s.keys.Queue(thread), s.keys.Queued(shard), s.keys.Runs(shard), locKey,
-		s.keys.Events(thread, activeID), s.keys.Finished(shard)}
+		s.keys.Events(thread, activeID), s.keys.Finished(shard), s.keys.Packed(thread, a.Run)}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
@@ -505,7 +505,9 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 	defer s.observe("heartbeat", l, time.Now(), &err, nil)
 	keys, args := s.heartbeatArgs(Beat{Lease: l, Progress: progress}, ttl)
 	v, err := s.run(ctx, "heartbeat", keys, args...)
-	return renewal(l, v, err)
+	r, err = renewal(l, v, err)
+	_, err = s.packedFence(ctx, l, "heartbeat", err)
+	return r, err
 }
 
 // HeartbeatBatch renews many leases in one pipeline: one round trip whatever
@@ -519,6 +521,7 @@ func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Durat
 	for i, b := range beats {
 		v, err := cmds[i].Result()
 		out[i], errs[i] = renewal(b.Lease, v, err)
+		_, errs[i] = s.packedFence(ctx, b.Lease, "heartbeat", errs[i]) // a round trip, only for a node gone
 		s.observe("heartbeat", b.Lease, call, &errs[i], nil)
 	}
 	return out, errs

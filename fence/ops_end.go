@@ -81,12 +81,11 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	if cont.ClaimID != "" && cont.TTL > 0 && len(cont.Queues) > 0 && len(cont.Kinds) > 0 {
 		claimID = cont.ClaimID
 	}
-	// A one-node run is retained by the commit that ends it (commit.lua),
-	// with its locator when that is in this slot (a run without a thread).
+	// The commit that ends a one-node run leaves it to the retention
+	// sweep (ARGV[12] 0), as every other run: retain.lua packs a run that
+	// SUCCEEDED into one key, which holds a quarter of the memory that
+	// commit.lua's own retention leaves (docs/performance.md).
 	retainMS := int64(0)
-	if s.runRetentionMS > 0 && len(dependents) == 0 {
-		retainMS = s.runRetentionMS
-	}
 	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
 		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", retainMS}
@@ -111,7 +110,11 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	}
 	code, r, err := reply(v)
 	if err != nil {
-		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
+		replay, err := s.packedFence(ctx, l, "commit", fmt.Errorf("commit %s: %w", l, err))
+		if replay { // this claim's commit; its run has ended and was packed since
+			return Committed{RunStatus: "SUCCEEDED", Replay: true}, nil
+		}
+		return Committed{}, err
 	}
 	if len(r) < 3 {
 		return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
@@ -234,7 +237,8 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 	}
 	code, r, err := reply(v)
 	if err != nil {
-		return Ended{}, fmt.Errorf("%s %s: %w", op, l, err)
+		_, err = s.packedFence(ctx, l, "fail", fmt.Errorf("%s %s: %w", op, l, err))
+		return Ended{}, err
 	}
 	if code == 1 {
 		return Ended{Outcome: Retrying, ReadyAt: time.UnixMilli(asInt(r[0]))}, nil
@@ -254,7 +258,8 @@ func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended,
 	}
 	code, r, err := reply(v)
 	if err != nil {
-		return Ended{}, fmt.Errorf("release %s: %w", l, err)
+		_, err = s.packedFence(ctx, l, "release", fmt.Errorf("release %s: %w", l, err))
+		return Ended{}, err
 	}
 	if code == 1 {
 		return Ended{Outcome: Retrying}, nil
@@ -280,6 +285,11 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
 	}
 	ids, err := s.nodeIDs(ctx, thread, run)
+	if errors.Is(err, ErrNotFound) {
+		if p, perr := s.packedOf(ctx, thread, run); perr == nil && p != nil {
+			err = ErrRunDone // packed: it SUCCEEDED, as cancel.lua answers a finished run
+		}
+	}
 	if err != nil {
 		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
 	}

@@ -1,7 +1,9 @@
 package fence
 
 import (
+	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -227,4 +229,99 @@ func unpackRun(b []byte) (*packedRun, error) {
 		return nil, fmt.Errorf("%w: %d bytes left over", errPacked, len(u.b))
 	}
 	return out, nil
+}
+
+// packedOf reads a run that is packed into one key: nil and no error when
+// it is not (it is live, kept as hashes and a stream, or gone).
+func (s *Store) packedOf(ctx context.Context, thread, run string) (*packedRun, error) {
+	raw, err := s.rdb.Get(ctx, s.keys.Packed(thread, run)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", run, err)
+	}
+	p, err := unpackRun(raw)
+	if err != nil {
+		return nil, fmt.Errorf("run %s: %w", run, err)
+	}
+	return p, nil
+}
+
+// nodeOrNil returns the packed node id, from the run's node list; nil
+// when p is nil or has no such node.
+func (p *packedRun) nodeOrNil(id string) map[string]string {
+	if p == nil {
+		return nil
+	}
+	var ids []string
+	_ = json.Unmarshal([]byte(p.Run["nodes"]), &ids)
+	for i, n := range ids {
+		if n == id && i < len(p.Nodes) {
+			return p.Nodes[i]
+		}
+	}
+	return nil
+}
+
+// eventsAfter is the packed run's events after the stream id after (""
+// or "0": all), at most count of them (count <= 0: all), as XRANGE reads
+// them from a stream.
+func (p *packedRun) eventsAfter(after string, count int64) []redis.XMessage {
+	out := p.Events
+	if after != "" && after != "0" {
+		from := len(out)
+		for i, m := range out {
+			if streamIDLess(after, m.ID) {
+				from = i
+				break
+			}
+		}
+		out = out[from:]
+	}
+	if count > 0 && int64(len(out)) > count {
+		out = out[:count]
+	}
+	return out
+}
+
+// streamIDLess says whether stream id a ("ms-seq", or "ms") comes before b.
+func streamIDLess(a, b string) bool {
+	split := func(id string) (uint64, uint64) {
+		ms, seq, _ := strings.Cut(id, "-")
+		m, _ := strconv.ParseUint(ms, 10, 64)
+		q, _ := strconv.ParseUint(seq, 10, 64)
+		return m, q
+	}
+	am, aq := split(a)
+	bm, bq := split(b)
+	return am < bm || (am == bm && aq < bq)
+}
+
+// packedFence answers a write under l whose script found no node hash
+// (ErrNotFound; err wraps it) when l's run is packed into one key:
+// packed_fence.lua answers as op's fence check would from the node's
+// stored epoch and claim, recording a refusal as a stale_rejected event as
+// before the run was packed. replay says the write is a commit of the
+// claim that committed the node (its reply was lost). err is returned
+// unchanged when it is not ErrNotFound or the run is not packed; the
+// script's refusal replaces ErrNotFound in err's text otherwise.
+func (s *Store) packedFence(ctx context.Context, l Lease, op string, err error, extra ...any) (replay bool, _ error) {
+	if !errors.Is(err, ErrNotFound) {
+		return false, err
+	}
+	args := append([]any{op, l.Node, l.Owner, l.Epoch, l.ClaimID, s.maxlen}, extra...)
+	v, ferr := s.run(ctx, "packed_fence", []string{s.keys.Packed(l.Thread, l.Run), s.keys.Events(l.Thread, l.Run)}, args...)
+	if ferr != nil {
+		return false, err // the write's own answer stands; a retry asks again
+	}
+	code, _, ferr := reply(v)
+	switch {
+	case code == 2:
+		return true, nil
+	case errors.Is(ferr, ErrNotFound) || ferr == nil:
+		return false, err
+	}
+	msg, _ := strings.CutSuffix(err.Error(), ErrNotFound.Error())
+	return false, fmt.Errorf("%s%w", msg, ferr)
 }

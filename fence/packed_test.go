@@ -136,3 +136,179 @@ func TestUnpackRefusesMalformedInput(t *testing.T) {
 		assert.ErrorIs(t, err, errPacked, "%q", in)
 	}
 }
+
+// packInPlace stands in for compaction: it packs a finished run's keys
+// into its packed key, with the run hash's time to live, and deletes them.
+func packInPlace(t *testing.T, ctx context.Context, rdb redis.UniversalClient, keys Keys, thread, run string) {
+	t.Helper()
+	raw, err := rdb.HGet(ctx, keys.Run(thread, run), "nodes").Result()
+	require.NoError(t, err)
+	var ids []string
+	require.NoError(t, json.Unmarshal([]byte(raw), &ids))
+	ks := []string{keys.Run(thread, run), keys.Events(thread, run), keys.Packed(thread, run)}
+	for _, id := range ids {
+		ks = append(ks, keys.Node(thread, run, id))
+	}
+	src, err := lua.FS.ReadFile("lib/pack.lua")
+	require.NoError(t, err)
+	n, err := redis.NewScript("local rcall = redis.call\n"+string(src)+`
+local packed = packRun(KEYS[1], {unpack(KEYS, 4)}, KEYS[2])
+rcall('DEL', KEYS[1], KEYS[2])
+for i = 4, #KEYS do rcall('DEL', KEYS[i]) end
+rcall('SET', KEYS[3], packed)
+return #packed`).Run(ctx, rdb, ks).Int64()
+	require.NoError(t, err)
+	require.Positive(t, n)
+}
+
+// What a reader sees of a finished run is the same once the run is
+// packed into one key: its status, nodes and summary, its events (all,
+// after an id, a page of them, and what a follower is handed), and a
+// node's input; a run without a thread is still found by its id. For
+// runs that succeeded, failed and were cancelled, with and without a
+// thread. On miniredis and a real redis-server.
+func TestPackedRunReadsTheSame(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s := New(be.Client, nil)
+			submit := func(run, thread string, ids ...string) {
+				var nodes []NodeSpec
+				for _, id := range ids {
+					nodes = append(nodes, NodeSpec{ID: id, Kind: "noop", Queue: "default", Input: `{"id":"` + id + `"}`,
+						Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1})
+				}
+				_, err := s.Submit(ctx, SubmitArgs{Run: run, Thread: thread, Digest: "d", Nodes: nodes})
+				require.NoError(t, err)
+			}
+			end := func(thread, run, node string, ok bool) {
+				c, err := s.Claim(ctx, NodeRef{Thread: thread, Run: run, Node: node}, "w-1", time.Minute, time.Second)
+				require.NoError(t, err)
+				if ok {
+					_, err = s.Commit(ctx, c.Lease, []byte(`{"ok":true}`), nil)
+				} else {
+					_, err = s.Fail(ctx, c.Lease, Failure{Err: "boom", Final: true}, nil)
+				}
+				require.NoError(t, err)
+			}
+			submit("ok", "", "n0")
+			end("ok", "ok", "n0", true)
+			submit("bad", "", "a", "b")
+			end("bad", "bad", "a", false)
+			end("bad", "bad", "b", true)
+			submit("stop", "", "a", "b")
+			end("stop", "stop", "a", true)
+			_, err := s.Cancel(ctx, "stop", "enough", "tester")
+			require.NoError(t, err)
+			submit("turn", "chat", "n0")
+			end("chat", "turn", "n0", true)
+
+			type view struct {
+				Run     *RunInfo
+				Status  string
+				Sum     []RunSummary
+				All     []Event
+				After   []Event
+				Page    []Event
+				Follow  []Event
+				Input   json.RawMessage
+				Missing error
+			}
+			read := func(run string) view {
+				var v view
+				var err error
+				v.Run, err = s.GetRun(ctx, run)
+				require.NoError(t, err)
+				v.Status, err = s.RunStatus(ctx, run)
+				require.NoError(t, err)
+				v.Sum, err = s.Summaries(ctx, []string{run, "nope"})
+				require.NoError(t, err)
+				v.All, err = s.Events(ctx, run, "", 0)
+				require.NoError(t, err)
+				require.GreaterOrEqual(t, len(v.All), 4)
+				v.After, err = s.Events(ctx, run, v.All[1].ID, 0)
+				require.NoError(t, err)
+				v.Page, err = s.Events(ctx, run, v.All[0].ID, 2)
+				require.NoError(t, err)
+				v.Follow, err = s.WaitEvents(ctx, run, v.All[2].ID, 10, 50*time.Millisecond)
+				require.NoError(t, err)
+				v.Input, err = s.NodeInput(ctx, run, v.Run.Nodes[0].ID)
+				require.NoError(t, err)
+				_, v.Missing = s.NodeInput(ctx, run, "nope")
+				return v
+			}
+			for _, r := range []struct{ thread, run string }{{"ok", "ok"}, {"bad", "bad"}, {"stop", "stop"}, {"chat", "turn"}} {
+				before := read(r.run)
+				packInPlace(t, ctx, be.Client, s.keys, r.thread, r.run)
+				n, err := be.Client.Exists(ctx, s.keys.Run(r.thread, r.run), s.keys.Events(r.thread, r.run)).Result()
+				require.NoError(t, err)
+				require.Zero(t, n, "%s: packed in place of its keys", r.run)
+				after := read(r.run)
+				assert.Equal(t, before, after, r.run)
+				assert.ErrorIs(t, after.Missing, ErrNotFound)
+				thread, err := s.Locate(ctx, r.run)
+				require.NoError(t, err)
+				assert.Equal(t, r.thread, thread)
+			}
+		})
+	}
+}
+
+// A packed run keeps its id as its keys did: the same submission again
+// answers with the stored run and creates nothing, another spec under the
+// id is refused, a run of a thread cannot take the id of a packed run
+// without one, and a delete removes it whole (its id is free again). With
+// and without a thread; on miniredis and a real redis-server.
+func TestPackedRunKeepsItsID(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s := New(be.Client, nil)
+			args := func(run, thread, digest string) SubmitArgs {
+				return SubmitArgs{Run: run, Thread: thread, Digest: digest, Nodes: []NodeSpec{{ID: "n0", Kind: "noop",
+					Queue: "default", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}}
+			}
+			for _, r := range []struct{ thread, run string }{{"", "solo"}, {"chat", "turn"}} {
+				first, err := s.Submit(ctx, args(r.run, r.thread, "d1"))
+				require.NoError(t, err)
+				c, err := s.Claim(ctx, NodeRef{Thread: first.Thread, Run: r.run, Node: "n0"}, "w-1", time.Minute, time.Second)
+				require.NoError(t, err)
+				_, err = s.Commit(ctx, c.Lease, []byte(`1`), nil)
+				require.NoError(t, err)
+				packInPlace(t, ctx, be.Client, s.keys, first.Thread, r.run)
+
+				again, err := s.Submit(ctx, args(r.run, r.thread, "d1"))
+				require.NoError(t, err, r.run)
+				assert.False(t, again.Created, "%s: the same submission finds the packed run", r.run)
+				assert.Equal(t, "SUCCEEDED", again.Status)
+				assert.Equal(t, first.Incarnation, again.Incarnation)
+				assert.Empty(t, again.Ready)
+				_, err = s.Submit(ctx, args(r.run, r.thread, "d2"))
+				assert.ErrorIs(t, err, ErrRunConflict, "%s: another spec under a packed run's id", r.run)
+				if r.thread == "" {
+					_, err = s.Submit(ctx, args(r.run, "other", "d1"))
+					assert.ErrorIs(t, err, ErrRunConflict, "a run of a thread cannot take a packed run's id")
+				}
+				info, err := s.GetRun(ctx, r.run)
+				require.NoError(t, err)
+				assert.Equal(t, "SUCCEEDED", info.Status, "%s: refused submissions change nothing", r.run)
+
+				status, err := s.DeleteRun(ctx, r.run)
+				require.NoError(t, err)
+				assert.Equal(t, "SUCCEEDED", status)
+				_, err = s.GetRun(ctx, r.run)
+				assert.ErrorIs(t, err, ErrNotFound, "%s: deleted whole", r.run)
+				n, err := be.Client.Exists(ctx, s.keys.Packed(first.Thread, r.run)).Result()
+				require.NoError(t, err)
+				assert.Zero(t, n)
+				again, err = s.Submit(ctx, args(r.run, r.thread, "d2"))
+				require.NoError(t, err)
+				assert.True(t, again.Created, "%s: a deleted packed run's id is free", r.run)
+			}
+		})
+	}
+}

@@ -93,14 +93,20 @@ func (s *Store) Locate(ctx context.Context, run string) (string, error) {
 // thread exists, read together (one slot: one round trip, on a cluster
 // too). A run of a thread has a locator; a run without one has none
 // (locator.lua), though one stored before that has its own.
+//
+// A finished run may be packed into one key (Keys.Packed) in place of its
+// hashes and stream: either key says a run without a thread exists.
 type location struct {
-	run string
-	loc *redis.StringCmd
-	own *redis.IntCmd
+	run         string
+	loc         *redis.StringCmd
+	own, packed *redis.IntCmd
 }
 
+// locate reads a run's location in pipe. Each key is its own EXISTS: a
+// command on several keys is refused while their slot migrates.
 func (s *Store) locate(ctx context.Context, pipe redis.Pipeliner, run string) location {
-	return location{run: run, loc: pipe.Get(ctx, s.keys.Locator(run)), own: pipe.Exists(ctx, s.keys.Run(run, run))}
+	return location{run: run, loc: pipe.Get(ctx, s.keys.Locator(run)),
+		own: pipe.Exists(ctx, s.keys.Run(run, run)), packed: pipe.Exists(ctx, s.keys.Packed(run, run))}
 }
 
 // thread is the thread the run lives under, if it exists.
@@ -108,7 +114,7 @@ func (l location) thread() (string, bool) {
 	if t := l.loc.Val(); t != "" {
 		return t, true
 	}
-	return l.run, l.own.Val() == 1
+	return l.run, l.own.Val() == 1 || l.packed.Val() == 1
 }
 
 func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, error) {
@@ -142,8 +148,15 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("run %s: %w", run, err)
 	}
+	var packed *packedRun
 	if len(h) == 0 {
-		return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
+		if packed, err = s.packedOf(ctx, thread, run); err != nil {
+			return nil, err
+		}
+		if packed == nil {
+			return nil, fmt.Errorf("run %s: %w", run, ErrNotFound)
+		}
+		h = packed.Run
 	}
 	info := &RunInfo{ID: run, Status: h["status"], Cancelled: h["cancel"] == "1",
 		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"], TraceID: traceID(h["trace"])}
@@ -170,17 +183,41 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 	if err := json.Unmarshal([]byte(h["nodes"]), &ids); err != nil {
 		return nil, fmt.Errorf("run %s: node list: %w", run, err)
 	}
-	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.SliceCmd, len(ids))
-	for i, id := range ids {
-		cmds[i] = pipe.HMGet(ctx, s.keys.Node(thread, run, id), nodeFields...)
+	if packed == nil {
+		pipe := s.rdb.Pipeline()
+		for i, id := range ids {
+			cmds[i] = pipe.HMGet(ctx, s.keys.Node(thread, run, id), nodeFields...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, fmt.Errorf("run %s: nodes: %w", run, err)
+		}
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("run %s: nodes: %w", run, err)
+	if packed == nil {
+		for i := range ids {
+			if cmds[i].Val()[2] != nil {
+				continue
+			}
+			// A node gone since the run hash was read: the retention may
+			// have packed the run in between. Read it whole from there.
+			if p, err := s.packedOf(ctx, thread, run); err == nil && p != nil {
+				return s.GetRun(ctx, run)
+			}
+			break
+		}
 	}
 	for i, id := range ids {
-		v := cmds[i].Val()
-		str := func(j int) string { s, _ := v[j].(string); return s }
+		var str func(j int) string
+		if packed == nil {
+			v := cmds[i].Val()
+			str = func(j int) string { s, _ := v[j].(string); return s }
+		} else {
+			var h map[string]string
+			if i < len(packed.Nodes) {
+				h = packed.Nodes[i]
+			}
+			str = func(j int) string { return h[nodeFields[j]] }
+		}
 		n := NodeInfo{ID: id, Kind: str(1), State: str(2), Attempt: asInt(str(3)), Epoch: asInt(str(4)),
 			Owner: str(5), Progress: int(asInt(str(6))), Error: str(8), Queue: str(10), MaxAttempts: int(asInt(str(11)))}
 		if n.State == "SUCCEEDED" { // commit.lua stores no progress
@@ -230,20 +267,50 @@ func (s *Store) Events(ctx context.Context, run, after string, count int64) ([]E
 	if err != nil {
 		return nil, err
 	}
-	start := "-"
-	if after != "" && after != "0" {
-		start = "(" + after
-	}
-	var msgs []redis.XMessage
-	if count > 0 {
-		msgs, err = s.rdb.XRangeN(ctx, s.keys.Events(thread, run), start, "+", count).Result()
-	} else {
-		msgs, err = s.rdb.XRange(ctx, s.keys.Events(thread, run), start, "+").Result()
-	}
+	msgs, err := s.eventsAfter(ctx, thread, run, after, count)
 	if err != nil {
 		return nil, fmt.Errorf("events %s: %w", run, err)
 	}
 	return eventsOf(msgs), nil
+}
+
+// eventsAfter reads up to count stream entries after the stream id after
+// ("" or "0": from the start; count <= 0: all). A packed run's events are
+// in its packed key, followed by any late write's refusal recorded since
+// in a stream of its own (packed_fence.lua): both are read in one
+// transaction.
+func (s *Store) eventsAfter(ctx context.Context, thread, run, after string, count int64) ([]redis.XMessage, error) {
+	start := "-"
+	if after != "" && after != "0" {
+		start = "(" + after
+	}
+	// One transaction: a retention packing the run between the two reads
+	// would otherwise show its events twice.
+	pipe := s.rdb.TxPipeline()
+	var stream *redis.XMessageSliceCmd
+	if count > 0 {
+		stream = pipe.XRangeN(ctx, s.keys.Events(thread, run), start, "+", count)
+	} else {
+		stream = pipe.XRange(ctx, s.keys.Events(thread, run), start, "+")
+	}
+	packed := pipe.Get(ctx, s.keys.Packed(thread, run))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	msgs := stream.Val()
+	raw, err := packed.Bytes()
+	if err != nil {
+		return msgs, nil // not packed
+	}
+	p, err := unpackRun(raw)
+	if err != nil {
+		return nil, err
+	}
+	out := append(p.eventsAfter(after, 0), msgs...)
+	if count > 0 && int64(len(out)) > count {
+		out = out[:count]
+	}
+	return out, nil
 }
 
 // ListRuns returns run ids, newest first, offset and limit applied.
@@ -318,10 +385,20 @@ func (s *Store) Summaries(ctx context.Context, runs []string) ([]RunSummary, err
 	}
 	out := make([]RunSummary, 0, len(runs))
 	for i, r := range runs {
-		if hs[i] == nil || hs[i].Val()[0] == nil {
+		if hs[i] == nil {
 			continue
 		}
 		v := hs[i].Val()
+		if v[0] == nil { // packed, or gone
+			p, err := s.packedOf(ctx, threads[i], r)
+			if err != nil {
+				return nil, fmt.Errorf("summaries: %w", err)
+			}
+			if p == nil {
+				continue
+			}
+			v = []any{p.Run["status"], p.Run["total"], p.Run["terminal"], p.Run["waiting"]}
+		}
 		sum := RunSummary{ID: r, Status: asString(v[0]), Nodes: int(asInt(asString(v[1]))), Done: int(asInt(asString(v[2]))),
 			Waiting: int(asInt(asString(v[3])))}
 		if t := threads[i]; t != r {

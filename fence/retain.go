@@ -100,7 +100,8 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 	}
 	cmds := s.runEach(ctx, "retain", len(runs), func(i int) ([]string, []any) {
 		r := runs[i]
-		keys := []string{s.keys.Finished(r.shard), s.keys.Run(r.Thread, r.Run), s.keys.Events(r.Thread, r.Run)}
+		keys := []string{s.keys.Finished(r.shard), s.keys.Run(r.Thread, r.Run), s.keys.Events(r.Thread, r.Run),
+			s.keys.Packed(r.Thread, r.Run)}
 		var ids []string
 		_ = json.Unmarshal([]byte(lists[i].Val()), &ids) // a run gone already has no node keys to expire
 		for _, id := range ids {

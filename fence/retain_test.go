@@ -43,8 +43,13 @@ func TestFinishedRunsGetARetention(t *testing.T) {
 		require.Equal(t, fence.Retained{Runs: 3}, r, "all three, and none left behind")
 		rdb := tb.be.Client
 		keys := tb.store.Keys()
-		for _, k := range []string{keys.Run("kept", "kept"), keys.Events("kept", "kept"),
-			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b"), keys.Run("cancelled", "cancelled"),
+		// A run that SUCCEEDED is packed into one key in place of its
+		// hashes and stream (retain.lua); the others keep theirs.
+		gone, err := rdb.Exists(tb.ctx, keys.Run("kept", "kept"), keys.Events("kept", "kept"),
+			keys.Node("kept", "kept", "a"), keys.Node("kept", "kept", "b")).Result()
+		require.NoError(t, err)
+		require.Zero(t, gone, "the SUCCEEDED run is packed")
+		for _, k := range []string{keys.Packed("kept", "kept"), keys.Run("cancelled", "cancelled"),
 			keys.Run("t-retain", "threaded"), keys.Node("t-retain", "threaded", "a"), keys.Locator("threaded")} {
 			ttl, err := rdb.TTL(tb.ctx, k).Result()
 			require.NoError(t, err)
@@ -242,7 +247,8 @@ func TestOldLayout(t *testing.T) {
 // Redis preallocates 4 KiB per stream node. Submit stores the stream it
 // creates at its size, and later events grow it by what they need; the
 // retention stores again at its size a stream that holds a preallocation
-// (one submitted before, or grown past a node): every event is still
+// (one submitted before, or grown past a node), of a run kept as its keys
+// (one that FAILED): every event is still
 // there, under the same ids, with the time to live.
 func TestRetentionCompactsTheEventStream(t *testing.T) {
 	t.Parallel()
@@ -259,7 +265,9 @@ func TestRetentionCompactsTheEventStream(t *testing.T) {
 			require.Less(t, usage(), int64(1000), "a run just submitted: its stream at its size")
 		}
 		c := tb.claim(t, "short", "a", "w", longTTL)
-		tb.commit(t, c, `1`)
+		// FAILED: a SUCCEEDED run is packed into one key instead (retain.lua).
+		_, err := tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, c.Descendants)
+		require.NoError(t, err)
 		before, err := rdb.XRange(tb.ctx, key, "-", "+").Result()
 		require.NoError(t, err)
 		require.NotEmpty(t, before)
@@ -298,7 +306,8 @@ func TestRetentionCompactsTheEventStream(t *testing.T) {
 }
 
 // A SUCCEEDED run is retained slimmer: its hashes lose the fields of a live
-// node and those at their default, and read exactly as before. A replayed
+// node and those at their default, are packed into one key, and read
+// exactly as before. A replayed
 // commit and a resubmission are still recognised. A FAILED run, which can
 // be retried, keeps every field, and its retry runs.
 func TestRetentionSlimsSucceededRuns(t *testing.T) {
@@ -334,7 +343,12 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 		require.Equal(t, 2, n)
 
 		require.Equal(t, before, tb.getRun(t, "slim"), "a retained run reads as before")
-		na, nb := fields(keys.Node("slim", "slim", "a")), fields(keys.Node("slim", "slim", "b"))
+		raw, err := rdb.Get(tb.ctx, keys.Packed("slim", "slim")).Bytes()
+		require.NoError(t, err, "a SUCCEEDED run is packed into one key")
+		run, packedNodes, err := fence.UnpackForTest(raw)
+		require.NoError(t, err)
+		require.Len(t, packedNodes, 2)
+		na, nb := packedNodes[0], packedNodes[1]
 		for _, f := range []string{"id", "run", "thread", "remaining", "lease_until", "end_op",
 			"releases", "timeout_ms", "retry", "prev_owner", "ready_at", "inc", "progress", "created_at", "updated_at"} {
 			require.NotContains(t, na, f)
@@ -347,7 +361,6 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 			"result", "input", "started_at", "finished_at"} {
 			require.Contains(t, nb, f)
 		}
-		run := fields(keys.Run("slim", "slim"))
 		for _, f := range []string{"id", "thread", "behind", "multitask", "failed", "cancel", "updated_at"} {
 			require.NotContains(t, run, f)
 		}
@@ -372,13 +385,14 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 	})
 }
 
-// A store given a RunRetention retains a one-node run in the commit that
-// ends it, as RetainFinished would: every key gets its time
-// to live, the stream is stored at its size with every event, the hashes
-// hold no field at its default and read as before, and the run never
-// enters the finished index. A replayed commit is still recognised. Runs of several nodes and
-// runs of a thread are left to RetainFinished.
-func TestCommitRetainsAOneNodeRun(t *testing.T) {
+// A one-node run's commit leaves it to the retention sweep, as every run
+// (a store given a RunRetention included): the sweep packs the SUCCEEDED
+// runs into one key each with the time to live, their hashes and streams
+// gone, and gives the locators their time to live (a run of a thread's,
+// in another slot; one that a run stored before runs without a thread
+// stopped having one has). Each reads as before, events included; a
+// replayed commit is still recognised, and a stale one refused as stale.
+func TestRetentionPacksOneNodeRuns(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
 		tb.store = fence.New(tb.be.Client, &fence.Options{RunRetention: time.Hour})
@@ -388,64 +402,15 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 		threaded := spec("threaded", node("a"))
 		threaded.Thread = "t-commit-retain"
 		tb.submit(t, threaded)
-
-		c := tb.claim(t, "one", "a", "w", longTTL)
-		require.Equal(t, "SUCCEEDED", tb.commit(t, c, `"r"`).RunStatus)
-		for _, k := range []string{keys.Run("one", "one"), keys.Events("one", "one"), keys.Node("one", "one", "a")} {
-			ttl, err := rdb.TTL(tb.ctx, k).Result()
-			require.NoError(t, err)
-			require.Greater(t, ttl, 59*time.Minute, k)
-			require.LessOrEqual(t, ttl, time.Hour, k)
-		}
-		locs, err := rdb.Exists(tb.ctx, keys.Locator("one")).Result()
-		require.NoError(t, err)
-		require.Zero(t, locs, "a run without a thread has no locator")
-
 		// A run stored before runs without a thread stopped having a
-		// locator (its run hash holds its id) has its locator retained too.
+		// locator (its run hash holds its id).
 		tb.submit(t, spec("legacy", node("a")))
 		require.NoError(t, rdb.Set(tb.ctx, keys.Locator("legacy"), "legacy", 0).Err())
 		require.NoError(t, rdb.HSet(tb.ctx, keys.Run("legacy", "legacy"), "id", "legacy", "thread", "legacy").Err())
+
+		c := tb.claim(t, "one", "a", "w", longTTL)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, c, `"r"`).RunStatus)
 		tb.commit(t, tb.claim(t, "legacy", "a", "w", longTTL), `1`)
-		legacy, err := rdb.TTL(tb.ctx, keys.Locator("legacy")).Result()
-		require.NoError(t, err)
-		require.Greater(t, legacy, 59*time.Minute, "the old locator expires with its run")
-		events, err := rdb.XRange(tb.ctx, keys.Events("one", "one"), "-", "+").Result()
-		require.NoError(t, err)
-		var types []string
-		for _, e := range events {
-			types = append(types, e.Values["type"].(string))
-		}
-		require.Equal(t, []string{"submitted", "claimed", "committed", "run_finished"}, types)
-		if tb.be.Real != nil {
-			size, err := rdb.MemoryUsage(tb.ctx, keys.Events("one", "one")).Result()
-			require.NoError(t, err)
-			require.Less(t, size, int64(1500), "stored at its size, not in a 4 KiB preallocation")
-		}
-		node, err := rdb.HGetAll(tb.ctx, keys.Node("one", "one", "a")).Result()
-		require.NoError(t, err)
-		for _, f := range []string{"id", "run", "thread", "remaining", "deps", "timeout_ms", "releases", "end_op",
-			"lease_until"} {
-			require.NotContains(t, node, f, "never stored, or slimmed")
-		}
-		run, err := rdb.HGetAll(tb.ctx, keys.Run("one", "one")).Result()
-		require.NoError(t, err)
-		for _, f := range []string{"id", "thread", "failed", "cancel", "behind", "multitask"} {
-			require.NotContains(t, run, f, "never stored")
-		}
-		info := tb.getRun(t, "one")
-		require.Equal(t, "SUCCEEDED", info.Status)
-		require.Equal(t, `"r"`, string(info.Nodes[0].Result))
-
-		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
-		require.NoError(t, err)
-		require.Zero(t, n, "the commit retained it: nothing is left for the sweep")
-		again, err := tb.store.Commit(tb.ctx, c.Lease, []byte(`"other"`), c.Dependents)
-		require.NoError(t, err, "a commit replayed after its run was retained")
-		require.True(t, again.Replay)
-		require.Equal(t, "SUCCEEDED", again.RunStatus)
-		require.Equal(t, info, tb.getRun(t, "one"))
-
 		for _, id := range []string{"a", "b"} {
 			tb.commit(t, tb.claim(t, "two", id, "w", longTTL), `1`)
 		}
@@ -458,16 +423,63 @@ func TestCommitRetainsAOneNodeRun(t *testing.T) {
 			require.NoError(t, err)
 			return d
 		}
-		require.Equal(t, time.Duration(-1), ttl(keys.Run("two", "two")), "a run of two nodes is left to the sweep")
-		for _, k := range []string{keys.Run("t-commit-retain", "threaded"), keys.Node("t-commit-retain", "threaded", "a"),
-			keys.Events("t-commit-retain", "threaded")} {
-			require.Greater(t, ttl(k), 59*time.Minute, "%s: a one-node run of a thread is retained by its commit", k)
+		require.Equal(t, time.Duration(-1), ttl(keys.Run("one", "one")), "the commit leaves the run to the sweep")
+		info := tb.getRun(t, "one")
+		events := tb.events(t, "one")
+
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 4, n)
+		for _, r := range []struct{ thread, run string }{{"one", "one"}, {"legacy", "legacy"}, {"two", "two"},
+			{"t-commit-retain", "threaded"}} {
+			gone, err := rdb.Exists(tb.ctx, keys.Run(r.thread, r.run), keys.Events(r.thread, r.run),
+				keys.Node(r.thread, r.run, "a")).Result()
+			require.NoError(t, err)
+			require.Zero(t, gone, "%s: packed in place of its keys", r.run)
+			require.Greater(t, ttl(keys.Packed(r.thread, r.run)), 59*time.Minute, r.run)
+			require.LessOrEqual(t, ttl(keys.Packed(r.thread, r.run)), time.Hour, r.run)
 		}
-		require.Equal(t, time.Duration(-1), ttl(keys.Locator("threaded")), "its locator is in another slot")
+		locs, err := rdb.Exists(tb.ctx, keys.Locator("one")).Result()
+		require.NoError(t, err)
+		require.Zero(t, locs, "a run without a thread has no locator")
+		require.Greater(t, ttl(keys.Locator("legacy")), 59*time.Minute, "the old locator expires with its run")
+		require.Greater(t, ttl(keys.Locator("threaded")), 59*time.Minute, "the sweep gave the locator its time to live")
+
+		require.Equal(t, info, tb.getRun(t, "one"), "a packed run reads as before")
+		require.Equal(t, events, tb.events(t, "one"))
+		var types []string
+		for _, e := range events {
+			types = append(types, e.Type)
+		}
+		require.Equal(t, []string{"submitted", "claimed", "committed", "run_finished"}, types)
+
+		again, err := tb.store.Commit(tb.ctx, c.Lease, []byte(`"other"`), c.Dependents)
+		require.NoError(t, err, "a commit replayed after its run was packed")
+		require.True(t, again.Replay)
+		require.Equal(t, "SUCCEEDED", again.RunStatus)
+		stale := c.Lease
+		stale.Epoch--
+		_, err = tb.store.Commit(tb.ctx, stale, []byte(`"late"`), nil)
+		require.ErrorIs(t, err, fence.ErrStaleEpoch, "a late write to a packed run is refused as stale")
+		require.Equal(t, info, tb.getRun(t, "one"), "and changes nothing")
+		after := tb.events(t, "one")
+		require.Len(t, after, len(events)+1, "the refusal is recorded, after the run's events")
+		require.Equal(t, events, after[:len(events)])
+		last := after[len(events)]
+		require.Equal(t, "stale_rejected", last.Type)
+		require.Equal(t, "commit", last.Details["op"])
+		require.Equal(t, c.Lease.Epoch-1, last.Epoch)
+		require.Greater(t, ttl(keys.Events("one", "one")), 59*time.Minute, "the refusal expires with the run")
+		page, err := tb.store.Events(tb.ctx, "one", after[1].ID, 10)
+		require.NoError(t, err)
+		require.Equal(t, after[2:], page)
+		follow, err := tb.store.WaitEvents(tb.ctx, "one", after[len(events)-1].ID, 10, 50*time.Millisecond)
+		require.NoError(t, err)
+		require.Equal(t, after[len(events):], follow)
+
 		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
 		require.NoError(t, err)
-		require.Equal(t, 1, n, "the run of two nodes")
-		require.Greater(t, ttl(keys.Locator("threaded")), 59*time.Minute, "the sweep gave the locator its time to live")
+		require.Zero(t, n, "each run is packed once")
 		var left []string
 		for shard := range fence.Shards {
 			ids, err := rdb.ZRange(tb.ctx, keys.Finished(shard), 0, -1).Result()

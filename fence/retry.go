@@ -40,6 +40,19 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}
 	ids, err := s.nodeIDs(ctx, thread, run)
+	if errors.Is(err, ErrNotFound) {
+		// Packed into one key: the run SUCCEEDED, and retry.lua's answers
+		// for it are a replay of this retry id, else a refusal.
+		p, perr := s.packedOf(ctx, thread, run)
+		switch {
+		case perr != nil:
+			err = perr
+		case p != nil && retryID != "" && p.Run["retry:"+retryID] != "":
+			return Retried{Thread: thread, Status: p.Run["status"], Replay: true}, nil
+		case p != nil:
+			return Retried{}, fmt.Errorf("retry %s: status %s: %w", run, p.Run["status"], ErrNotRetryable)
+		}
+	}
 	if err != nil {
 		return Retried{}, fmt.Errorf("retry %s: %w", run, err)
 	}

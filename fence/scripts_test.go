@@ -90,7 +90,7 @@ var bindings = map[string]struct {
 }{
 	// submit: the new run's node keys (one per node of the JSON ARGV[5])
 	// follow the fixed keys, then the active run's, listed by ARGV[16..].
-	"submit":    {11, 15, true, true, 0, 1000},
+	"submit":    {12, 15, true, true, 0, 1000},
 	"claim":     {5, 8, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
 	"commit":    {6, 12, true, true, 0, 1},
@@ -100,21 +100,22 @@ var bindings = map[string]struct {
 	"sweep":     {3, 5, false, false, 0, 0},
 	"guard":     {1, 3, false, false, 0, 0},
 
-	"checkpoint":        {8, 15, false, false, 0, 0},
+	"checkpoint":        {9, 15, false, false, 0, 0},
 	"checkpoint_writes": {8, 13, false, false, 0, 0},
 	"checkpoint_delete": {5, 9, true, true, 4, 0},
 	// promote: the queued runs and the head's nodes are listed one key per
 	// ARGV; each namespace listed has four keys (up to 100 namespaces).
 	"promote": {8, 7, true, true, 0, 300},
 	"retry":   {5, 6, true, true, 0, 0},
-	"retain":  {3, 4, true, false, 0, 0},
-	"delete":  {4, 4, true, false, 0, 0},
+	"retain":  {4, 4, true, false, 0, 0},
+	"delete":  {5, 4, true, false, 0, 0},
 	// deadline arms a run's timeout; timeout cancels a run past it.
-	"deadline": {2, 3, false, false, 0, 0},
-	"timeout":  {6, 5, true, true, 0, 0},
-	"locator":  {2, 2, false, false, 0, 0},
-	"park":     {6, 11, false, false, 0, 0},
-	"resume":   {5, 7, false, false, 0, 0},
+	"deadline":     {2, 3, false, false, 0, 0},
+	"timeout":      {6, 5, true, true, 0, 0},
+	"packed_fence": {2, 6, false, true, 0, 0},
+	"locator":      {3, 2, false, false, 0, 0},
+	"park":         {6, 11, false, false, 0, 0},
+	"resume":       {5, 7, false, false, 0, 0},
 	// schedules: the schedule's hash and the index, in one slot.
 	"schedule_put":  {2, 3, false, false, 0, 0},
 	"schedule_rm":   {2, 1, false, false, 0, 0},
@@ -247,7 +248,9 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 	t1, err := s.Claim(ctx, NodeRef{Thread: thread, Run: thread + "-1", Node: "a"}, "w", time.Minute, time.Second)
 	require.NoError(t, err)
-	_, err = s.Commit(ctx, t1.Lease, []byte(`1`), nil)
+	// FAILED, so that retention keeps its keys (a SUCCEEDED run is packed
+	// into one key) and the delete below passes them.
+	_, err = s.Fail(ctx, t1.Lease, Failure{Err: "boom", Final: true}, nil)
 	require.NoError(t, err)
 	p, err := s.Promote(ctx, thread, "w")
 	require.NoError(t, err)
@@ -279,6 +282,21 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 		}
 		require.True(t, time.Now().Before(deadline), "the run's 1 ms timeout never passed")
 	}
+
+	// A run that SUCCEEDED is packed by the retention (retain.lua); a late
+	// write to it is answered by packed_fence.lua.
+	_, err = s.Submit(ctx, SubmitArgs{Run: run + "-p", Digest: "d", Nodes: one})
+	require.NoError(t, err)
+	pc, err := s.Claim(ctx, NodeRef{Thread: run + "-p", Run: run + "-p", Node: "a"}, "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	_, err = s.Commit(ctx, pc.Lease, []byte(`1`), nil)
+	require.NoError(t, err)
+	_, err = s.RetainFinished(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	late := pc.Lease
+	late.Epoch--
+	_, err = s.Heartbeat(ctx, late, time.Minute, 0)
+	require.ErrorIs(t, err, ErrStaleEpoch)
 
 	return a.Lease
 }

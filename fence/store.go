@@ -47,10 +47,9 @@ type Options struct {
 	ClaimReplicas int
 	// ReplicaTimeout bounds each wait for ClaimReplicas. Zero value: 1s.
 	ReplicaTimeout time.Duration
-	// RunRetention, when above zero, is the time to live a commit gives
-	// the keys of a one-node run as it ends it, retaining the run in that
-	// same step (RetainFinished does the rest, and the locator of a run of
-	// a thread). Zero value: every run is left to RetainFinished.
+	// Deprecated: RunRetention is not used. A commit once retained the
+	// one-node run it ended; every run is now left to RetainFinished,
+	// which packs a SUCCEEDED run into one key (scripts/lua/retain.lua).
 	RunRetention time.Duration
 }
 
@@ -71,13 +70,12 @@ type Store struct {
 	ckptBytes   int
 	retentionMS int64 // 0: checkpoints never expire
 
-	runRetentionMS int64 // 0: commits leave runs to RetainFinished
 }
 
 // scriptNames are the operations, one file each under scripts/lua.
 var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard",
 	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "retain", "locator", "park", "resume", "delete", "deadline", "timeout",
-	"schedule_put", "schedule_rm", "schedule_fire"}
+	"schedule_put", "schedule_rm", "schedule_fire", "packed_fence"}
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, opt *Options) *Store {
@@ -92,9 +90,6 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 		observer: opt.Observer, ckptHistory: cmp.Or(opt.CheckpointHistory, DefaultCheckpointHistory),
 		ckptBytes: cmp.Or(opt.MaxCheckpointBytes, DefaultCheckpointBytes),
 		replicas:  opt.ClaimReplicas, replicaTimeout: cmp.Or(opt.ReplicaTimeout, time.Second)}
-	if opt.RunRetention > 0 {
-		s.runRetentionMS = max(opt.RunRetention.Milliseconds(), 1)
-	}
 	if r := cmp.Or(opt.ThreadRetention, DefaultThreadRetention); r > 0 {
 		s.retentionMS = max(r.Milliseconds(), 1)
 	}

@@ -82,7 +82,8 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 	}
 	code, r, err := reply(v)
 	if err != nil {
-		return Parked{}, fmt.Errorf("park %s: %w", l, err)
+		_, err = s.packedFence(ctx, l, "park", fmt.Errorf("park %s: %w", l, err))
+		return Parked{}, err
 	}
 	if code == 3 {
 		return Parked{Cancelled: true, RunStatus: asString(r[0])}, nil

@@ -15,8 +15,7 @@ import (
 	"github.com/batonrun/baton/internal/redistest"
 )
 
-// Runs that the sweep retains (runs of several nodes, runs of threads) can
-// end faster than one batch per busy wait: two runners' retention loops
+// Runs that the sweep retains (every run) can end faster than one batch per busy wait: two runners' retention loops
 // work off a backlog of many batches without waiting between them, and
 // every run gets its time to live. The waits are an hour here, so a loop
 // that waited once would fail the test.
@@ -24,7 +23,7 @@ func TestRetentionWorksOffABacklogAtOnce(t *testing.T) {
 	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	ctx := t.Context()
-	store := fence.New(rdb, nil) // no RunRetention: every run goes to the finished index
+	store := fence.New(rdb, nil)
 	require.NoError(t, store.Load(ctx))
 	const runs = 1500 // about 6 batches of 16 runs per shard
 	node := []fence.NodeSpec{{ID: "a", Kind: "k", Queue: "default", Input: "null",
@@ -62,10 +61,12 @@ func TestRetentionWorksOffABacklogAtOnce(t *testing.T) {
 	}
 	for i := range runs {
 		id := fmt.Sprintf("backlog-%d", i)
-		for _, key := range []string{keys.Run(id, id), keys.Node(id, id, "a"), keys.Events(id, id)} {
-			ttl, err := rdb.PTTL(ctx, key).Result()
-			require.NoError(t, err)
-			require.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s: time to live %s", key, ttl)
-		}
+		// SUCCEEDED: packed into one key in place of its hashes and stream.
+		ttl, err := rdb.PTTL(ctx, keys.Packed(id, id)).Result()
+		require.NoError(t, err)
+		require.True(t, ttl > 59*time.Minute && ttl <= time.Hour, "%s: time to live %s", id, ttl)
+		gone, err := rdb.Exists(ctx, keys.Run(id, id), keys.Node(id, id, "a"), keys.Events(id, id)).Result()
+		require.NoError(t, err)
+		require.Zero(t, gone, id)
 	}
 }

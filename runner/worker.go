@@ -213,7 +213,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg,
 		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}, Observer: historyWriter(cfg.History),
-			ClaimReplicas: cfg.ClaimReplicas, RunRetention: cfg.Retention}),
+			ClaimReplicas: cfg.ClaimReplicas}),
 		queue: newEnqueuer(cfg.Redis),
 		kinds: map[string]Kind{},
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),

@@ -160,8 +160,8 @@ func (b *bench) memory(ctx context.Context, out io.Writer, rep report) error {
 		per := float64(m1-m0) / float64(nodes)
 		keys := fence.Keys{}
 		id := runID(tag, 0)
-		parts := []struct{ name, key string }{{"run hash", keys.Run(id, id)}, {"events", keys.Events(id, id)},
-			{"node hash", keys.Node(id, id, "n0")}} // a run without a thread has no locator
+		// A run that SUCCEEDED is packed into one key as it is retained.
+		parts := []struct{ name, key string }{{"packed", keys.Packed(id, id)}} // a run without a thread has no locator
 		var detail []string
 		for _, p := range parts {
 			u, err := b.t.raw.MemoryUsage(ctx, p.key).Result()
@@ -174,21 +174,10 @@ func (b *bench) memory(ctx context.Context, out io.Writer, rep report) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "memory: runs of %d node(s), %d nodes finished and retained: %.0f B per node (used_memory; %.0f B stored afresh); one run: %s\n",
+		fmt.Fprintf(out, "memory: runs of %d node(s), %d nodes finished and retained (packed): %.0f B per node (used_memory; %.0f B stored afresh); one run: %s\n",
 			size, nodes, per, float64(held)/float64(nodes), strings.Join(detail, ", "))
 		js[fmt.Sprintf("bytes_per_node_k%d", size)] = round1(per)
 		js[fmt.Sprintf("reloaded_bytes_per_node_k%d", size)] = round1(float64(held) / float64(nodes))
-		mean, err := b.packRuns(ctx, tag, runs, size)
-		if err != nil {
-			return err
-		}
-		if held, err = b.reloaded(ctx); err != nil {
-			return err
-		}
-		packed := float64(held) / float64(nodes)
-		fmt.Fprintf(out, "memory: runs of %d node(s), the same runs each packed into one key (lib/pack.lua; not yet how baton keeps them): %.0f B per node (used_memory, stored afresh); packed string %.0f B a run\n",
-			size, packed, mean)
-		js[fmt.Sprintf("packed_bytes_per_node_k%d", size)] = round1(packed)
 	}
 	rep["memory"] = js
 	return nil

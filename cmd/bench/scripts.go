@@ -64,9 +64,9 @@ func (b *bench) scripts(ctx context.Context, out io.Writer, rep report) error {
 	_ = tw.Flush()
 	fmt.Fprintln(out, `
 operation  each called alone, one call at a time: submit (a one-node run, its pipeline
-           and script), claim, heartbeat, commit, commit, retaining (the worker's commit,
-           which retains the one-node run it ends), retain (the other finished runs'
-           retention, one call for all, per run), sweep (a pass over empty indexes), and
+           and script), claim, heartbeat, commit, retain (the finished runs' retention,
+           which packs each into one key, one call for all, per run), sweep (a pass over
+           empty indexes), and
            Asynq's enqueue for comparison. Redis CPU is used_cpu_user+sys per call,
            parsing and networking included; "in script" is commandstats' evalsha time.
            Redis instructions (-callgrind) are callgrind's count over the calls,
@@ -84,10 +84,7 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 	if err := st.Load(ctx); err != nil {
 		return nil, err
 	}
-	// Runs "s…" go through every operation with st; runs "r…" are
-	// committed by retaining, the worker's store, whose commit retains the
-	// one-node run it ends (fence.Options.RunRetention).
-	retaining := fence.New(b.t.rdb, &fence.Options{RunRetention: runner.DefaultRetention})
+	// Runs "s…" go through every operation with st.
 	ref := func(set string, i int) fence.NodeRef {
 		id := fmt.Sprintf("%s%d-%05d", set, round, i)
 		return fence.NodeRef{Thread: id, Run: id, Node: "n"}
@@ -100,7 +97,7 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 	claim := func(r fence.NodeRef) (*fence.Claimed, error) {
 		return st.ClaimKinds(ctx, r, "bench-worker", fence.NewClaimID(), []string{"noop"}, 30*time.Second, time.Second)
 	}
-	leases, leasesB := make([]*fence.Claimed, calls), make([]*fence.Claimed, calls)
+	leases := make([]*fence.Claimed, calls)
 	aq := asynq.NewClientFromRedisClient(b.t.rdb)
 	defer aq.Close()
 	ops := []struct {
@@ -120,17 +117,6 @@ func (b *bench) scriptsRound(ctx context.Context, round, calls int) ([]scriptCos
 		}},
 		{"commit", nil, func(i int) error {
 			_, err := st.Commit(ctx, leases[i].Lease, []byte("{}"), leases[i].Dependents)
-			return err
-		}},
-		{"commit, retaining", func(i int) error {
-			if err := submit(ref("r", i)); err != nil {
-				return err
-			}
-			c, err := claim(ref("r", i))
-			leasesB[i] = c
-			return err
-		}, func(i int) error {
-			_, err := retaining.Commit(ctx, leasesB[i].Lease, []byte("{}"), leasesB[i].Dependents)
 			return err
 		}},
 		{"retain", nil, func(i int) error { // every run finished above, in one call: the figures are per run

@@ -34,6 +34,10 @@ KEYS[5] the namespace's versions zset
 KEYS[6] the namespace's data hash
 KEYS[7] the namespace's ids hash
 KEYS[8] the namespace's pending writes hash
+KEYS[9] the run's packed key: a write to a node of a run packed into
+        one key (retain.lua) is refused, and recorded, as the fence check
+        below would (lib/packed_fence.lua). Callers that pass 8 keys (the
+        savers in other languages) get -1 for such a node, as before
 
 ARGV[1]  node id
 ARGV[2]  run id
@@ -69,11 +73,17 @@ local ns, id, parent, data, meta = ARGV[7], ARGV[8], ARGV[9], ARGV[10], ARGV[11]
 local keep, retention, cap, maxlen = tonumber(ARGV[12]), tonumber(ARGV[13]), tonumber(ARGV[14]), ARGV[15]
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim')
-if not f[1] then return -1 end
+if not f[1] and not KEYS[9] then return -1 end
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 --@include fence_check
+if not f[1] then -- packed, or gone
+--@include pack
+--@include unpack
+--@include packed_fence
+  return packedRefusal(KEYS[9], 'checkpoint', 'ns', ns)
+end
 --@include anchor
 local function refuse(code) return rejectWrite('checkpoint', code, f[2], 'ns', ns) end
 

@@ -16,12 +16,14 @@ KEYS[1]   run hash
 KEYS[2]   run event stream
 KEYS[3]   run listing index (zset: run id -> ms when created)
 KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[5..] the run's node hashes (ARGV[3] of them), then, for a run
+KEYS[5]   the run's packed key: a finished run packed into one string
+          (lib/pack.lua) in place of its hashes and stream
+KEYS[6..] the run's node hashes (ARGV[3] of them), then, for a run
           without a thread, its locator (in this slot)
 
 ARGV[1] run id
 ARGV[2] the run's member of the finished index ("thread:run:")
-ARGV[3] how many node hashes follow KEYS[4]
+ARGV[3] how many node hashes follow KEYS[5]
 ARGV[4] "1" when the run's locator is in another slot (a run of a thread)
 
 Returns
@@ -30,10 +32,16 @@ Returns
   {-30, status}  the run has not ended: nothing changed
 ]]
 local rcall = redis.call
-local runKey, evKey, runsKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local runKey, evKey, runsKey, finKey, packedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local run, member, elsewhere = ARGV[1], ARGV[2], ARGV[4] == '1'
+--@include pack
+--@include unpack
 
 local status = rcall('HGET', runKey, 'status')
+if not status then
+  local packed = unpackRunFields(rcall('GET', packedKey))
+  status = packed and packed.status
+end
 if not status then return -1 end
 if status ~= 'SUCCEEDED' and status ~= 'FAILED' and status ~= 'CANCELLED' then
   return {-30, status}

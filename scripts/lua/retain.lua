@@ -12,6 +12,18 @@ re-opened by retry.lua since the caller read the index: nothing changes.
 How a run's keys are retained (slimmed, given their time to live, the
 stream stored at its size) is lib/retain_run.lua, shared with commit.lua.
 
+A SUCCEEDED run is packed instead: its run hash, node hashes and event
+stream become one string (lib/pack.lua), stored under KEYS[4] with the
+time to live (none when kept forever), and those keys are deleted.
+One key instead of two plus one per node holds about a quarter of the
+memory (docs/performance.md). Readers in Go read it back (fence/packed.go);
+the scripts that meet a run by id (submit.lua, locator.lua, delete.lua)
+read its run hash from it (lib/unpack.lua); a late write to one of its
+nodes finds no node hash and changes nothing, as once a run's keys have
+expired. A SUCCEEDED run never changes again (retry.lua refuses it), so
+nothing needs it back as hashes. Runs that FAILED or were CANCELLED keep
+their keys, for retry.lua.
+
 A run of a thread has its locator in another slot, out of this script's
 reach: the script puts the bare run id in the finished index in the run's
 place, and the caller gives the locator its time to live, then takes the
@@ -22,7 +34,8 @@ KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended;
           a bare "run": its locator still wants its time to live)
 KEYS[2]   run hash
 KEYS[3]   run event stream
-KEYS[4..] the run's node hashes (ARGV[4] of them), then, for a run
+KEYS[4]   the run's packed key (string; written for a SUCCEEDED run)
+KEYS[5..] the run's node hashes (ARGV[4] of them), then, for a run
           without a thread, its locator (only runs stored before such
           runs stopped having one have it)
 
@@ -30,36 +43,51 @@ ARGV[1] time to live, ms; 0: delete now; -1: keep forever
 ARGV[2] the run's member of the finished index ("thread:run:")
 ARGV[3] the run id when its locator is in another slot and needs the time
         to live; empty otherwise
-ARGV[4] how many node hashes follow KEYS[3]
+ARGV[4] how many node hashes follow KEYS[4]
 
 Returns
   1  retained
   0  not in the finished index: nothing changed
 ]]
 local rcall = redis.call
-local finKey, runKey, evKey = KEYS[1], KEYS[2], KEYS[3]
+local finKey, runKey, evKey, packedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local nodes = tonumber(ARGV[4]) or 0
 
 --@include stream
 --@include retain_run
+--@include pack
 
 local ended = rcall('ZSCORE', finKey, member)
 if not ended then return 0 end
 if ttl == 0 then
-  rcall('DEL', runKey, evKey)
-  for i = 4, #KEYS do rcall('DEL', KEYS[i]) end
+  rcall('DEL', runKey, evKey, packedKey)
+  for i = 5, #KEYS do rcall('DEL', KEYS[i]) end
 else
   local nodeKeys, otherKeys = {}, {}
   local r = rcall('HMGET', runKey, 'status', 'id')
-  for i = 4, #KEYS do
-    if i <= 3 + nodes then
+  for i = 5, #KEYS do
+    if i <= 4 + nodes then
       nodeKeys[#nodeKeys + 1] = KEYS[i]
     elseif r[2] then -- a run without a thread has a locator only if stored with its id
       otherKeys[#otherKeys + 1] = KEYS[i]
     end
   end
-  retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, r[1] or '', false)
+  if r[1] == 'SUCCEEDED' then
+    slimSucceeded(runKey, nodeKeys, false)
+    local packed = packRun(runKey, nodeKeys, evKey)
+    rcall('DEL', runKey, evKey)
+    for _, key in ipairs(nodeKeys) do rcall('DEL', key) end
+    if ttl > 0 then
+      local ttlS = string.format('%d', ttl)
+      rcall('SET', packedKey, packed, 'PX', ttlS)
+      for _, key in ipairs(otherKeys) do rcall('PEXPIRE', key, ttlS) end
+    else
+      rcall('SET', packedKey, packed)
+    end
+  else
+    retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, r[1] or '', false)
+  end
 end
 if elsewhere ~= '' then rcall('ZADD', finKey, ended, elsewhere) end
 rcall('ZREM', finKey, member)

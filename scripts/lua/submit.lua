@@ -30,7 +30,9 @@ KEYS[9]   the run id's locator (string: run id -> thread) when ARGV[12] is
 KEYS[10]  event stream of the active run of KEYS[5] (any key of the
           thread when none)
 KEYS[11]  finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[12..] node hashes, one per node, in the order of ARGV[5]'s array;
+KEYS[12]  the run's packed key (Keys.Packed): a finished run packed into
+          one string (lib/pack.lua) still holds its id
+KEYS[13..] node hashes, one per node, in the order of ARGV[5]'s array;
           then, for "interrupt" and "rollback", the node hashes of the
           active run of KEYS[5], in the order of ARGV[16..]
 
@@ -98,7 +100,8 @@ local inc = ARGV[9]
 local startAt, startIn = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 local runsKey, locKey, ownLocator = KEYS[8], KEYS[9], ARGV[12] == '1'
 local activeEvKey, finKey, channel = KEYS[10], KEYS[11], ARGV[13]
-local firstNode = 11 -- KEYS[firstNode + i] is node i's hash
+local packedKey = KEYS[12]
+local firstNode = 12 -- KEYS[firstNode + i] is node i's hash
 --@include cancel_run
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
@@ -131,7 +134,17 @@ if ownLocator then
 end
 
 local existing = rcall('HGET', runKey, 'digest')
+local packed -- the run hash of a finished run packed into one key
+if not existing then
+--@include pack
+--@include unpack
+  packed = unpackRunFields(rcall('GET', packedKey))
+  if packed then existing = packed.digest or '' end
+end
 if existing then
+  if existing == digest and packed then -- ended: no node is READY
+    return {2, packed.status, packed.inc or '', packed.behind or '', tonumber(packed.start_at) or 0}
+  end
   if existing == digest then
     local r = rcall('HMGET', runKey, 'status', 'inc', 'behind', 'start_at')
     local out = {2, r[1], r[2] or '', r[3] or '', tonumber(r[4]) or 0}

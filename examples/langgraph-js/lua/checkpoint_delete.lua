@@ -58,13 +58,18 @@ end
 -- place. A script includes it after defining the locals it reads: rcall,
 -- evKey, maxlen, nodeID, worker, epoch and claimID (the caller's), now.
 --
--- rejectWrite appends stale_rejected for op (with any extra field pairs)
--- to the run's events and returns code, for the script to return.
-local function rejectWrite(op, code, storedEpoch, ...)
-  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'stale_rejected',
+-- rejectWriteAt appends stale_rejected for op (with any extra field
+-- pairs) to the run's events under stream id id ('*': Redis's) and
+-- returns code, for the script to return; rejectWrite with Redis's id.
+local function rejectWriteAt(id, op, code, storedEpoch, ...)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, id, 'type', 'stale_rejected',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
     'op', op, 'current_epoch', storedEpoch, ...)
   return code
+end
+
+local function rejectWrite(op, code, storedEpoch, ...)
+  return rejectWriteAt('*', op, code, storedEpoch, ...)
 end
 
 -- staleCode compares the caller's epoch and claim id with the node's

@@ -29,27 +29,25 @@
 --     3  the integer base + zigzag(arg) (a time in ms)
 -- zigzag maps 0, -1, 1, -2, ... to 0, 1, 2, 3, ...
 --
--- packDict holds the names and values nearly every run stores, most
--- frequent first (an index under 64 takes one byte). It is part of the
--- format: a change needs a new version. fence/packed.go reads it from this
--- file, between the markers.
+-- packDictionary returns the names and values nearly every run stores,
+-- most frequent first (an index under 64 takes one byte). It is part of
+-- the format: a change needs a new version. lib/unpack.lua includes this
+-- file for it, and fence/packed.go reads it from here, between the
+-- markers. A function, so that a script that includes this file but packs
+-- nothing does not build the table.
 
-local packDict = { -- @dict
+local function packDictionary() return { -- @dict
   'status', 'nodes', 'total', 'terminal', 'created_at', 'start_at', 'finished_at', 'digest', 'inc',
   'state', 'kind', 'queue', 'input', 'max_attempts', 'attempt', 'epoch', 'owner', 'claim',
   'started_at', 'result', 'error', 'deps', 'releases', 'end_op', 'ready_at',
   'type', 'node', 'worker', 'at',
   'SUCCEEDED', 'FAILED', 'CANCELLED', 'noop', 'default', 'null', '{}', '[]', '',
   'submitted', 'claimed', 'committed', 'run_finished', 'failed', 'cancelled', 'released',
-  'retry_scheduled', 'takeover', 'stale_rejected', 'trace', 'cancel', 'cancel_reason', 'exec',
+  'retry_scheduled', 'takeover', 'progress', 'trace', 'cancel', 'cancel_reason', 'exec',
   'http', 'reason', 'prev_owner', 'retried',
-} -- @enddict
+} end -- @enddict
 
 local packIndex, packNext, packOut = {}, 0, {}
-for i, v in ipairs(packDict) do
-  if packIndex[v] == nil then packIndex[v] = i - 1 end
-end
-packNext = #packDict
 
 local function packVarint(n)
   local b = {}
@@ -63,7 +61,7 @@ local function packVarint(n)
 end
 
 local function packZigzag(n)
-  if n < 0 then return -2 * n - 1 end
+  if n < 0 then return 2 * (0 - n) - 1 end
   return 2 * n
 end
 
@@ -122,6 +120,11 @@ end
 -- packRun returns the run hash runKey, the node hashes nodeKeys (in that
 -- order) and the event stream evKey as one string (the layout above).
 local function packRun(runKey, nodeKeys, evKey)
+  local dict = packDictionary()
+  for i, v in ipairs(dict) do
+    if packIndex[v] == nil then packIndex[v] = i - 1 end
+  end
+  packNext = #dict
   local run = rcall('HGETALL', runKey)
   packBase = 0
   for i = 1, #run, 2 do

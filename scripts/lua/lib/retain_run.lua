@@ -25,6 +25,31 @@
 -- submitted before streams were compacted at submit, holds a 4 KiB
 -- preallocation and is stored at its size again here.
 
+-- slimSucceeded drops from a SUCCEEDED run's hashes what it no longer
+-- needs: all of it (the sweep) or, byCommit, only a live node's fields.
+-- retain.lua calls it before packing a run into one key.
+local function slimSucceeded(runKey, nodeKeys, byCommit)
+  -- The lists are built here, only the one used: building a table of
+  -- strings in every call cost a commit 4% of its instructions.
+  local drop
+  if byCommit then
+    -- What a RUNNING node of a one-node run can hold that a SUCCEEDED
+    -- one does not need, as these scripts store it: no remaining
+    -- dependencies, and a claim drops how an earlier attempt ended.
+    drop = {'lease_until', 'heartbeat_at', 'ready_at', 'inc', 'progress'}
+  else
+    -- What a SUCCEEDED run's hashes no longer need: a live node's
+    -- fields (its lease, when it was due, its run's incarnation, its
+    -- progress), and what a run stored before they were left out still
+    -- holds (the ids, the zero counters failed and cancel, updated_at,
+    -- a node's created_at).
+    rcall('HDEL', runKey, 'id', 'thread', 'failed', 'cancel', 'updated_at')
+    drop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op',
+      'ready_at', 'inc', 'progress', 'updated_at', 'created_at'}
+  end
+  for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(drop)) end
+end
+
 -- retainRun gives runKey, each of nodeKeys (the run's node hashes) and each
 -- of otherKeys (its locator, when in this slot) the time to live ttl ms,
 -- or none when ttl is -1 (kept forever); it slims a SUCCEEDED run's
@@ -32,27 +57,7 @@
 -- live node's fields; and it stores evKey, the run's event stream, again
 -- at its size. status is the run's status, as the caller read it.
 local function retainRun(runKey, evKey, nodeKeys, otherKeys, ttl, status, byCommit)
-  if status == 'SUCCEEDED' then
-    -- The lists are built here, only the one used: building a table of
-    -- strings in every call cost a commit 4% of its instructions.
-    local drop
-    if byCommit then
-      -- What a RUNNING node of a one-node run can hold that a SUCCEEDED
-      -- one does not need, as these scripts store it: no remaining
-      -- dependencies, and a claim drops how an earlier attempt ended.
-      drop = {'lease_until', 'heartbeat_at', 'ready_at', 'inc', 'progress'}
-    else
-      -- What a SUCCEEDED run's hashes no longer need: a live node's
-      -- fields (its lease, when it was due, its run's incarnation, its
-      -- progress), and what a run stored before they were left out still
-      -- holds (the ids, the zero counters failed and cancel, updated_at,
-      -- a node's created_at).
-      rcall('HDEL', runKey, 'id', 'thread', 'failed', 'cancel', 'updated_at')
-      drop = {'id', 'run', 'thread', 'remaining', 'lease_until', 'heartbeat_at', 'end_op',
-        'ready_at', 'inc', 'progress', 'updated_at', 'created_at'}
-    end
-    for _, key in ipairs(nodeKeys) do rcall('HDEL', key, unpack(drop)) end
-  end
+  if status == 'SUCCEEDED' then slimSucceeded(runKey, nodeKeys, byCommit) end
   -- The time to live as text: Redis formats a Lua number at a cost
   -- (lib/clock.lua).
   local ttlS = string.format('%d', ttl)
