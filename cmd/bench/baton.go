@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/redis/go-redis/v9"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/batonrun/baton/runner"
@@ -187,22 +186,24 @@ func (s *batonScenario) verify(ctx context.Context, tag string, nodes int) error
 	if got := s.p.done.Load(); got != int64(nodes) {
 		return fmt.Errorf("baton %s %s: %d nodes ran, want %d", s.mode(), tag, got, nodes)
 	}
-	keys := s.cli.Store().Keys()
 	runs := nodes / s.size()
 	const batch = 1000
 	for lo := 0; lo < runs; lo += batch {
-		pipe := s.t.raw.Pipeline()
-		cmds := make([]*redis.StringCmd, 0, batch)
+		ids := make([]string, 0, batch)
 		for i := lo; i < min(lo+batch, runs); i++ {
-			id := runID(tag, i)
-			cmds = append(cmds, pipe.HGet(ctx, keys.Run(cmp.Or(s.thread(id), id), id), "status"))
+			ids = append(ids, runID(tag, i))
 		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		// Through the store: a finished run may be packed into one key.
+		sums, err := s.cli.Store().Summaries(ctx, ids)
+		if err != nil {
 			return fmt.Errorf("verify %s: %w", tag, err)
 		}
-		for i, c := range cmds {
-			if c.Val() != "SUCCEEDED" {
-				return fmt.Errorf("baton %s: run %s is %q, want SUCCEEDED", s.mode(), runID(tag, lo+i), c.Val())
+		if len(sums) != len(ids) {
+			return fmt.Errorf("baton %s: %d of runs %s.. found, want %d", s.mode(), len(sums), ids[0], len(ids))
+		}
+		for _, sum := range sums {
+			if sum.Status != "SUCCEEDED" {
+				return fmt.Errorf("baton %s: run %s is %q, want SUCCEEDED", s.mode(), sum.ID, sum.Status)
 			}
 		}
 	}

@@ -290,7 +290,7 @@ func field[T any](xs []T, f func(T) float64) []float64 {
 }
 
 // fillFinished makes n finished nodes: one finished run of k nodes, then
-// copies of its keys under new run ids. It returns the nodes present.
+// copies of its packed key under new run ids. It returns the nodes present.
 func (b *bench) fillFinished(ctx context.Context, n int) (int, error) {
 	const tag = "sw"
 	if _, err := b.finish(ctx, tag, b.o.k, b.o.k); err != nil {
@@ -303,12 +303,8 @@ func (b *bench) fillFinished(ctx context.Context, n int) (int, error) {
 		dump string
 		pttl int64
 	}
-	parts := []*part{{key: func(id string) string { return keys.Run(id, id) }},
-		{key: func(id string) string { return keys.Events(id, id) }}}
-	for j := range b.o.k {
-		node := fmt.Sprintf("n%d", j)
-		parts = append(parts, &part{key: func(id string) string { return keys.Node(id, id, node) }})
-	}
+	// The run SUCCEEDED: its retention packed it into one key.
+	parts := []*part{{key: func(id string) string { return keys.Packed(id, id) }}}
 	for _, p := range parts {
 		var err error
 		if p.dump, err = b.t.raw.Dump(ctx, p.key(src)).Result(); err != nil {
