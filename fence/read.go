@@ -463,15 +463,37 @@ func msTime(s string) time.Time {
 // RunTrace returns the trace context the run was submitted with (see
 // SubmitArgs.Trace), "" when none: what an attempt whose delivery did not
 // carry it (a takeover, a redelivery by the sweeper) joins.
-func (s *Store) RunTrace(ctx context.Context, ref NodeRef) (string, error) {
-	v, err := s.rdb.HGet(ctx, s.keys.Run(ref.Thread, ref.Run), "trace").Result()
-	if errors.Is(err, redis.Nil) {
-		return "", nil
-	}
+//
+// submitted is when the run was submitted (zero if it does not exist): the
+// start of the root span a runner gives a run that has no trace.
+func (s *Store) RunTrace(ctx context.Context, ref NodeRef) (trace string, submitted time.Time, err error) {
+	v, err := s.rdb.HMGet(ctx, s.keys.Run(ref.Thread, ref.Run), "trace", "created_at").Result()
 	if err != nil {
-		return "", fmt.Errorf("run %s: trace: %w", ref.Run, err)
+		return "", time.Time{}, fmt.Errorf("run %s: trace: %w", ref.Run, err)
 	}
-	return v, nil
+	trace, _ = v[0].(string)
+	if at, _ := v[1].(string); at != "" {
+		submitted = msTime(at)
+	}
+	return trace, submitted, nil
+}
+
+// AdoptRunTrace gives the run of ref the trace context carrier (the root
+// span a runner started for it) unless it has one already, and returns the
+// run's trace context: carrier, or the earlier one. A run submitted
+// without a trace gets one this way, from the first runner that runs a
+// node of it. It returns "" for a run that does not exist, and changes
+// nothing then. Safe to retry: a retry finds its own value.
+func (s *Store) AdoptRunTrace(ctx context.Context, ref NodeRef, carrier string) (string, error) {
+	if carrier == "" {
+		return "", fmt.Errorf("run %s: adopt trace: empty trace context", ref.Run)
+	}
+	v, err := s.run(ctx, "trace", []string{s.keys.Run(ref.Thread, ref.Run)}, carrier)
+	if err != nil {
+		return "", fmt.Errorf("run %s: adopt trace: %w", ref.Run, err)
+	}
+	trace, _ := v.(string)
+	return trace, nil
 }
 
 // traceID is the trace id of a stored trace context

@@ -116,6 +116,7 @@ var bindings = map[string]struct {
 	"locator":      {3, 2, false, false, 0, 0},
 	"park":         {6, 11, false, false, 0, 0},
 	"resume":       {5, 7, false, false, 0, 0},
+	"trace":        {1, 1, false, false, 0, 0},
 	// schedules: the schedule's hash and the index, in one slot.
 	"schedule_put":  {2, 3, false, false, 0, 0},
 	"schedule_rm":   {2, 1, false, false, 0, 0},
@@ -264,6 +265,9 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 	_, err = s.Resume(ctx, thread+"-2", "a", parked.WaitID, []byte(`true`), "w")
 	require.NoError(t, err)
+	tr, err := s.AdoptRunTrace(ctx, nr("a"), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+	require.NoError(t, err)
+	require.Equal(t, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tr)
 	_, err = s.DeleteRun(ctx, thread+"-1")
 	require.NoError(t, err)
 	sched := "sched-" + run

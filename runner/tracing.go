@@ -34,12 +34,16 @@ const untraced tracing.Carrier = "-"
 func (w *Worker) joinRunTrace(ctx context.Context, ref fence.NodeRef, carried tracing.Carrier) context.Context {
 	c := carried
 	if c == "" {
-		stored, err := w.store.RunTrace(ctx, ref)
+		stored, submitted, err := w.store.RunTrace(ctx, ref)
 		if err != nil {
 			w.log.Debug("trace_unread", "run_id", ref.Run, "err", err) // the attempt is traced on its own
 			return ctx
 		}
-		c = cmp.Or(tracing.Carrier(stored), untraced)
+		c = tracing.Carrier(stored)
+		if c == "" && !submitted.IsZero() {
+			c = w.rootRunTrace(ctx, ref, submitted)
+		}
+		c = cmp.Or(c, untraced)
 	}
 	if c == untraced {
 		return delivery.WithRunTrace(ctx, c)
@@ -50,6 +54,41 @@ func (w *Worker) joinRunTrace(ctx context.Context, ref fence.NodeRef, carried tr
 		return ctx
 	}
 	return delivery.WithRunTrace(out, c)
+}
+
+// rootRunTrace gives a run submitted without a trace (by a submitter that
+// does not trace and passed no traceparent) a root span, "run RUN", from
+// its submit to this first claim, and stores its context with the run
+// (fence's AdoptRunTrace), so that every attempt of the run, on any runner,
+// is in one trace under it. Runners that claim nodes of the run at once
+// race: one root is stored and exported, the others are dropped unended
+// and their attempts join the stored one. The root is sampled as any new
+// trace is, and its attempts follow its decision. It returns "" when the
+// run is gone or Redis did not answer: the attempt is traced on its own.
+func (w *Worker) rootRunTrace(ctx context.Context, ref fence.NodeRef, submitted time.Time) tracing.Carrier {
+	attrs := []attribute.KeyValue{
+		attribute.String("messaging.system", "baton"),
+		attribute.String("baton.run.id", ref.Run),
+		attribute.String("baton.worker.id", w.cfg.ID),
+	}
+	if ref.Thread != ref.Run {
+		attrs = append(attrs, attribute.String("baton.thread.id", ref.Thread))
+	}
+	rctx, root := tracing.Tracer().Start(context.WithoutCancel(ctx), "run "+ref.Run, trace.WithNewRoot(),
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(submitted), trace.WithAttributes(attrs...))
+	mine := tracing.CarrierFrom(rctx)
+	if mine == "" {
+		return ""
+	}
+	stored, err := w.store.AdoptRunTrace(ctx, ref, string(mine))
+	if err != nil {
+		w.log.Debug("trace_unstored", "run_id", ref.Run, "err", err)
+		return ""
+	}
+	if tracing.Carrier(stored) == mine {
+		root.End()
+	}
+	return tracing.Carrier(stored)
 }
 
 // attemptTrace is one attempt's span; a nil *attemptTrace (tracing off)

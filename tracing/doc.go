@@ -3,7 +3,9 @@
 // runner the attempt ran. The trace context travels with the run (stored
 // with the run in Redis, and in each node's queue payload), into exec
 // children as TRACEPARENT and TRACESTATE, and into http nodes as the
-// traceparent header.
+// traceparent header. A run submitted without a trace gets a root span
+// from the first runner that claims a node of it, stored with the run
+// likewise.
 //
 // Tracing is off until Setup (the runner and enqueue binaries call it)
 // or Use turns it on; while off, baton's hot path does not touch

@@ -417,3 +417,48 @@ func TestTracingBadInputRunsOn(t *testing.T) {
 	})
 	require.Equal(t, 1, strings.Count(a.log.String(), "tracing_export_failed"), a.log.String())
 }
+
+// A run submitted by a submitter that does not trace (no OTEL_* and no
+// traceparent) is still one trace: the first runner to claim a node of it
+// starts its root span, "run RUN", from the submit to that claim, and
+// every attempt, on either runner, is a child of it.
+func TestUntracedSubmitStillMakesOneTraceUnderARootSpan(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	recv := newOTLPReceiver(t)
+	otel := map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": recv.srv.URL, "OTEL_BSP_SCHEDULE_DELAY": "50"}
+	c.startRunner("ra", otel)
+	c.startRunner("rb", otel)
+	begin := time.Now()
+	out, errOut := c.enqueueWith([]string{"OTEL_EXPORTER_OTLP_ENDPOINT=", "TRACEPARENT="},
+		`{"id":"plain","nodes":[{"id":"a","kind":"noop"},{"id":"b","kind":"noop"},{"id":"c","kind":"noop","deps":["a","b"]}]}`, "submit", "-")
+	require.Equal(t, "plain", strings.TrimSpace(out), errOut)
+	require.Equal(t, 0, c.watch("plain"))
+
+	var root span
+	var nodes []span
+	waitUntil(t, 20*time.Second, "the run's spans", func() bool {
+		roots := recv.find(func(s span) bool { return s.name == "run plain" })
+		nodes = recv.find(func(s span) bool { return s.attrs["baton.run.id"] == "plain" && strings.HasPrefix(s.name, "node ") })
+		if len(roots) != 1 || len(nodes) != 3 {
+			return false
+		}
+		root = roots[0]
+		return true
+	})
+	t.Logf("spans:\n%s", recv.dump())
+	require.Empty(t, recv.find(func(s span) bool { return s.name == "submit plain" }), "the submitter exported nothing")
+	require.Equal(t, "", root.parent, "the run's span is the root of its trace")
+	require.Equal(t, "baton-runner", root.service)
+	require.Equal(t, "plain", root.attrs["baton.run.id"])
+	require.Contains(t, []string{"ra", "rb"}, root.attrs["baton.worker.id"])
+	// It starts at the submit (Redis's clock, ms) and ends at the first claim.
+	require.InDelta(t, begin.UnixNano(), int64(root.startNano), float64(10*time.Second))
+	require.LessOrEqual(t, root.startNano, root.endNano)
+	for _, n := range nodes {
+		require.Equal(t, root.traceID, n.traceID, "%s is in the run's trace", n.name)
+		require.Equal(t, root.id, n.parent, "%s is a child of the run's span", n.name)
+		require.Equal(t, "committed", n.attrs["baton.outcome"])
+	}
+	require.Equal(t, root.traceID, c.status("plain").TraceID, "the run view's trace is that trace")
+}

@@ -183,9 +183,10 @@ type nodeStatus struct {
 }
 
 type runStatus struct {
-	ID     string       `json:"id"`
-	Status string       `json:"status"`
-	Nodes  []nodeStatus `json:"nodes"`
+	ID      string       `json:"id"`
+	Status  string       `json:"status"`
+	Nodes   []nodeStatus `json:"nodes"`
+	TraceID string       `json:"trace_id"`
 }
 
 func (c *cluster) status(run string) runStatus {
