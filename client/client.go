@@ -25,7 +25,7 @@ type Config struct {
 	// Prefix starts every baton key. Zero value: "baton".
 	Prefix string
 	// Limits bound what a submitted run may hold. Zero value: 1 MiB inputs,
-	// 1000 nodes, 3 attempts per node.
+	// 8 MiB specs, 1000 nodes, 3 attempts per node.
 	Limits spec.Limits
 }
 
@@ -55,6 +55,10 @@ type Client struct {
 
 // liveFor is how long Submit reuses the listing of live runners.
 const liveFor = time.Second
+
+// SpecLimits returns the spec limits Submit applies, defaults filled in: a server
+// refuses an oversized spec by the same MaxSpecBytes before reading it.
+func (c *Client) SpecLimits() spec.Limits { return c.limits }
 
 // New returns a Client over cfg.Redis.
 func New(cfg Config) (*Client, error) {

@@ -44,6 +44,45 @@ type Run struct {
 	// Notify, when set, is a webhook POSTed once the run has ended
 	// (runner.Notifier). Nil: none.
 	Notify *Notify `json:"notify,omitempty" yaml:"notify,omitempty"`
+
+	// textBytes is the length of the text Parse read this run from; zero
+	// for a Run built in Go, whose size is that of its JSON encoding.
+	textBytes int
+}
+
+// size is the spec's size as Limits.MaxSpecBytes counts it; for a Run
+// built in Go, an upper bound when that is under limit (no encoding on
+// the submit path of small runs), else its JSON encoding's length.
+func (s *Run) size(limit int) int64 {
+	if s.textBytes > 0 {
+		return int64(s.textBytes)
+	}
+	// JSON writes a string's byte as at most 6 ("\u0001") and an input
+	// as at most its length (compacted); every other field fits in the
+	// 512 bytes each node and the run are allowed.
+	bound := 512 + 6*(len(s.ID)+len(s.Thread)+len(s.Multitask)+len(s.Notify.url()))
+	for _, n := range s.Nodes {
+		bound += 512 + len(n.Input) + 6*(len(n.ID)+len(n.Kind)+len(n.Queue))
+		if r := n.Retry; r != nil {
+			bound += 6 * len(r.Backoff)
+		}
+		for _, d := range n.Deps {
+			bound += 3 + 6*len(d)
+		}
+		if bound > limit {
+			break
+		}
+	}
+	if bound <= limit {
+		return int64(bound)
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(s); err != nil { // an input that is not JSON: Validate names it
+		return 0
+	}
+	return int64(buf.Len() - 1) // Encode's newline
 }
 
 // Node is one node of a Run.
@@ -182,6 +221,7 @@ func ParseAs(data []byte, format Format) (*Run, error) {
 	if !d.p.empty() {
 		return nil, d.p.err()
 	}
+	s.textBytes = len(data)
 	return s, nil
 }
 
@@ -193,6 +233,29 @@ type Limits struct {
 	MaxNodes int
 	// DefaultMaxAttempts applies where a node sets none. Zero value: 3.
 	DefaultMaxAttempts int
+	// MaxSpecBytes caps a whole spec: its text as written, or, for a Run
+	// built in Go, its JSON encoding. The CLI, the HTTP API and the Go
+	// client apply the same cap (MAX_SPEC_BYTES). Zero value:
+	// DefaultMaxSpecBytes.
+	MaxSpecBytes int
+}
+
+// DefaultMaxSpecBytes is the cap on a whole spec when Limits.MaxSpecBytes
+// is zero: 8 MiB, room for several inputs at the default 1 MiB cap.
+const DefaultMaxSpecBytes = 8 << 20
+
+// CheckSize refuses a spec of size bytes over l's MaxSpecBytes, with a
+// *Error naming both. A negative size means "larger than the cap, by how
+// much unknown" (a stream cut off at the cap).
+func (l Limits) CheckSize(size int64) error {
+	limit := int64(l.WithDefaults().MaxSpecBytes)
+	switch {
+	case size < 0:
+		return &Error{Field: "spec", Msg: fmt.Sprintf("more than %d bytes, at most %d (MAX_SPEC_BYTES)", limit, limit)}
+	case size > limit:
+		return &Error{Field: "spec", Msg: fmt.Sprintf("%d bytes, at most %d (MAX_SPEC_BYTES)", size, limit)}
+	}
+	return nil
 }
 
 // WithDefaults returns l with every zero field set to its default.
@@ -206,6 +269,9 @@ func (l Limits) WithDefaults() Limits {
 	if l.DefaultMaxAttempts <= 0 {
 		l.DefaultMaxAttempts = 3
 	}
+	if l.MaxSpecBytes <= 0 {
+		l.MaxSpecBytes = DefaultMaxSpecBytes
+	}
 	return l
 }
 
@@ -214,6 +280,9 @@ func (l Limits) WithDefaults() Limits {
 // errors.Join.
 func (s *Run) Validate(lim Limits) error {
 	lim = lim.WithDefaults()
+	if err := lim.CheckSize(s.size(lim.MaxSpecBytes)); err != nil {
+		return err // nothing else is worth reading in a spec that large
+	}
 	var p problems
 	bad := p.addf
 	badID := func(field, id string) {

@@ -3,6 +3,7 @@ package spec_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -155,4 +156,28 @@ func TestDurationJSON(t *testing.T) {
 	require.ErrorContains(t, json.Unmarshal([]byte(`"9999999999h"`), &d), "too large")
 	require.ErrorContains(t, json.Unmarshal([]byte(`"-5s"`), &d), "negative")
 	require.ErrorContains(t, json.Unmarshal([]byte(`"soon"`), &d), `want a duration such as "90s"`)
+}
+
+// One cap holds a whole spec, however it arrives: the text as written
+// (what enqueue and the HTTP API read), or the JSON encoding of a Run
+// built in Go (what client.Submit compiles); the error names both sizes.
+func TestSpecSizeCap(t *testing.T) {
+	t.Parallel()
+	lim := spec.Limits{MaxSpecBytes: 1000, MaxInputBytes: 5000}
+	input := json.RawMessage(`"` + strings.Repeat("x", 2000) + `"`)
+	built := &spec.Run{Nodes: []spec.Node{{ID: "a", Kind: "noop", Input: input}}}
+	_, err := built.Compile(lim)
+	require.ErrorIs(t, err, spec.ErrInvalid)
+	enc, _ := json.Marshal(built)
+	require.EqualError(t, err, fmt.Sprintf("spec: %d bytes, at most 1000 (MAX_SPEC_BYTES)", len(enc)))
+
+	text := []byte(`{"nodes": [{"id": "a", "kind": "noop", "input": ` + string(input) + `}]}`)
+	parsed, err := spec.Parse(text)
+	require.NoError(t, err)
+	require.EqualError(t, parsed.Validate(lim), fmt.Sprintf("spec: %d bytes, at most 1000 (MAX_SPEC_BYTES)", len(text)))
+
+	small := &spec.Run{Nodes: []spec.Node{{ID: "a", Kind: "noop", Input: json.RawMessage(`{"x": 1}`)}}}
+	_, err = small.Compile(lim)
+	require.NoError(t, err)
+	require.EqualError(t, spec.Limits{}.CheckSize(9<<20), "spec: 9437184 bytes, at most 8388608 (MAX_SPEC_BYTES)", "the default cap is 8 MiB")
 }

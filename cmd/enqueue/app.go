@@ -31,6 +31,9 @@ type config struct {
 	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
 	// MaxInputBytes caps each node's input at submit. Default: 1 MiB.
 	MaxInputBytes int `env:"MAX_INPUT_BYTES" envDefault:"1048576"`
+	// MaxSpecBytes caps a whole spec at submit, as the runner's API and
+	// the Go client cap theirs. Default: 8 MiB.
+	MaxSpecBytes int `env:"MAX_SPEC_BYTES" envDefault:"8388608"`
 	// LogLevel filters diagnostics on stderr. Default: warn.
 	LogLevel slog.Level `env:"BATON_LOG_LEVEL" envDefault:"warn"`
 	// APIURL is an admin server (http://127.0.0.1:8080) that events
@@ -48,11 +51,19 @@ type config struct {
 	Tracestate  string `env:"TRACESTATE"`
 }
 
+// limits are the spec limits submit applies, as the runner's API does.
+func (c config) limits() spec.Limits {
+	return spec.Limits{MaxInputBytes: c.MaxInputBytes, MaxSpecBytes: c.MaxSpecBytes}
+}
+
 // validate returns every problem at once.
 func (c config) validate() error {
 	var errs []error
 	if c.MaxInputBytes <= 0 {
 		errs = append(errs, fmt.Errorf("MAX_INPUT_BYTES: %d, want a positive number of bytes", c.MaxInputBytes))
+	}
+	if c.MaxSpecBytes <= 0 {
+		errs = append(errs, fmt.Errorf("MAX_SPEC_BYTES: %d, want a positive number of bytes", c.MaxSpecBytes))
 	}
 	if strings.ContainsAny(c.Prefix, "{} \t\r\n") {
 		errs = append(errs, fmt.Errorf("BATON_PREFIX %q: no braces or whitespace", c.Prefix))
@@ -168,7 +179,7 @@ func (a *app) connect(ctx context.Context) (*client.Client, func(), error) {
 		return nil, nil, fmt.Errorf("redis %s unreachable: %w", safe, err)
 	}
 	cl, err := client.New(client.Config{Redis: rdb, Prefix: a.cfg.Prefix,
-		Limits: spec.Limits{MaxInputBytes: a.cfg.MaxInputBytes}})
+		Limits: a.cfg.limits()})
 	if err != nil {
 		_ = rdb.Close()
 		return nil, nil, err

@@ -76,12 +76,15 @@ func (a *app) scheduleAdd(ctx context.Context, args []string) error {
 	}
 	s.Name = pos[0]
 	file := pos[1]
-	data, err := readSpec(a.stdin, file)
-	if err != nil {
-		return badInput(err)
-	}
+	data, err := readSpec(a.stdin, file, a.cfg.limits())
 	if file == "-" {
 		file = "stdin"
+	}
+	if errors.Is(err, spec.ErrInvalid) {
+		return specErrors(file, err)
+	}
+	if err != nil {
+		return badInput(err)
 	}
 	run, err := spec.ParseAs(data, spec.FormatOf(file))
 	if err != nil {

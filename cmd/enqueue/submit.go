@@ -14,11 +14,6 @@ import (
 	"github.com/batonrun/baton/tracing"
 )
 
-// maxSpecBytes caps what submit reads: a spec is at most 1000 nodes of
-// modest inputs, and a mistyped path to a log or a device must not be read
-// to the end.
-const maxSpecBytes = 64 << 20
-
 // submit reads a run spec, validates it before touching Redis, stores it
 // and prints the run id alone on stdout.
 func (a *app) submit(ctx context.Context, args []string) error {
@@ -36,12 +31,16 @@ func (a *app) submit(ctx context.Context, args []string) error {
 		return usagef("unexpected argument %q", pos[1])
 	}
 	name := pos[0]
-	data, err := readSpec(a.stdin, name)
-	if err != nil {
-		return badInput(err)
-	}
 	if name == "-" {
 		name = "stdin"
+	}
+	lim := a.cfg.limits()
+	data, err := readSpec(a.stdin, pos[0], lim)
+	if errors.Is(err, spec.ErrInvalid) {
+		return specErrors(name, err)
+	}
+	if err != nil {
+		return badInput(err)
 	}
 	// The file's extension, when it is .json, .yaml or .yml, decides the
 	// format; otherwise (stdin too) the content does, JSON first.
@@ -49,7 +48,7 @@ func (a *app) submit(ctx context.Context, args []string) error {
 	if err != nil {
 		return specErrors(name, err)
 	}
-	if err := run.Validate(spec.Limits{MaxInputBytes: a.cfg.MaxInputBytes}); err != nil {
+	if err := run.Validate(lim); err != nil {
 		return specErrors(name, err)
 	}
 
@@ -95,9 +94,10 @@ func (a *app) submit(ctx context.Context, args []string) error {
 	return err
 }
 
-// readSpec reads the named file, or stdin for "-", refusing more than
-// maxSpecBytes.
-func readSpec(stdin io.Reader, name string) ([]byte, error) {
+// readSpec reads the named file, or stdin for "-", refusing one over the
+// spec cap (MAX_SPEC_BYTES) before reading it, or as soon as a stream
+// passes it: a mistyped path to a log or a device is not read to the end.
+func readSpec(stdin io.Reader, name string, lim spec.Limits) ([]byte, error) {
 	r, label := stdin, "stdin"
 	if name != "-" {
 		f, err := os.Open(name)
@@ -105,14 +105,20 @@ func readSpec(stdin io.Reader, name string) ([]byte, error) {
 			return nil, err
 		}
 		defer f.Close()
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if err := lim.CheckSize(fi.Size()); err != nil {
+				return nil, err
+			}
+		}
 		r, label = f, name
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxSpecBytes+1))
+	limit := int64(lim.WithDefaults().MaxSpecBytes)
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", label, err)
 	}
-	if len(data) > maxSpecBytes {
-		return nil, fmt.Errorf("%s: larger than %d MiB; a run spec should be far smaller", label, maxSpecBytes>>20)
+	if int64(len(data)) > limit {
+		return nil, lim.CheckSize(-1)
 	}
 	return data, nil
 }

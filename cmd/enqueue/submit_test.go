@@ -89,6 +89,8 @@ func TestSubmitInvalidSpecExits2NamingTheField(t *testing.T) {
 			want: []string{"nodes: a run needs at least one node"}},
 		{name: "input over MAX_INPUT_BYTES", spec: big, env: []string{"MAX_INPUT_BYTES=64"},
 			want: []string{"nodes[0].input: 102 bytes, at most 64"}},
+		{name: "spec over MAX_SPEC_BYTES", spec: big, env: []string{"MAX_INPUT_BYTES=64", "MAX_SPEC_BYTES=100"},
+			want: []string{"stdin: spec: more than 100 bytes, at most 100 (MAX_SPEC_BYTES)"}},
 		{name: "every problem at once", spec: `{"nodes": [{"id": "a", "kind": ""}, {"id": "b", "kind": "noop", "deps": ["z"], "max_attempts": -1}]}`,
 			want: []string{"nodes[0].kind: missing", `nodes[1].deps[0]: unknown node "z"`, "nodes[1].max_attempts: -1"}},
 		{name: "unknown field", spec: `{"nodes": [{"id": "a", "kind": "noop", "max_atempts": 2}]}`,
@@ -128,16 +130,16 @@ func TestSubmitFileErrors(t *testing.T) {
 	r = b.run(t, "", "submit", t.TempDir())
 	require.Equal(t, 2, r.code, "a directory is not a spec")
 
-	// More than the 64 MiB cap is refused without reading on (a sparse
-	// file: the size is what matters).
+	// A file over the spec cap (MAX_SPEC_BYTES, 8 MiB) is refused by its
+	// size, unread (a sparse 36 MB file), in the words the API uses.
 	huge := filepath.Join(t.TempDir(), "huge.json")
 	f, err := os.Create(huge)
 	require.NoError(t, err)
-	require.NoError(t, f.Truncate(64<<20+1))
+	require.NoError(t, f.Truncate(36_000_000))
 	require.NoError(t, f.Close())
 	r = b.run(t, "", "submit", huge)
 	require.Equal(t, 2, r.code)
-	require.Contains(t, r.stderr, "huge.json: larger than 64 MiB")
+	require.Equal(t, "enqueue: "+huge+": spec: 36000000 bytes, at most 8388608 (MAX_SPEC_BYTES)\n", r.stderr)
 
 	r = b.run(t, "", "submit")
 	require.Equal(t, 2, r.code)

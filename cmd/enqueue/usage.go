@@ -143,6 +143,7 @@ Environment:
   REDIS_TLS_CA_FILE  PEM file of the CAs to trust, in every mode with TLS
   BATON_PREFIX     key prefix shared with the workers (default baton)
   MAX_INPUT_BYTES  largest node input submit accepts (default 1048576)
+  MAX_SPEC_BYTES   largest whole spec submit accepts (default 8388608)
   BATON_LOG_LEVEL  diagnostics on stderr: debug, info, warn, error (default warn)
   BATON_API_URL    admin server that events --follow and watch read through
                    (default: none, they read Redis)

@@ -88,6 +88,10 @@ type Config struct {
 	// MaxInputBytes caps each node's input in runs submitted through the
 	// API. Default: 1048576 (1 MiB).
 	MaxInputBytes int `env:"MAX_INPUT_BYTES" envDefault:"1048576"`
+	// MaxSpecBytes caps a whole run spec submitted through the API (its
+	// body), as enqueue and the Go client cap theirs; at least
+	// MAX_INPUT_BYTES. Default: 8388608 (8 MiB).
+	MaxSpecBytes int `env:"MAX_SPEC_BYTES" envDefault:"8388608"`
 	// Prefix starts every baton key; workers and clients of one deployment
 	// must agree on it. Default: baton.
 	Prefix string `env:"BATON_PREFIX" envDefault:"baton"`
@@ -139,6 +143,7 @@ const (
 	maxPollInterval  = 10 * time.Second
 	maxQueuePriority = 1000
 	maxInputLimit    = 64 << 20
+	maxSpecLimit     = 2 * maxInputLimit
 	minTokenLen      = 16
 	maxPrefixLen     = 64
 )
@@ -277,6 +282,12 @@ func (c Config) validate(skip map[string]bool) error {
 	}
 	if c.MaxInputBytes < 1 || c.MaxInputBytes > maxInputLimit {
 		bad("MAX_INPUT_BYTES", "%d: want 1 to %d", c.MaxInputBytes, maxInputLimit)
+	}
+	switch {
+	case c.MaxSpecBytes < 1 || c.MaxSpecBytes > maxSpecLimit:
+		bad("MAX_SPEC_BYTES", "%d: want 1 to %d", c.MaxSpecBytes, maxSpecLimit)
+	case c.MaxSpecBytes < c.MaxInputBytes:
+		bad("MAX_SPEC_BYTES", "%d is below MAX_INPUT_BYTES %d: a spec holding one largest input would be refused", c.MaxSpecBytes, c.MaxInputBytes)
 	}
 	switch {
 	case c.Prefix == "":

@@ -24,6 +24,7 @@ func TestDefaults(t *testing.T) {
 		LogLevel:        "info",
 		LogFormat:       "text",
 		MaxInputBytes:   1 << 20,
+		MaxSpecBytes:    8 << 20,
 		Prefix:          "baton",
 		Retention:       7 * 24 * time.Hour,
 		ReadyThreshold:  15 * time.Second,
@@ -257,8 +258,20 @@ func TestRedisModes(t *testing.T) {
 func TestUsageListsEveryVariable(t *testing.T) {
 	t.Parallel()
 	keys := envKeys()
-	require.Len(t, keys, 34)
+	require.Len(t, keys, 35)
 	for _, key := range keys {
 		assert.Contains(t, envHelp, "\n  "+key+" ")
 	}
+}
+
+// The spec cap (MAX_SPEC_BYTES) must hold a spec with one input at the
+// input cap: a smaller one is refused at start, naming both.
+func TestSpecCapHoldsAnInput(t *testing.T) {
+	t.Parallel()
+	_, err := loadConfig(map[string]string{"MAX_INPUT_BYTES": "2000000", "MAX_SPEC_BYTES": "1000000"}, false)
+	require.ErrorContains(t, err, "MAX_SPEC_BYTES")
+	require.ErrorContains(t, err, "is below MAX_INPUT_BYTES 2000000")
+	c, err := loadConfig(map[string]string{}, false)
+	require.NoError(t, err)
+	require.Equal(t, 8<<20, c.MaxSpecBytes)
 }

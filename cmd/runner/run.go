@@ -107,7 +107,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: execURL, Prefix: cfg.Prefix})
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes}})
+		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes}})
 	if err != nil {
 		return err
 	}

@@ -39,6 +39,7 @@ const envHelp = `Environment (default in brackets):
   LOG_LEVEL           [info] debug, info, warn or error
   LOG_FORMAT          [text] text or json
   MAX_INPUT_BYTES     [1048576] cap on each node's input in runs submitted through the API
+  MAX_SPEC_BYTES      [8388608] cap on a whole run spec submitted through the API
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again

@@ -33,6 +33,7 @@ type options struct {
 	real    bool // a redis-server instead of miniredis
 	token   string
 	maxBody int64
+	maxSpec int // the client's Limits.MaxSpecBytes
 }
 
 func setup(t *testing.T, o options) *testBundle {
@@ -45,7 +46,7 @@ func setup(t *testing.T, o options) *testBundle {
 		_, b.rdb = redistest.Mini(t)
 	}
 	b.metrics = runner.NewMetrics(b.reg)
-	c, err := runner.NewClient(runner.ClientConfig{Redis: b.rdb})
+	c, err := runner.NewClient(runner.ClientConfig{Redis: b.rdb, Limits: runner.Limits{MaxSpecBytes: o.maxSpec}})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	b.client = c

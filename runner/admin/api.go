@@ -100,8 +100,21 @@ type SubmitBody struct {
 }
 
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
-	body, ok := a.readBody(w, r, a.maxBody)
-	if !ok {
+	// A spec's cap is the client's (MAX_SPEC_BYTES), the one the CLI and
+	// the Go client apply, not the cap of other bodies.
+	lim := a.client.SpecLimits()
+	if err := lim.CheckSize(r.ContentLength); r.ContentLength > 0 && err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, err.Error())
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(lim.MaxSpecBytes)))
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		writeError(w, http.StatusRequestEntityTooLarge, lim.CheckSize(-1).Error())
+		return
+	case err != nil:
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
 		return
 	}
 	// The content type, when it names JSON or YAML, decides the format:
