@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -119,6 +120,7 @@ func (s *Store) ListSchedules(ctx context.Context) (time.Time, []ScheduleInfo, e
 	if err != nil {
 		return time.Time{}, nil, fmt.Errorf("list schedules: %w", err)
 	}
+	slices.Sort(names)
 	out, err := s.readSchedules(ctx, names)
 	return now, out, err
 }

@@ -64,8 +64,9 @@ func (a *api) routes() http.Handler {
 	mux.Handle("/v1/runs/{id}/retry", methodNotAllowed("POST"))
 	mux.Handle("/v1/runs/{id}/nodes/{node}/resume", methodNotAllowed("POST"))
 	mux.Handle("/v1/workers", methodNotAllowed("GET, HEAD"))
-	a.threadRoutes(mux) // threads.go
-	a.limitRoutes(mux)  // limits.go
+	a.threadRoutes(mux)   // threads.go
+	a.limitRoutes(mux)    // limits.go
+	a.scheduleRoutes(mux) // schedules.go
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no route "+r.URL.Path)
 	})
