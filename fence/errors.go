@@ -81,6 +81,14 @@ var (
 // replicas than Options.ClaimReplicas acknowledged it in time (see
 // ReplicationError). It is not a refusal: retry with the same identity,
 // which replays the write and waits again.
+// ErrLimitWait: no slot of a concurrency limit was free; the node stays
+// READY, waits its turn, and is delivered again when a slot frees
+// (*LimitWaitError says which limit).
+var ErrLimitWait = errors.New("fence: waiting for a limit")
+
+// errLimitKeys: the node has limits and the call did not pass their keys.
+var errLimitKeys = errors.New("fence: the node's limit keys are needed")
+
 var ErrNotReplicated = errors.New("fence: not acknowledged by enough replicas")
 
 // ReplicationError says how many replicas acknowledged a write.
@@ -120,6 +128,8 @@ var codeErrors = map[int64]error{
 	-30: ErrRunActive,
 	-50: ErrScheduleChanged,
 	-51: ErrScheduleMoved,
+	-31: errLimitKeys,
+	-32: ErrLimitWait,
 }
 
 func codeError(code int64) error {

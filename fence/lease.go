@@ -30,6 +30,10 @@ type Lease struct {
 	// Until is the lease deadline on Redis's clock, as of the claim or the
 	// last renewal.
 	Until time.Time
+	// Limits are the node's limit keys and costs ("openai=1,tenant:acme=1"),
+	// whose slots the claim holds and the scripts that end it free; ""
+	// without limits.
+	Limits string
 }
 
 // Token is the lease's fencing token, for side effects outside Redis.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -97,7 +98,7 @@ func (s *Store) LimitStates(ctx context.Context) ([]LimitState, error) {
 	for i := range out {
 		for j, c := range all[i] {
 			k := &out[i].Keys[j]
-			k.InUse, k.Waiting = int(c.h.Val()), int(c.w.Val())
+			k.InUse, k.Waiting = max(int(c.h.Val())-1, 0), int(c.w.Val()) // "~c" holds the limit, not a slot
 			if l := out[i].Limit; l.Rate > 0 {
 				tat, _ := strconv.ParseFloat(c.t.Val(), 64)
 				n := tokensLeft(l, tat, now)
@@ -139,4 +140,19 @@ func (s *LimitState) UnmarshalJSON(b []byte) error {
 	}
 	*s = out
 	return nil
+}
+
+// limitWaiting words a READY node's field "waits" (claim.lua): the limit
+// it waits for; "" when it waits for none.
+func limitWaiting(waits string, readyAt *time.Time) string {
+	kind, key, ok := strings.Cut(waits, ":")
+	switch {
+	case !ok:
+		return ""
+	case kind == "limit":
+		return "waiting: for a slot of limit " + key + " (first come, first served)"
+	case kind == "rate" && readyAt != nil && readyAt.After(time.Now()):
+		return "waiting: rate limit " + key + " until " + readyAt.UTC().Format(time.RFC3339Nano)
+	}
+	return ""
 }

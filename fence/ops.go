@@ -303,8 +303,12 @@ func (e *KindError) Error() string {
 func (e *KindError) Unwrap() error { return ErrKindNotServed }
 
 // NotDueError is returned (wrapping ErrNotDue) when the node is READY but
-// its retry backoff runs until ReadyAt.
-type NotDueError struct{ ReadyAt time.Time }
+// its retry backoff runs until ReadyAt, or a rate limit (Limit) is spent
+// until then.
+type NotDueError struct {
+	ReadyAt time.Time
+	Limit   string // the rate limit's key; "" for a backoff or a start
+}
 
 func (e *NotDueError) Error() string {
 	return ErrNotDue.Error() + " until " + e.ReadyAt.UTC().Format(time.RFC3339Nano)
@@ -354,20 +358,50 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		})
 	keys := []string{s.keys.Node(n.Thread, n.Run, n.Node), s.keys.Run(n.Thread, n.Run),
 		s.keys.Events(n.Thread, n.Run), s.keys.Leases(ShardOf(n.Thread)), s.keys.Ready(ShardOf(n.Thread))}
-	v, err := s.runReplicated(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds))
-	if err != nil {
-		return nil, fmt.Errorf("claim %s: %w", n, err)
+	limits := ""
+	var (
+		v    any
+		code int64
+		r    []any
+	)
+	for try := 0; ; try++ {
+		v, err = s.runReplicated(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds), limits)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: %w", n, err)
+		}
+		v = s.takeWakes(ctx, v)
+		code, r, err = reply(v)
+		if !errors.Is(err, errLimitKeys) || try > 0 {
+			break
+		}
+		if err := s.noCluster(); err != nil {
+			return nil, fmt.Errorf("claim %s: %w", n, err)
+		}
+		// The node has limits: claim it with their keys (one more round
+		// trip, only for such nodes).
+		limits = asString(r[0])
+		keys = append(keys[:5], s.claimLimitKeys(limits)...)
 	}
-	code, r, err := reply(v)
 	switch {
+	case errors.Is(err, ErrLimitWait):
+		if len(r) > 1 {
+			if w, ok := r[1].([]any); ok {
+				s.wakeAll(ctx, w)
+			}
+		}
+		return nil, fmt.Errorf("claim %s: %w", n, &LimitWaitError{Key: asString(r[0])})
 	case errors.Is(err, ErrNotDue):
-		return nil, fmt.Errorf("claim %s: %w", n, &NotDueError{ReadyAt: time.UnixMilli(asInt(r[0]))})
+		nd := &NotDueError{ReadyAt: time.UnixMilli(asInt(r[0]))}
+		if len(r) > 1 {
+			nd.Limit = asString(r[1])
+		}
+		return nil, fmt.Errorf("claim %s: %w", n, nd)
 	case errors.Is(err, ErrKindNotServed):
 		return nil, fmt.Errorf("claim %s: %w", n, &KindError{Kind: asString(r[0]), Queue: asString(r[1]),
 			ReadyAt: time.UnixMilli(asInt(r[2]))})
 	case errors.Is(err, ErrAttemptsExhausted), errors.Is(err, ErrRunCancelled):
 		e := &ExpiredError{Err: err, Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node,
-			Epoch: asInt(r[0]), ClaimID: asString(r[1]), Owner: asString(r[2])}}
+			Epoch: asInt(r[0]), ClaimID: asString(r[1]), Owner: asString(r[2]), Limits: limits}}
 		_ = json.Unmarshal([]byte(asString(r[3])), &e.Descendants)
 		return nil, fmt.Errorf("claim %s: %w", n, e)
 	case err != nil:
@@ -380,6 +414,7 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
 	got.PrevOwner = asString(r[10])
+	got.Limits = limits
 	if len(r) > 13 && asString(r[13]) != "" {
 		if err := json.Unmarshal([]byte(asString(r[13])), &got.Resume); err != nil {
 			return nil, fmt.Errorf("claim %s: resume: %w", n, err)

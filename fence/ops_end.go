@@ -96,9 +96,12 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	switch {
 	case l.Thread != l.Run:
 		keys = append(keys, s.keys.Queue(l.Thread))
-	case retainMS > 0:
+	case retainMS > 0, l.Limits != "":
+		// With limit keys after it, the locator is always passed: the
+		// script reads it only when retaining (ARGV[12] above 0).
 		keys = append(keys, s.keys.Locator(l.Run))
 	}
+	keys = append(keys, s.endLimitKeys(l.Limits)...)
 	var v any
 	if via != nil {
 		v, err = s.scripts["commit"].Run(ctx, via, keys, args...).Result()
@@ -108,6 +111,7 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	if err != nil {
 		return Committed{}, fmt.Errorf("commit %s: %w", l, err)
 	}
+	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
 		replay, err := s.packedFence(ctx, l, "commit", fmt.Errorf("commit %s: %w", l, err))
@@ -231,10 +235,12 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
+	keys = append(keys, s.endLimitKeys(l.Limits)...)
 	v, err := s.run(ctx, "fail", keys, args...)
 	if err != nil {
 		return Ended{}, fmt.Errorf("%s %s: %w", op, l, err)
 	}
+	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
 		_, err = s.packedFence(ctx, l, "fail", fmt.Errorf("%s %s: %w", op, l, err))
@@ -251,11 +257,12 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 // Retried after a lost reply, it returns what the first try did.
 func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended, err error) {
 	defer s.observe("release", l, time.Now(), &err, func(o *Op) { o.End = end.Outcome.String() })
-	keys := s.endKeys(l)
+	keys := append(s.endKeys(l), s.endLimitKeys(l.Limits)...)
 	v, err := s.run(ctx, "release", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, reason, l.Ref(), s.maxlen)
 	if err != nil {
 		return Ended{}, fmt.Errorf("release %s: %w", l, err)
 	}
+	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
 		_, err = s.packedFence(ctx, l, "release", fmt.Errorf("release %s: %w", l, err))

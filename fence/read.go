@@ -134,7 +134,7 @@ func (s *Store) nodeIDs(ctx context.Context, thread, run string) ([]string, erro
 
 var nodeFields = []string{"id", "kind", "state", "attempt", "epoch", "owner", "progress",
 	"result", "error", "deps", "queue", "max_attempts", "lease_until", "started_at", "finished_at", "releases",
-	"wait_id", "wait", "wait_at", "wait_timeout_at", "ready_at"}
+	"wait_id", "wait", "wait_at", "wait_timeout_at", "ready_at", "waits"}
 
 // GetRun reads a run and all its nodes: two round trips plus the locator.
 // The nodes are read in one pipeline, not one atomic step; each node's
@@ -237,6 +237,7 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		n.Releases = asInt(str(15))
 		if n.State == "READY" {
 			n.ReadyAt = msTimePtr(str(20))
+			n.Waiting = limitWaiting(str(21), n.ReadyAt) // limitstate.go
 		}
 		if n.State == "WAITING" {
 			n.Wait = &WaitInfo{ID: str(16), Request: json.RawMessage(cmp.Or(str(17), "null")),

@@ -91,7 +91,7 @@ var bindings = map[string]struct {
 	// submit: the new run's node keys (one per node of the JSON ARGV[5])
 	// follow the fixed keys, then the active run's, listed by ARGV[16..].
 	"submit":    {12, 15, true, true, 0, 1000},
-	"claim":     {5, 8, false, false, 0, 0},
+	"claim":     {5, 9, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
 	"commit":    {6, 12, true, true, 0, 1},
 	"fail":      {6, 10, true, true, 0, 0},

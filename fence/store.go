@@ -70,6 +70,7 @@ type Store struct {
 	ckptBytes   int
 	retentionMS int64 // 0: checkpoints never expire
 
+	wake wakeFunc // limitops.go
 }
 
 // scriptNames are the operations, one file each under scripts/lua.

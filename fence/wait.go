@@ -75,11 +75,13 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 	sh := ShardOf(l.Thread)
 	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
 		s.keys.Events(l.Thread, l.Run), s.keys.Leases(sh), s.keys.Finished(sh), s.keys.Waits(sh)}
+	keys = append(keys, s.endLimitKeys(l.Limits)...)
 	v, err := s.run(ctx, "park", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, req, w.ID, ms(w.Timeout), on, def,
 		l.Ref(), s.maxlen)
 	if err != nil {
 		return Parked{}, fmt.Errorf("park %s: %w", l, err)
 	}
+	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
 		_, err = s.packedFence(ctx, l, "park", fmt.Errorf("park %s: %w", l, err))

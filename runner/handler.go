@@ -97,6 +97,10 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 	case errors.Is(err, fence.ErrNotFound):
 		w.m.Claims.WithLabelValues("missing").Inc()
 		w.log.Warn("claim_missing_node", "run_id", ref.Run, "node_id", ref.Node)
+	case errors.Is(err, fence.ErrLimitWait):
+		// No free slot: the node waits its turn; the claim that frees a
+		// slot enqueues it again (limits.go).
+		w.m.Claims.WithLabelValues("limit_wait").Inc()
 	case errors.Is(err, fence.ErrNotDue):
 		w.m.Claims.WithLabelValues("not_due").Inc()
 		return err // Asynq redelivers when due (retryDelay)

@@ -219,6 +219,7 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),
 		m:     cfg.Metrics,
 	}
+	w.store.SetWake(w.wake) // limits.go
 	if _, cluster := cfg.Redis.(*redis.ClusterClient); !cluster {
 		// Well within the lease: a heartbeat renewed it at most an
 		// interval before the handler ended.

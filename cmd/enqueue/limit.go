@@ -166,7 +166,7 @@ func (a *app) limitList(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	list, err := cl.Limits(ctx)
+	list, err := cl.Store().LimitStates(ctx)
 	if err != nil {
 		return err
 	}
@@ -174,7 +174,7 @@ func (a *app) limitList(ctx context.Context, args []string) error {
 		return writeJSON(a.stdout, list)
 	}
 	tw := tabwriter.NewWriter(a.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LIMIT\tCONCURRENCY\tRATE\tBURST")
+	fmt.Fprintln(tw, "LIMIT\tCONCURRENCY\tRATE\tBURST\tKEY\tIN USE\tWAITING\tTOKENS")
 	for _, l := range list {
 		c, r, b := "-", "-", "-"
 		if l.Concurrency > 0 {
@@ -183,7 +183,16 @@ func (a *app) limitList(ctx context.Context, args []string) error {
 		if l.Rate > 0 {
 			r, b = l.RateString(), strconv.Itoa(l.Burst)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", l.Name, c, r, b)
+		if len(l.Keys) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t-\t-\t-\t-\n", l.Name, c, r, b)
+		}
+		for _, k := range l.Keys {
+			tok := "-"
+			if k.Tokens != nil {
+				tok = strconv.FormatInt(*k.Tokens, 10)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", l.Name, c, r, b, k.Key, k.InUse, k.Waiting, tok)
+		}
 	}
 	return tw.Flush()
 }

@@ -25,6 +25,14 @@ ARGV[5] grace after lease_until before a takeover, ms
 ARGV[6] ref of the node in the indexes
 ARGV[7] event stream MAXLEN (approximate)
 ARGV[8] kinds the caller runs, ",k1,k2,"; "" claims any kind
+ARGV[9] the node's limits the caller passes keys for ("k1=c1,k2=c2", as
+        the node's field limits), "" for none
+
+When ARGV[9] is set, the keys of lib/limits.lua follow KEYS[5]: the
+limit definitions hash, the index of limit keys seen, then per limit its
+holders hash, waiters zset and rate state (3 keys). A node with limits is
+claimed only with them (-31 says which); it takes a slot of each
+concurrency limit and its cost from each rate, all or none.
 
 Returns
   {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
@@ -50,16 +58,25 @@ Returns
   -3  node terminal (SUCCEEDED, FAILED, CANCELLED)
   -5  node BLOCKED on dependencies
   -9  node WAITING: parked until resumed (park.lua, resume.lua)
+  {-31, limits}  the node has limits: call again with their keys (ARGV[9])
+  {-32, key, {woken...}}  no free slot under limit key: the node stays
+         READY and waits first come first served (field waits), delivered
+         again when a slot frees; woken lists "ref|queue" of waiters this
+         call handed a slot to, for the caller to enqueue
+  {-4, ready_at_ms, key}  a rate limit is spent until ready_at (field
+         ready_at and waits say so); nothing taken
+  A claim that woke waiters on its way appends {woken...} to its reply.
 ]]
 local rcall = redis.call
 local nodeKey, runKey, evKey, leaseKey, readyKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local nodeID, worker, claimID = ARGV[1], ARGV[2], ARGV[3]
 local ttl, grace, ref, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local kinds = ARGV[8] or ''
+local limitArg = ARGV[9] or ''
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
-  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps', 'end_op', 'resume')
+  'kind', 'queue', 'input', 'timeout_ms', 'dependents', 'prev_owner', 'inc', 'deps', 'end_op', 'resume', 'limits', 'waits')
 local state = f[1]
 if not state then return -1 end
 -- Fields at their default are not stored (submit.lua).
@@ -86,6 +103,10 @@ if state == 'READY' then
 elseif state == 'RUNNING' then
   local leaseUntil = tonumber(f[3])
   if leaseUntil + grace >= now then return {-2, leaseUntil} end
+end
+local limits = f[21] or ''
+if limits ~= limitArg then return {-31, limits} end
+if state == 'RUNNING' then
   if rcall('HGET', runKey, 'cancel') == '1' then
     return {-7, tonumber(f[8]), f[9], f[7], descendants}
   end
@@ -96,6 +117,24 @@ end
 -- Routing: a worker that cannot run the kind leaves the node as it is.
 if kinds ~= '' and not string.find(kinds, ',' .. f[11] .. ',', 1, true) then
   return {-8, f[11], f[12], tonumber(f[2]) or 0}
+end
+local wakes
+if limits ~= '' then
+--@include limits
+  local list = limitList(limits)
+  if not limitKeysOK(list, 8, 3) or KEYS[6] == nil then return {-31, limits} end
+  local got, key, x = acquireLimits(list, 6, ref, f[12], claimID, now)
+  if got == 'rate' then
+    rcall('HSET', nodeKey, 'ready_at', int(x), 'waits', 'rate:' .. key)
+    rcall('ZADD', readyKey, int(x), ref)
+    return {-4, x, key}
+  elseif got == 'wait' then
+    rcall('HSET', nodeKey, 'waits', 'limit:' .. key)
+    rcall('ZADD', readyKey, int(now + limitRecheckMS), ref)
+    return {-32, key, x}
+  end
+  wakes = key
+  if f[22] then rcall('HDEL', nodeKey, 'waits') end
 end
 if state == 'RUNNING' then
   local leaseUntil = tonumber(f[3])
@@ -132,5 +171,7 @@ else
     'node', nodeID, 'epoch', epochS, 'worker', worker, 'at', nowS, 'attempt', attemptS)
 end
 
-return {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,
+local out = {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,
   tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]', f[20] or ''}
+if wakes and #wakes > 0 then out[#out + 1] = wakes end
+return out

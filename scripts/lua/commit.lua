@@ -29,6 +29,11 @@ answers as the first time, with code 2: the continuation still RUNNING under
 the continuation claim id, its lease renewed from now (as claim.lua renews
 a replayed claim), and the dependents still READY.
 
+When the node has limits, the holders hash and waiters zset of each
+follow the other keys (lib/limits.lua): the claim's slots are freed and
+handed to the first waiters, whom a trailing {woken...} ("ref|queue")
+appended to the reply lists for the caller to enqueue.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
@@ -135,6 +140,8 @@ if f[1] ~= 'RUNNING' then return -12 end
 
 rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'finished_at', nowS)
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
+--@include limits
+local wakes = freeLimits(nodeKey, refPrefix .. nodeID, claimID, now)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS)
 
@@ -149,7 +156,8 @@ if r[1] ~= '1' then
       local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 12))
       if d[1] == 'BLOCKED' then
         if cont[1] == 0 and contClaim ~= '' and string.find(queues, ',' .. d[2] .. ',', 1, true)
-            and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
+            and string.find(kinds, ',' .. d[3] .. ',', 1, true)
+            and rcall('HEXISTS', KEYS[i], 'limits') == 0 then -- a node with limits is claimed through claim.lua
           local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
           local eS, aS, luS = int(e), int(a), int(lu)
           rcall('HSET', KEYS[i], 'state', 'RUNNING', 'epoch', eS, 'attempt', aS, 'owner', worker,
@@ -197,4 +205,5 @@ end
 local out = {1, status, queued(status)}
 for _, v in ipairs(cont) do out[#out + 1] = v end
 for _, v in ipairs(ready) do out[#out + 1] = v end
+if wakes and #wakes > 0 then out[#out + 1] = wakes end
 return out

@@ -17,6 +17,11 @@ nothing; also once the node was claimed again (a retry READY, or a re-run
 of the run): field end_claim remembers the claim's answer, and is read
 before the fence.
 
+When the node has limits, the holders hash and waiters zset of each
+follow the other keys (lib/limits.lua): the claim's slots are freed and
+handed to the first waiters, whom a trailing {woken...} ("ref|queue")
+appended to the reply lists for the caller to enqueue.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
@@ -91,6 +96,12 @@ if mode == 'expire' then
   errMsg = 'lease of ' .. f[8] .. ' expired at attempt ' .. f[4] .. ': ' .. errMsg
 end
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
+--@include limits
+local wakes = freeLimits(nodeKey, refPrefix .. nodeID, claimID, now)
+local function out(r)
+  if wakes and #wakes > 0 then r[#r + 1] = wakes end
+  return r
+end
 
 local cancelled = rcall('HGET', runKey, 'cancel') == '1'
 local attemptsLeft = tonumber(f[4]) - (tonumber(f[5]) or 0) < tonumber(f[6]) -- no releases: not stored
@@ -104,7 +115,7 @@ if not cancelled and mode == 'retry' and attemptsLeft then
     'attempt', f[4], 'error', errMsg, 'final', 0)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'retry_scheduled',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'ready_at', readyAt)
-  return {1, readyAt}
+  return out({1, readyAt})
 end
 
 local code, state, cause = 2, 'FAILED', 'dependency ' .. nodeID .. ' failed'
@@ -124,7 +135,7 @@ rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now,
   'end_op', endOp)
 if mode ~= 'expire' then rcall('HSET', nodeKey, 'end_claim', endedWith(f[11], 'fail', claimID, code)) end
 local ended = 1
-for i = 7, #KEYS do
+for i = 7, 6 + #ARGV - 10 do -- the dependents; limit keys may follow
   local s = rcall('HGET', KEYS[i], 'state')
   if s == 'BLOCKED' or s == 'READY' then
     local depID = ARGV[i + 4]
@@ -147,4 +158,4 @@ if terminal >= tonumber(r[1]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 end
-return {code, status}
+return out({code, status})

@@ -11,6 +11,11 @@ run the node is CANCELLED instead. A retry of an accepted park (its reply
 was lost) finds end_claim and answers as the first time, before the
 fence.
 
+When the node has limits, the holders hash and waiters zset of each
+follow the other keys (lib/limits.lua): the claim's slots are freed and
+handed to the first waiters, whom a trailing {woken...} ("ref|queue")
+appended to the reply lists for the caller to enqueue.
+
 KEYS[1] node hash
 KEYS[2] run hash
 KEYS[3] run event stream
@@ -59,6 +64,12 @@ local stale = staleCode(f[2], f[3], 'park')
 if stale then return stale end
 if f[1] ~= 'RUNNING' then return -12 end
 rcall('ZREM', leaseKey, ref)
+--@include limits
+local wakes = freeLimits(nodeKey, ref, claimID, now)
+local function out(r)
+  if wakes and #wakes > 0 then r[#r + 1] = wakes end
+  return r
+end
 
 if rcall('HGET', runKey, 'cancel') == '1' then
   rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled', 'finished_at', nowS,
@@ -75,7 +86,7 @@ if rcall('HGET', runKey, 'cancel') == '1' then
     rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
       'node', '', 'epoch', 0, 'worker', worker, 'at', nowS, 'status', status)
   end
-  return {3, status}
+  return out({3, status})
 end
 
 rcall('HINCRBY', nodeKey, 'releases', 1)
@@ -90,4 +101,4 @@ if timeout > 0 then
 end
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'parked',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'wait_id', waitID, 'request', request)
-return {1, waitID}
+return out({1, waitID})

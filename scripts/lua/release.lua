@@ -7,6 +7,11 @@ ended by the same claim (end_op = release) and answers as the first time;
 also once the node was claimed again, by field end_claim, read before the
 fence.
 
+When the node has limits, the holders hash and waiters zset of each
+follow the other keys (lib/limits.lua): the claim's slots are freed and
+handed to the first waiters, whom a trailing {woken...} ("ref|queue")
+appended to the reply lists for the caller to enqueue.
+
 KEYS[1] node hash
 KEYS[2] run hash
 KEYS[3] run event stream
@@ -57,6 +62,12 @@ if f[1] ~= 'RUNNING' then
   return {3, rcall('HGET', runKey, 'status')}
 end
 rcall('ZREM', leaseKey, ref)
+--@include limits
+local wakes = freeLimits(nodeKey, ref, claimID, now)
+local function out(r)
+  if wakes and #wakes > 0 then r[#r + 1] = wakes end
+  return r
+end
 
 if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('HINCRBY', nodeKey, 'releases', 1)
@@ -64,7 +75,7 @@ if rcall('HGET', runKey, 'cancel') ~= '1' then
   rcall('ZADD', readyKey, now, ref)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'released',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', reason)
-  return {1, ''}
+  return out({1, ''})
 end
 
 rcall('HSET', nodeKey, 'state', 'CANCELLED', 'error', 'run cancelled',
@@ -81,4 +92,4 @@ if terminal >= tonumber(r[1]) then
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'run_finished',
     'node', '', 'epoch', 0, 'worker', worker, 'at', now, 'status', status)
 end
-return {3, status}
+return out({3, status})

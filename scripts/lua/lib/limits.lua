@@ -1,0 +1,181 @@
+-- limits: concurrency slots and rate tokens of fleet-wide limits
+-- (fence/limits.go, docs/flow-control.md), for claim.lua, which takes
+-- them, and commit, fail, release and park, which free the slots of the
+-- claim they end. A script includes it after defining rcall.
+--
+-- A node's field "limits" lists its limit keys and costs, "k1=c1,k2=c2".
+-- Per key a caller passes, in that order, the holders hash (ref -> the
+-- claim id holding a slot, or "r:DEADLINE|QUEUE" for a slot handed to a
+-- woken waiter), the waiters zset ("ref|queue" -> ms it began to wait)
+-- and, to claim.lua only, the GCRA state (TAT, ms). The key names are
+-- checked against the node's list ("{lim/KEY}:h" ...), so a caller that
+-- passed none, or others, is told so before anything changes.
+--
+-- A slot is freed only by the claim that holds it: a stale owner's late
+-- end finds another claim id there and frees nothing. A freed slot goes
+-- to the first waiter at once (a reservation it has limitHoldMS to use),
+-- returned for the caller to enqueue: no waiter polls.
+local limitHoldMS = 10000  -- a woken waiter's time to claim its slot
+local limitRecheckMS = 30000 -- a waiting node is looked at again after this (lost wakes)
+
+local function limitList(raw)
+  local out = {}
+  for k, c in string.gmatch(raw or '', '([^,=]+)=(%d+)') do out[#out + 1] = {k, tonumber(c)} end
+  return out
+end
+
+-- limitKeysOK reports whether KEYS[first..] are the node's limit keys,
+-- per entries per key (2 or 3).
+local function limitKeysOK(list, first, per)
+  local sfx = {':h', ':w', ':t'}
+  if #KEYS ~= first - 1 + per * #list then return false end
+  for i, l in ipairs(list) do
+    for j = 1, per do
+      local want = '{lim/' .. l[1] .. '}' .. sfx[j]
+      local k = KEYS[first + (i - 1) * per + j - 1]
+      if string.sub(k, -#want) ~= want then return false end
+    end
+  end
+  return true
+end
+
+-- handOn gives free slots of a key to its first waiters, up to free of
+-- them, skipping self; appends "ref|queue" of each woken to wakes. It
+-- returns how many slots it gave.
+local function handOn(hKey, wKey, free, now, wakes, self)
+  if free <= 0 then return 0 end
+  local given = 0
+  local heads = rcall('ZRANGE', wKey, 0, free)
+  for _, m in ipairs(heads) do
+    if given >= free then break end
+    local ref, queue = string.match(m, '^([^|]*)|(.*)$')
+    if ref and ref ~= self then
+      rcall('HSET', hKey, ref, 'r:' .. string.format('%d', now + limitHoldMS) .. '|' .. queue)
+      rcall('ZREM', wKey, m)
+      wakes[#wakes + 1] = m
+      given = given + 1
+    end
+  end
+  return given
+end
+
+-- purgeHolders drops reservations whose deadline passed; returns the
+-- slots held (field "~c" holds the limit, and is no slot).
+local function purgeHolders(hKey, now)
+  local all = rcall('HGETALL', hKey)
+  local n = #all / 2
+  for i = 1, #all, 2 do
+    if all[i] == '~c' then n = n - 1 end
+    local d = string.match(all[i + 1], '^r:(%d+)|')
+    if d and tonumber(d) < now then
+      rcall('HDEL', hKey, all[i])
+      n = n - 1
+    end
+  end
+  return n
+end
+
+-- freeLimits frees the slots claim holds under the node's limits, whose
+-- keys end KEYS (2 per limit), and hands them on. It returns the woken
+-- waiters ("ref|queue"), or nil when the node has no limits or no limit
+-- keys were passed (the last key is not a waiters zset: no call made).
+local function freeLimits(nodeKey, ref, claim, now)
+  local last = KEYS[#KEYS]
+  if string.sub(last, -2) ~= ':w' or not string.find(last, '{lim/', 1, true) then return nil end
+  local list = limitList(rcall('HGET', nodeKey, 'limits'))
+  local first = #KEYS - 2 * #list + 1
+  if #list == 0 or not limitKeysOK(list, first, 2) then return nil end
+  local wakes = {}
+  for i = 1, #list do
+    local hKey, wKey = KEYS[first + 2 * (i - 1)], KEYS[first + 2 * (i - 1) + 1]
+    local h = rcall('HMGET', hKey, ref, '~c')
+    if h[1] == claim then
+      rcall('HDEL', hKey, ref)
+      -- "~c" is the limit as the last claim read it: a lowered limit
+      -- hands on nothing until enough slots are back.
+      local held = rcall('HLEN', hKey) - 1
+      handOn(hKey, wKey, (tonumber(h[2]) or 0) - held, now, wakes, ref)
+    end
+  end
+  return wakes
+end
+
+-- limitDef returns concurrency, rate, period ms and burst of key from the
+-- definitions hash: the key's own, else the longest prefix rule "NS:*"
+-- covering it; nil when none governs it (deleted since the submit).
+local function limitDef(defsKey, key)
+  local cands = {key}
+  for i = #key, 1, -1 do
+    if string.sub(key, i, i) == ':' then cands[#cands + 1] = string.sub(key, 1, i) .. '*' end
+  end
+  local v = rcall('HMGET', defsKey, unpack(cands))
+  for i = 1, #cands do
+    if v[i] then
+      local c, r, p, b = string.match(v[i], '^(%d+),(%d+),(%d+),(%d+)$')
+      if c then return tonumber(c), tonumber(r), tonumber(p), tonumber(b) end
+    end
+  end
+  return nil
+end
+
+-- acquireLimits takes, for claim, a slot of every concurrency limit and
+-- the node's cost from every rate of the node's limits, all or none.
+-- KEYS[first] is the definitions hash, KEYS[first+1] the index of keys
+-- seen, then 3 keys per limit. It returns:
+--   'ok', wakes            taken (wakes: waiters woken on the way)
+--   'rate', key, due_ms    a rate is spent: nothing taken, due then
+--   'wait', key, wakes     no free slot under key: the node joined its
+--                          waiters (first come, first served)
+local function acquireLimits(list, first, ref, queue, claim, now)
+  local defsKey, seenKey = KEYS[first], KEYS[first + 1]
+  local wakes = {}
+  local plan = {}
+  local due, dueKey = 0, nil
+  for i, l in ipairs(list) do
+    local b = first + 2 + (i - 1) * 3
+    local c, r, p, burst = limitDef(defsKey, l[1])
+    plan[i] = {h = KEYS[b], w = KEYS[b + 1], t = KEYS[b + 2], c = c or 0, r = r or 0}
+    if r and r > 0 then
+      -- GCRA on Redis's clock: each unit of cost moves the theoretical
+      -- arrival time (TAT) on by period/rate; a claim is allowed while
+      -- TAT - now <= burst * period/rate.
+      local T = p / r
+      local tat = math.max(tonumber(rcall('GET', KEYS[b + 2])) or 0, now)
+      local at = tat - burst * T
+      if at > now and at > due then due, dueKey = at, l[1] end
+      plan[i].tat = tat + l[2] * T
+    end
+  end
+  if dueKey then return 'rate', dueKey, math.ceil(due) end
+  for i, l in ipairs(list) do
+    local pl = plan[i]
+    if pl.c > 0 then
+      rcall('HSET', pl.h, '~c', pl.c)
+      local mine = rcall('HGET', pl.h, ref)
+      if not mine then
+        local free = pl.c - purgeHolders(pl.h, now)
+        local self = ref .. '|' .. queue
+        local rank = rcall('ZRANK', pl.w, self)
+        local ahead = rank or rcall('ZCARD', pl.w)
+        if ahead >= free then
+          -- Whoever is ahead gets the free slots; this node waits.
+          handOn(pl.h, pl.w, free, now, wakes, ref)
+          rcall('ZADD', pl.w, 'NX', now, self)
+          return 'wait', l[1], wakes
+        end
+        pl.take = ahead
+      end
+    end
+  end
+  for i, l in ipairs(list) do
+    local pl = plan[i]
+    if pl.take then handOn(pl.h, pl.w, pl.take, now, wakes, ref) end
+    if pl.c > 0 then
+      rcall('HSET', pl.h, ref, claim)
+      rcall('ZREM', pl.w, ref .. '|' .. (queue or ''))
+    end
+    if pl.tat then rcall('SET', pl.t, string.format('%.3f', pl.tat), 'PX', math.ceil(pl.tat - now) + 1000) end
+    rcall('ZADD', seenKey, now, l[1])
+  end
+  return 'ok', wakes
+end
