@@ -118,12 +118,26 @@ func TestList(t *testing.T) {
 	require.Equal(t, []any{"l-2"}, ids(list("--status", "cancelled")))
 	require.Len(t, list("--limit", "2"), 2)
 
+	// --thread keeps one thread's runs; a run without a thread is the
+	// thread of its own id.
+	for _, id := range []string{"t-1", "t-2"} {
+		b.submit(t, fmt.Sprintf(`{"id": %q, "thread": "chat-9", "multitask": "enqueue", "nodes": [{"id": "a", "kind": "noop"}]}`, id))
+	}
+	require.ElementsMatch(t, []any{"t-1", "t-2"}, ids(list("--thread", "chat-9")))
+	require.Equal(t, []any{"l-3"}, ids(list("--thread", "l-3")))
+	require.Empty(t, list("--thread", "nobody"))
+	r0 := b.run(t, "", "list", "--thread", "chat-9")
+	require.Equal(t, 0, r0.code, r0.stderr)
+	require.Regexp(t, `(?m)^t-\d\s+\S+.*\s+chat-9$`, r0.stdout)
+
 	r := b.run(t, "", "list")
 	require.Equal(t, 0, r.code)
 	require.Regexp(t, `(?m)^l-2\s+CANCELLED\s+2/2`, r.stdout)
 
-	for _, bad := range [][]string{{"--status", "DONE"}, {"--limit", "0"}, {"--limit", "x"}, {"extra"}} {
+	for _, bad := range [][]string{{"--status", "DONE"}, {"--limit", "0"}, {"--limit", "x"}, {"extra"}, {"--thread", "no spaces"}} {
 		r := b.run(t, "", append([]string{"list"}, bad...)...)
 		require.Equal(t, 2, r.code, "%v", bad)
 	}
+	r = b.run(t, "", "list", "--thread", "bad/id")
+	require.Contains(t, r.stderr, "--thread")
 }

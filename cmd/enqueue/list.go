@@ -8,15 +8,18 @@ import (
 	"text/tabwriter"
 
 	"github.com/batonrun/baton/client"
+	"github.com/batonrun/baton/fence"
 )
 
 // maxListLimit bounds --limit: List reads every listed run in full.
 const maxListLimit = 10000
 
-// list prints runs, newest first, optionally only those in one status.
+// list prints runs, newest first, optionally only those in one status or
+// of one thread (a run without a thread is the thread of its own id).
 func (a *app) list(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("list", flag.ContinueOnError)
 	status := fs.String("status", "", "")
+	thread := fs.String("thread", "", "")
 	limit := fs.Int("limit", 50, "")
 	asJSON := fs.Bool("json", false, "")
 	pos, err := parseArgs(fs, args)
@@ -35,12 +38,17 @@ func (a *app) list(ctx context.Context, args []string) error {
 	if *limit < 1 || *limit > maxListLimit {
 		return usagef("--limit %d: want 1 to %d", *limit, maxListLimit)
 	}
+	if *thread != "" {
+		if err := fence.ValidateID("thread", *thread); err != nil {
+			return badInput(fmt.Errorf("--thread: %w", err))
+		}
+	}
 	cl, done, err := a.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer done()
-	runs, err := cl.List(ctx, *status, *limit)
+	runs, err := cl.ListRuns(ctx, client.ListOptions{Status: *status, Thread: *thread, Limit: *limit})
 	if err != nil {
 		return err
 	}

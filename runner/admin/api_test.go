@@ -97,6 +97,14 @@ func TestRunRoundTrip(t *testing.T) {
 	b.call(t, "GET", "/v1/runs?status=CANCELLED", "", http.StatusOK, &list)
 	require.Len(t, list.Runs, 1)
 	assert.Equal(t, 2, list.Runs[0].Done)
+
+	// thread= keeps one thread's runs: a run without a thread is the
+	// thread of its own id.
+	b.call(t, "GET", "/v1/runs?thread=rt-1", "", http.StatusOK, &list)
+	require.Len(t, list.Runs, 1)
+	assert.Equal(t, "rt-1", list.Runs[0].ID)
+	b.call(t, "GET", "/v1/runs?thread=someone-else", "", http.StatusOK, &list)
+	assert.Empty(t, list.Runs)
 }
 
 // A run a worker finished cannot be cancelled (409), and the worker's
@@ -173,6 +181,7 @@ func TestBadInput(t *testing.T) {
 		{"zero limit", "GET", "/v1/runs/exists/events?limit=0", "", 400, "", "limit"},
 		{"huge limit", "GET", "/v1/runs?limit=99999", "", 400, "", "limit"},
 		{"bad status", "GET", "/v1/runs?status=bogus", "", 400, "", "status"},
+		{"bad thread", "GET", "/v1/runs?thread=a%20b", "", 400, "query.thread", ""},
 		{"cancel body with unknown field", "POST", "/v1/runs/exists/cancel", `{"why": "x"}`, 400, "body", "'why' not allowed"},
 		{"cancel body not JSON", "POST", "/v1/runs/exists/cancel", `{"reason": `, 400, "body", ""},
 		{"follow neither true nor false", "GET", "/v1/runs/exists/events?follow=maybe", "", 400, "query.follow", ""},
