@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -133,14 +134,39 @@ func requestProblems(e *valerrs.ValidationError) []Problem {
 		if p := strings.TrimPrefix(strings.TrimPrefix(s.FieldPath, "$"), "."); p != "" && field == "body" {
 			f = p
 		}
-		out = append(out, Problem{Field: f, Message: s.Reason})
+		out = append(out, Problem{Field: f, Message: friendlyPattern(s.Reason)})
 	}
 	return out
 }
 
 func reason(e *valerrs.ValidationError) string {
 	if e.Reason != "" {
-		return e.Reason
+		return friendlyPattern(e.Reason)
 	}
-	return e.Message
+	return friendlyPattern(e.Message)
+}
+
+// patternWords says in words what each pattern of the document allows, so
+// a refused id reads as fence/ids' own error does instead of quoting a
+// regular expression.
+var patternWords = map[string]string{
+	`^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$`: "allowed: A-Z a-z 0-9 . _ -, and not only dots",
+	`^[A-Za-z0-9._-]+$`:                             "allowed: A-Z a-z 0-9 . _ -",
+	`^[A-Za-z0-9._:-]+\*?$`:                         "allowed: A-Z a-z 0-9 . _ : -, and a final * for a prefix rule",
+	`^[A-Za-z0-9._:|-]*$`:                           "allowed: A-Z a-z 0-9 . _ : | -",
+	`^[0-9]{1,20}(-[0-9]{1,20})?$`:                  "want an event id such as 1733300000000-0",
+}
+
+var patternRe = regexp.MustCompile(`does not match pattern '([^']*)'`)
+
+// friendlyPattern rewrites "does not match pattern '^…$'" as the words of
+// patternWords; a pattern it does not know stays as it is.
+func friendlyPattern(msg string) string {
+	return patternRe.ReplaceAllStringFunc(msg, func(m string) string {
+		p := patternRe.FindStringSubmatch(m)[1]
+		if w, ok := patternWords[p]; ok {
+			return "is not allowed (" + w + ")"
+		}
+		return m
+	})
 }

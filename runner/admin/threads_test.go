@@ -83,9 +83,9 @@ func TestThreadAndCheckpointReads(t *testing.T) {
 	}{
 		{"/v1/threads/nope", 404, "not found"},
 		{"/v1/threads/nope/checkpoints?ns=agent", 404, "not found"},
-		{"/v1/threads/bad%7Bid", 400, "path.thread: 'bad{id' does not match pattern"},
-		{"/v1/threads/bad%7Bid/checkpoints", 400, "path.thread: 'bad{id' does not match pattern"},
-		{"/v1/threads/conv/checkpoints?ns=a%20b", 400, `query.ns: 'a b' does not match pattern`},
+		{"/v1/threads/bad%7Bid", 400, "path.thread: 'bad{id' is not allowed (allowed: A-Z a-z 0-9 . _ -, and not only dots)"},
+		{"/v1/threads/bad%7Bid/checkpoints", 400, "path.thread: 'bad{id' is not allowed (allowed: A-Z a-z 0-9 . _ -, and not only dots)"},
+		{"/v1/threads/conv/checkpoints?ns=a%20b", 400, `query.ns: 'a b' is not allowed (allowed: A-Z a-z 0-9 . _ : | -)`},
 		{"/v1/threads/conv/checkpoints?cursor=soon", 400, "cursor"},
 		{"/v1/threads/conv/checkpoints?limit=0", 400, "limit"},
 	} {
