@@ -44,6 +44,9 @@ type Server struct {
 	// conf, when set, is a config file run in sentinel mode (sentinels
 	// rewrite their file, so it cannot be replaced by arguments).
 	conf string
+	// movable is how many times start may move to another port when its
+	// port was taken meanwhile (only while Start runs).
+	movable int
 }
 
 // Start runs redis-server on a free port with no persistence (extra args
@@ -53,9 +56,10 @@ type Server struct {
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
 	requireTools(t, "redis-server")
-	s := &Server{t: t, dir: t.TempDir(), args: args}
+	s := &Server{t: t, dir: t.TempDir(), args: args, movable: 5}
 	s.port = FreePort(t)
 	s.start()
+	s.movable = 0 // a restart keeps its port: clients hold the address
 	t.Cleanup(s.Stop)
 	return s
 }
@@ -96,6 +100,19 @@ func (s *Server) start() {
 		err := c.Ping(context.Background()).Err()
 		if err == nil || strings.HasPrefix(err.Error(), "NOAUTH") {
 			return // up; a password-protected server refuses the ping itself
+		}
+		if s.movable > 0 {
+			// FreePort's port can be taken by another process before
+			// redis-server binds it: start again on another.
+			if log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log")); strings.Contains(string(log), "Address already in use") {
+				_ = s.cmd.Process.Kill()
+				_ = s.cmd.Wait()
+				_ = os.Remove(filepath.Join(s.dir, "redis.log"))
+				s.movable--
+				s.port = FreePort(s.t)
+				s.start()
+				return
+			}
 		}
 		if time.Now().After(deadline) {
 			log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
