@@ -52,18 +52,11 @@ func (a *app) limitSet(ctx context.Context, args []string) error {
 	conc := fs.String("concurrency", "", "")
 	rate := fs.String("rate", "", "")
 	burst := fs.String("burst", "", "")
-	pos, err := parseArgs(fs, args)
+	name, err := oneArg(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	switch len(pos) {
-	case 0:
-		return usagef("missing NAME")
-	case 1:
-	default:
-		return usagef("unexpected argument %q", pos[1])
-	}
-	l := fence.Limit{Name: pos[0]}
+	l := fence.Limit{Name: name}
 	if *conc == "" && *rate == "" {
 		return usagef("set --concurrency N, --rate N/PERIOD or both")
 	}
@@ -121,18 +114,11 @@ func describeLimit(l fence.Limit) string {
 
 func (a *app) limitDelete(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("limit delete", flag.ContinueOnError)
-	pos, err := parseArgs(fs, args)
+	name, err := oneArg(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	switch len(pos) {
-	case 0:
-		return usagef("missing NAME")
-	case 1:
-	default:
-		return usagef("unexpected argument %q", pos[1])
-	}
-	if err := fence.ValidateLimitName("NAME", pos[0]); err != nil {
+	if err := fence.ValidateLimitName("NAME", name); err != nil {
 		return badInput(err)
 	}
 	cl, done, err := a.connect(ctx)
@@ -140,14 +126,14 @@ func (a *app) limitDelete(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	found, err := cl.DeleteLimit(ctx, pos[0])
+	found, err := cl.DeleteLimit(ctx, name)
 	if err != nil {
 		return err
 	}
 	if !found {
-		return fmt.Errorf("no limit %s is set", pos[0])
+		return fmt.Errorf("no limit %s is set", name)
 	}
-	_, err = fmt.Fprintf(a.stdout, "limit %s deleted\n", pos[0])
+	_, err = fmt.Fprintf(a.stdout, "limit %s deleted\n", name)
 	return err
 }
 

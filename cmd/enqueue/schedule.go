@@ -152,18 +152,11 @@ func (a *app) scheduleList(ctx context.Context, args []string) error {
 
 func (a *app) scheduleRm(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("schedule rm", flag.ContinueOnError)
-	pos, err := parseArgs(fs, args)
+	name, err := oneArg(fs, args, "NAME")
 	if err != nil {
 		return err
 	}
-	switch len(pos) {
-	case 0:
-		return usagef("missing NAME")
-	case 1:
-	default:
-		return usagef("unexpected argument %q", pos[1])
-	}
-	if err := fence.ValidateID("schedule name", pos[0]); err != nil {
+	if err := fence.ValidateID("schedule name", name); err != nil {
 		return badInput(err)
 	}
 	cl, done, err := a.connect(ctx)
@@ -171,12 +164,12 @@ func (a *app) scheduleRm(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	if err := cl.DeleteSchedule(ctx, pos[0]); err != nil {
+	if err := cl.DeleteSchedule(ctx, name); err != nil {
 		if errors.Is(err, fence.ErrNotFound) {
-			return fmt.Errorf("schedule %s not found (redis %s, BATON_PREFIX %s)", pos[0], a.cfg.Redis, a.cfg.Prefix)
+			return fmt.Errorf("schedule %s not found (redis %s, BATON_PREFIX %s)", name, a.cfg.Redis, a.cfg.Prefix)
 		}
 		return err
 	}
-	_, err = fmt.Fprintf(a.stdout, "deleted schedule %s\n", pos[0])
+	_, err = fmt.Fprintf(a.stdout, "deleted schedule %s\n", name)
 	return err
 }

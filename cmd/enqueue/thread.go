@@ -56,19 +56,29 @@ func (a *app) thread(ctx context.Context, args []string) error {
 // threadArg parses args that hold exactly one positional argument, a
 // thread id, and validates it before anything touches Redis.
 func threadArg(fs *flag.FlagSet, args []string) (string, error) {
+	thread, err := oneArg(fs, args, "THREAD")
+	if err != nil {
+		return "", err
+	}
+	if err := fence.ValidateID("thread", thread); err != nil {
+		return "", badInput(err)
+	}
+	return thread, nil
+}
+
+// oneArg parses fs and returns its one positional argument, named what in
+// the usage error when it is missing.
+func oneArg(fs *flag.FlagSet, args []string, what string) (string, error) {
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return "", err
 	}
 	switch len(pos) {
 	case 0:
-		return "", usagef("missing THREAD")
+		return "", usagef("missing %s", what)
 	case 1:
 	default:
 		return "", usagef("unexpected argument %q", pos[1])
-	}
-	if err := fence.ValidateID("thread", pos[0]); err != nil {
-		return "", badInput(err)
 	}
 	return pos[0], nil
 }
