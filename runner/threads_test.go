@@ -451,14 +451,17 @@ func TestEveryRetryIDIsRemembered(t *testing.T) {
 // version 1.
 func TestPendingWritesExpireWithTheirCounter(t *testing.T) {
 	t.Parallel()
-	b := threadSetup(t, &fence.Options{ThreadRetention: 400 * time.Millisecond})
+	// The retention is long beside a loaded machine's stalls: each step
+	// below must land within it, and the pending write must come a good
+	// part of it after the save.
+	b := threadSetup(t, &fence.Options{ThreadRetention: 2 * time.Second})
 	ctx := context.Background()
 	b.mustRun("r0", "chat", "enqueue")
 	r0 := b.claim("chat", "r0", "w", time.Minute)
 	cp, err := b.save(r0.Lease, "cp-a")
 	require.NoError(t, err)
 	require.EqualValues(t, 1, cp.Version)
-	time.Sleep(200 * time.Millisecond) // the pending write comes later than the save, by design of the case
+	time.Sleep(time.Second) // the pending write comes later than the save, by design of the case
 	_, err = b.store.PutWrites(ctx, r0.Lease, "state", "cp-a", "task", []fence.PendingWrite{{Channel: "x", Value: []byte(`"old"`)}})
 	require.NoError(t, err)
 	waitFor(t, 10*time.Second, "the thread's checkpoint state to expire", func() bool {

@@ -127,7 +127,11 @@ func lgPausedRunner(t *testing.T, agent, thread string) pausedRunner {
 		return false
 	})
 	require.Equal(t, 75, exit.Code, "the paused agent exits with the lost-lease code")
-	require.True(t, zombie(in.Pid), "the paused agent has exited (a zombie until its stopped runner reaps it)")
+	// It writes "exit" as it leaves, so its process may live a moment
+	// longer; it must be gone while its runner is still stopped.
+	waitUntil(t, 5*time.Second, "the paused agent to have exited (a zombie until its stopped runner reaps it)", func() bool {
+		return zombie(in.Pid)
+	})
 	waitUntil(t, 20*time.Second, "lg-r2 to take the node over", func() bool {
 		return slices.ContainsFunc(c.timedEvents(run), func(e timedEvent) bool { return e.Type == "takeover" })
 	})
