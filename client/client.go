@@ -143,7 +143,8 @@ func (c *Client) Submit(ctx context.Context, run *spec.Run) (Submitted, error) {
 // run's trace context when it has one.
 func (c *Client) submit(ctx context.Context, run *spec.Run, runID string, nodes []fence.NodeSpec, digest string) (Submitted, error) {
 	args := fence.SubmitArgs{Run: runID, Thread: run.Thread, Multitask: run.Multitask, Digest: digest,
-		Nodes: nodes, StartIn: time.Duration(run.StartIn), Trace: string(delivery.RunTraceFrom(ctx))}
+		Nodes: nodes, StartIn: time.Duration(run.StartIn), Trace: string(delivery.RunTraceFrom(ctx)),
+		Timeout: time.Duration(run.Timeout), TimeoutLabel: run.Timeout.String()}
 	if run.StartAt != nil {
 		args.StartAt = *run.StartAt
 	}

@@ -1,7 +1,6 @@
 package fence
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,29 +10,17 @@ import (
 )
 
 // Deadlines is a shard's index of run deadlines (zset: "thread:run:" ->
-// ms), the trigger of the sweep's TimeOutRuns.
+// ms), written by the submit of a run with a timeout, the trigger of the
+// sweep's TimeOutRuns.
 func (k Keys) Deadlines(shard int) string { return k.index(shard, "deadlines") }
 
-// ArmTimeout gives a run its run-level timeout (deadline.lua): the run's
-// start plus timeout, on Redis's clock. label is the timeout as the spec
-// wrote it, for the cancel's reason. Calling it again keeps the deadline
-// stored first; a run that has ended gets none. It returns the deadline
-// (zero for an ended run).
-func (s *Store) ArmTimeout(ctx context.Context, thread, run string, timeout time.Duration, label string) (time.Time, error) {
-	thread = cmp.Or(thread, run)
-	v, err := s.run(ctx, "deadline", []string{s.keys.Run(thread, run), s.keys.Deadlines(ShardOf(thread))},
-		max(timeout.Milliseconds(), 1), label, Ref(thread, run, ""))
-	if err != nil {
-		return time.Time{}, fmt.Errorf("arm timeout %s: %w", run, err)
+// timeoutMS is a run timeout as submit.lua takes it: 0 for none, and at
+// least 1 ms for any positive one.
+func timeoutMS(d time.Duration) int64 {
+	if d <= 0 {
+		return 0
 	}
-	code, r, err := reply(v)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("arm timeout %s: %w", run, err)
-	}
-	if code == 0 {
-		return time.Time{}, nil
-	}
-	return time.UnixMilli(asInt(r[0])), nil
+	return max(d.Milliseconds(), 1)
 }
 
 // TimedOutRun is a run its timeout cancelled.

@@ -52,7 +52,8 @@ type SubmitArgs struct {
 	StartAt time.Time
 	StartIn time.Duration
 	// Timeout, when positive, cancels what is left of the run once it has
-	// passed since the run's start (ArmTimeout; the sweep's TimeOutRuns).
+	// passed since the run's start: the submit's script stores the
+	// deadline, and the sweep's TimeOutRuns cancels the run past it.
 	// TimeoutLabel is how the spec wrote it ("10m"), for the reason.
 	Timeout      time.Duration
 	TimeoutLabel string
@@ -140,14 +141,6 @@ func (s *Store) Submit(ctx context.Context, a SubmitArgs) (SubmitResult, error) 
 			active = &cur // another submit to the thread won the race: read again
 			continue
 		}
-		if err == nil && a.Timeout > 0 {
-			// Armed after the submit's script, and again by a submit retried
-			// after a lost reply or a crash in between (deadline.lua keeps
-			// the first deadline).
-			if _, err := s.ArmTimeout(ctx, thread, a.Run, a.Timeout, a.TimeoutLabel); err != nil {
-				return res, fmt.Errorf("submit %s: stored, its timeout not armed (submit it again): %w", a.Run, err)
-			}
-		}
 		return res, err
 	}
 }
@@ -202,7 +195,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	shard := ShardOf(thread)
 	keys := []string{s.keys.Run(thread, a.Run), s.keys.Events(thread, a.Run), s.keys.Ready(shard),
 		s.keys.Active(thread), s.keys.Run(thread, activeID), s.keys.Queue(thread), s.keys.Queued(shard), s.keys.Runs(shard), locKey,
-		s.keys.Events(thread, activeID), s.keys.Finished(shard), s.keys.Packed(thread, a.Run)}
+		s.keys.Events(thread, activeID), s.keys.Finished(shard), s.keys.Packed(thread, a.Run), s.keys.Deadlines(shard)}
 	for _, n := range a.Nodes {
 		keys = append(keys, s.keys.Node(thread, a.Run, n.ID))
 	}
@@ -211,7 +204,8 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 		startAt = a.StartAt.UnixMilli()
 	}
 	args := []any{a.Run, thread, a.Digest, Ref(thread, a.Run, ""), string(nodes), s.maxlen,
-		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own), s.keys.CancelChannel(), "", a.Trace}
+		activeRun, multitask, inc, startAt, ms(a.StartIn), boolArg(own), s.keys.CancelChannel(), "", a.Trace,
+		timeoutMS(a.Timeout), a.TimeoutLabel}
 	if multitask == "interrupt" || multitask == "rollback" {
 		// The script cancels the active run: it takes its nodes, and checks
 		// that they are the ones read here.

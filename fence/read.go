@@ -31,6 +31,11 @@ type RunInfo struct {
 	// StartAt is when the run's first nodes become due, when a start_at
 	// or start_in put it after the submission.
 	StartAt *time.Time `json:"start_at,omitempty"`
+	// Timeout is the run's timeout as its spec wrote it ("10m"), and
+	// Deadline when it cancels what is left of the run, Redis time; nil
+	// once it has fired, or for a run without one.
+	Timeout  string     `json:"timeout,omitempty"`
+	Deadline *time.Time `json:"deadline,omitempty"`
 	// TraceID is the OpenTelemetry trace of the run (32 hex digits) when
 	// its submitter traced it.
 	TraceID string `json:"trace_id,omitempty"`
@@ -165,6 +170,11 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 	}
 	if st := msTime(h["start_at"]); st.After(info.CreatedAt) {
 		info.StartAt = &st
+	}
+	info.Timeout = h["timeout"]
+	if h["deadline_at"] != "" {
+		d := msTime(h["deadline_at"])
+		info.Deadline = &d
 	}
 	if info.Status == "QUEUED" {
 		// The run stored as active at submit may have ended since; the one

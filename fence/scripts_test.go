@@ -89,8 +89,8 @@ var bindings = map[string]struct {
 	trailingKeys     int // keys that may follow the listed ones, at most
 }{
 	// submit: the new run's node keys (one per node of the JSON ARGV[5])
-	// follow the fixed keys, then the active run's, listed by ARGV[16..].
-	"submit":    {12, 15, true, true, 0, 1000},
+	// follow the fixed keys, then the active run's, listed by ARGV[18..].
+	"submit":    {13, 17, true, true, 0, 1000},
 	"claim":     {5, 9, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
 	"commit":    {6, 12, true, true, 0, 1},
@@ -109,8 +109,7 @@ var bindings = map[string]struct {
 	"retry":   {5, 6, true, true, 0, 0},
 	"retain":  {4, 4, true, false, 0, 0},
 	"delete":  {5, 4, true, false, 0, 0},
-	// deadline arms a run's timeout; timeout cancels a run past it.
-	"deadline":     {2, 3, false, false, 0, 0},
+	// timeout cancels a run past its deadline (stored by submit).
 	"timeout":      {6, 5, true, true, 0, 0},
 	"packed_fence": {2, 6, false, true, 0, 0},
 	"locator":      {3, 2, false, false, 0, 0},

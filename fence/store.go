@@ -75,7 +75,7 @@ type Store struct {
 
 // scriptNames are the operations, one file each under scripts/lua.
 var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard",
-	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "retain", "locator", "park", "resume", "delete", "deadline", "timeout",
+	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "retain", "locator", "park", "resume", "delete", "timeout",
 	"schedule_put", "schedule_rm", "schedule_fire", "packed_fence", "trace"}
 
 // New returns a Store over rdb.

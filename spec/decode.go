@@ -216,7 +216,7 @@ func (d *specDecoder) step() bool {
 }
 
 var (
-	runFields   = []string{"id", "thread", "multitask", "nodes", "start_at", "start_in", "notify"}
+	runFields   = []string{"id", "thread", "multitask", "nodes", "start_at", "start_in", "timeout", "notify"}
 	nodeFields  = []string{"id", "kind", "deps", "input", "max_attempts", "timeout", "queue", "retry", "limits"}
 	retryFields = []string{"backoff", "base", "max", "jitter"}
 )
@@ -242,6 +242,7 @@ func (d *specDecoder) spec(root *value) *Run {
 		}
 	}
 	s.StartIn = d.timeout("start_in", f["start_in"])
+	s.Timeout = d.timeout("timeout", f["timeout"])
 	s.Notify = d.notify("notify", f["notify"]) // notify.go
 	if v := f["nodes"]; v != nil {
 		switch v.kind {

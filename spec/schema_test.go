@@ -167,6 +167,8 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{spec: run(`"start_at": "2030-01-02T03:04:05Z", "start_in": 0`)},
 		{spec: run(`"start_at": "2030-01-02T03:04:05Z", "start_in": "0s"`)},
 		{spec: run(`"start_in": "9999999999h"`), goOnly: true},
+		{spec: run(`"timeout": "10m"`)}, {spec: run(`"timeout": 30`)}, {spec: run(`"timeout": "-5s"`)},
+		{spec: run(`"timeout": "soon"`)}, {spec: run(`"timeout": null`)}, {spec: run(`"timeout": true`)},
 		{spec: run(`"notify": {"url": "https://hooks.example.com/x?y=1"}`)}, {spec: run(`"notify": {"url": "HTTP://h"}`)},
 		{spec: run(`"notify": {"url": "ftp://h"}`)}, {spec: run(`"notify": {"url": "https://u:p@h/"}`)},
 		{spec: run(`"notify": {"url": "https:///x"}`)}, {spec: run(`"notify": {}`)}, {spec: run(`"notify": null`)},

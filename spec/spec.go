@@ -41,6 +41,11 @@ type Run struct {
 	// most one of the two; neither: at once.
 	StartAt *time.Time `json:"start_at,omitempty" yaml:"start_at,omitempty"`
 	StartIn Duration   `json:"start_in,omitempty" yaml:"start_in,omitempty"`
+	// Timeout bounds the whole run: once it has passed since the run's
+	// start (start_at or start_in when set, else the submit), what is left
+	// of the run is cancelled, with the reason "timeout 10m passed". Zero:
+	// none. A node's own timeout bounds one attempt.
+	Timeout Duration `json:"timeout,omitempty" yaml:"timeout,omitempty"`
 	// Notify, when set, is a webhook POSTed once the run has ended
 	// (runner.Notifier). Nil: none.
 	Notify *Notify `json:"notify,omitempty" yaml:"notify,omitempty"`
@@ -131,6 +136,19 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	*d = v
 	return nil
+}
+
+// String is the Go duration without zero units at its end: "10m", not
+// "10m0s".
+func (d Duration) String() string {
+	s := time.Duration(d).String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }
 
 // MarshalJSON writes the Go duration string.
@@ -310,6 +328,9 @@ func (s *Run) Validate(lim Limits) error {
 	}
 	if s.StartIn < 0 {
 		bad("start_in", "negative")
+	}
+	if s.Timeout < 0 {
+		bad("timeout", "negative")
 	}
 	s.Notify.check(bad) // notify.go
 	if len(s.Nodes) == 0 {
@@ -546,7 +567,8 @@ func (s *Run) compile(lim Limits) ([]CompiledNode, string, error) {
 		StartAt int64          `json:"start_at,omitempty"`
 		StartIn int64          `json:"start_in,omitempty"`
 		Notify  string         `json:"notify,omitempty"`
-	}{s.Thread, out, startAt, time.Duration(s.StartIn).Milliseconds(), s.Notify.url()})
+		Timeout int64          `json:"timeout,omitempty"`
+	}{s.Thread, out, startAt, time.Duration(s.StartIn).Milliseconds(), s.Notify.url(), time.Duration(s.Timeout).Milliseconds()})
 	if err != nil {
 		return nil, "", err
 	}

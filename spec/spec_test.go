@@ -156,6 +156,27 @@ func TestDurationJSON(t *testing.T) {
 	require.ErrorContains(t, json.Unmarshal([]byte(`"9999999999h"`), &d), "too large")
 	require.ErrorContains(t, json.Unmarshal([]byte(`"-5s"`), &d), "negative")
 	require.ErrorContains(t, json.Unmarshal([]byte(`"soon"`), &d), `want a duration such as "90s"`)
+	// As a cancel's reason says it: no zero units at the end.
+	for in, want := range map[string]string{`"10m"`: "10m", `"1h"`: "1h", `"1h30m"`: "1h30m", `90`: "1m30s", `0.5`: "500ms"} {
+		require.NoError(t, json.Unmarshal([]byte(in), &d))
+		require.Equal(t, want, d.String(), in)
+	}
+}
+
+// A run's timeout is read like a node's, and a bad one is refused naming
+// the run's field, with its line.
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	s, err := spec.Parse([]byte("timeout: 10m\nnodes:\n  - {id: a, kind: noop}\n"))
+	require.NoError(t, err)
+	require.Equal(t, 10*time.Minute, time.Duration(s.Timeout))
+	require.NoError(t, s.Validate(spec.Limits{}))
+	_, err = spec.Parse([]byte("nodes:\n  - {id: a, kind: noop}\ntimeout: soon\n"))
+	require.ErrorIs(t, err, spec.ErrInvalid)
+	require.ErrorContains(t, err, "line 3")
+	require.ErrorContains(t, err, `timeout: "soon": want a duration such as "90s"`)
+	_, err = spec.Parse([]byte(`{"timeout": "-1s", "nodes": [{"id": "a", "kind": "noop"}]}`))
+	require.ErrorContains(t, err, `timeout: "-1s" is negative`)
 }
 
 // One cap holds a whole spec, however it arrives: the text as written

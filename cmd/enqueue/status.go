@@ -78,6 +78,9 @@ func writeStatus(w io.Writer, info *fence.RunInfo) error {
 		fmt.Fprintf(w, "  finished %s", info.FinishedAt.Format(time.RFC3339))
 	}
 	fmt.Fprintln(w)
+	if info.Deadline != nil && !terminal(info.Status) {
+		fmt.Fprintf(w, "timeout %s: what is left is cancelled at %s\n", info.Timeout, info.Deadline.Format(time.RFC3339))
+	}
 	if info.Cancelled {
 		fmt.Fprintf(w, "cancel requested: %s\n", oneLine(info.CancelReason, 200))
 	}

@@ -61,3 +61,44 @@ func TestStartInThroughTheBinaries(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(out), &s))
 	require.GreaterOrEqual(t, s.Nodes[0].StartedAt.Sub(s.CreatedAt), 2*time.Second)
 }
+
+// A run's "timeout" cancels what is left of it once it has passed: the
+// running exec child is stopped, the node not started yet is cancelled,
+// and every surface says why. Before that, status says when it will.
+func TestRunTimeoutThroughTheBinaries(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.startRunner("r0", nil)
+	run := c.submit(`{"id": "bounded", "timeout": "3s", "nodes": [
+		{"id": "slow", "kind": "exec", "input": ` + sh(`sleep 60`) + `},
+		{"id": "after", "kind": "exec", "deps": ["slow"], "input": ` + sh(`echo never`) + `}]}`)
+	out, errOut, code := c.enqueue("", "status", run)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "timeout 3s: what is left is cancelled at ")
+
+	begin := time.Now()
+	require.NotEqual(t, 0, c.watch(run), "a run its timeout cancelled did not succeed")
+	require.Less(t, time.Since(begin), 30*time.Second, "the sleeping child was stopped, not waited for")
+	st := c.status(run)
+	require.Equal(t, "CANCELLED", st.Status)
+	require.Equal(t, "CANCELLED", st.node("after").State, "the node not started is cancelled")
+	out, errOut, code = c.enqueue("", "status", run, "--json")
+	require.Equal(t, 0, code, errOut)
+	var s struct {
+		CancelReason string     `json:"cancel_reason"`
+		Timeout      string     `json:"timeout"`
+		Deadline     *time.Time `json:"deadline"`
+		CreatedAt    time.Time  `json:"created_at"`
+		FinishedAt   time.Time  `json:"finished_at"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &s))
+	require.Equal(t, "timeout 3s passed", s.CancelReason)
+	require.Equal(t, "3s", s.Timeout)
+	require.Nil(t, s.Deadline, "a fired timeout has no deadline left")
+	require.GreaterOrEqual(t, s.FinishedAt.Sub(s.CreatedAt), 3*time.Second, "nothing was cancelled before the timeout, on Redis's clock")
+
+	// A run that ends in time is left alone.
+	quick := c.submit(`{"id": "in-time", "timeout": "1m", "nodes": [{"id": "a", "kind": "noop"}]}`)
+	require.Equal(t, 0, c.watch(quick))
+	require.Equal(t, "SUCCEEDED", c.status(quick).Status)
+}

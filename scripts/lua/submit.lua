@@ -32,9 +32,10 @@ KEYS[10]  event stream of the active run of KEYS[5] (any key of the
 KEYS[11]  finished index (zset: "thread:run:" -> ms when the run ended)
 KEYS[12]  the run's packed key (Keys.Packed): a finished run packed into
           one string (lib/pack.lua) still holds its id
-KEYS[13..] node hashes, one per node, in the order of ARGV[5]'s array;
+KEYS[13]  deadlines index (zset: "thread:run:" -> deadline ms; timeout.lua)
+KEYS[14..] node hashes, one per node, in the order of ARGV[5]'s array;
           then, for "interrupt" and "rollback", the node hashes of the
-          active run of KEYS[5], in the order of ARGV[16..]
+          active run of KEYS[5], in the order of ARGV[18..]
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -66,7 +67,10 @@ ARGV[14] "interrupt" and "rollback": the active run's field "nodes" as the
 ARGV[15] the run's trace context (tracing.Carrier: a W3C traceparent,
         then a newline and the tracestate), stored as the run's field trace
         for every attempt of its nodes to join; "" for none
-ARGV[16..] "interrupt" and "rollback": the active run's node ids
+ARGV[16] the run's timeout, ms: what is left of the run is cancelled
+        (timeout.lua) once it has passed since the run's start; "0": none
+ARGV[17] the timeout as the spec wrote it ("10m"), for the cancel's reason
+ARGV[18..] "interrupt" and "rollback": the active run's node ids
 
 Returns
   {1, status, incarnation, behind, start_ms, ready_id...}
@@ -100,8 +104,9 @@ local inc = ARGV[9]
 local startAt, startIn = tonumber(ARGV[10]) or 0, tonumber(ARGV[11]) or 0
 local runsKey, locKey, ownLocator = KEYS[8], KEYS[9], ARGV[12] == '1'
 local activeEvKey, finKey, channel = KEYS[10], KEYS[11], ARGV[13]
-local packedKey = KEYS[12]
-local firstNode = 12 -- KEYS[firstNode + i] is node i's hash
+local packedKey, deadlinesKey = KEYS[12], KEYS[13]
+local timeoutMS, timeoutLabel = tonumber(ARGV[16]) or 0, ARGV[17]
+local firstNode = 13 -- KEYS[firstNode + i] is node i's hash
 --@include cancel_run
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
@@ -192,9 +197,9 @@ end
 local rollbackOf = ''
 if cancels then
   local nodeKeys, nodeIDs = {}, {}
-  for i = 16, #ARGV do
+  for i = 18, #ARGV do
     nodeIDs[#nodeIDs + 1] = ARGV[i]
-    nodeKeys[#nodeKeys + 1] = KEYS[firstNode + #nodes + i - 15]
+    nodeKeys[#nodeKeys + 1] = KEYS[firstNode + #nodes + i - 17]
   end
   local verb = 'interrupted'
   if multitask == 'rollback' then
@@ -235,6 +240,15 @@ optional(h, 'behind', behind, '')
 optional(h, 'multitask', multitask, '')
 optional(h, 'rollback_of', rollbackOf, '')
 optional(h, 'trace', ARGV[15], '')
+if timeoutMS > 0 then
+  -- The run-level timeout, armed in this step: the deadline is the run's
+  -- start plus the timeout, and the sweep's timeout.lua cancels what is
+  -- left of the run once it has passed.
+  local deadlineS = int(start + timeoutMS)
+  optional(h, 'deadline_at', deadlineS, '')
+  optional(h, 'timeout', timeoutLabel, '')
+  rcall('ZADD', deadlinesKey, deadlineS, refPrefix)
+end
 rcall('HSET', runKey, unpack(h))
 rcall('ZADD', runsKey, 'NX', nowS, runID)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'submitted',

@@ -1,4 +1,4 @@
---[[ timeout: cancel what is left of a run whose deadline (deadline.lua)
+--[[ timeout: cancel what is left of a run whose deadline (stored by submit.lua)
 has passed, on Redis's clock, in the step that checks it.
 
 Called by the sweep for each member of the deadlines index due by its
