@@ -9,9 +9,12 @@ TIMEOUT  ?= 15m
 all: build test
 
 # -buildvcs=auto stamps the commit (runner --version, enqueue --version)
-# even where GOFLAGS turns it off.
+# even where GOFLAGS turns it off. The binaries are built as they ship:
+# without the symbol table and DWARF (-s -w: a panic's stack trace still
+# names every function) and without this machine's paths (-trimpath),
+# which makes enqueue 14.1 MB instead of 20.0 MB.
 build:
-	$(GO) build -buildvcs=auto -o bin/ ./cmd/...
+	$(GO) build -buildvcs=auto -trimpath -ldflags='-s -w' -o bin/ ./cmd/...
 
 # The whole suite: unit tests on miniredis, integration and fault tests on
 # real redis-server processes, the race detector on. tools/setup first
