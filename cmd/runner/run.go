@@ -112,6 +112,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer client.Close()
+	// Each limit's use, read from Redis at each scrape (docs/observability.md).
+	reg.MustRegister(runner.NewLimitCollector(client.Store()))
 	if err := loadLimits(ctx, cfg.LimitsFile, client, log); err != nil { // limits.go
 		return err
 	}
