@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,7 +47,8 @@ func setup(t *testing.T) *testBundle {
 }
 
 // testEnv is the process environment without the command's own settings,
-// plus extra.
+// plus extra. It has no spare capacity: parallel subtests that append to
+// it get arrays of their own.
 func testEnv(extra ...string) []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -56,7 +58,7 @@ func testEnv(extra ...string) []string {
 		}
 		env = append(env, kv)
 	}
-	return append(env, extra...)
+	return slices.Clip(append(env, extra...))
 }
 
 type result struct {

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -100,7 +101,7 @@ func TestSubmitInvalidSpecExits2NamingTheField(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := enqueue(t, append(b.env, tc.env...), tc.spec, "submit", "-")
+			r := enqueue(t, slices.Concat(b.env, tc.env), tc.spec, "submit", "-")
 			require.Equal(t, 2, r.code, "stderr: %s", r.stderr)
 			require.Empty(t, r.stdout)
 			for _, w := range tc.want {
