@@ -2,6 +2,8 @@ package fence
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 )
@@ -54,15 +56,66 @@ func (s *Store) claimLimitKeys(limits string) []string {
 }
 
 // endLimitKeys are the keys that follow the others of the scripts that
-// end a claim, when the node has limits.
-func (s *Store) endLimitKeys(limits string) []string {
+// end a claim, when the node has limits: each limit's holders and
+// waiters; with a reported spend, then the definitions hash and each
+// limit's rate state (lib/limits.lua chargeSpend).
+func (s *Store) endLimitKeys(limits string, sp Spend) []string {
 	names := limitKeyNames(limits)
-	keys := make([]string, 0, 2*len(names))
+	if len(names) == 0 {
+		return nil
+	}
+	keys := make([]string, 0, 3*len(names)+1)
 	for _, k := range names {
 		keys = append(keys, s.keys.LimitHolders(k), s.keys.LimitWaiters(k))
 	}
+	if sp.Reported {
+		keys = append(keys, s.keys.LimitDefs())
+		for _, k := range names {
+			keys = append(keys, s.keys.LimitTAT(k))
+		}
+	}
 	return keys
 }
+
+// MaxSpend bounds a reported cost, as a spec bounds a node's (2^40).
+const MaxSpend = 1 << 40
+
+// Spend is the cost an attempt reported once it learned it (a model's
+// token count: runner.Task.Spend, an exec node's "::spend N"). The
+// claim took the cost the spec names from every rate limit the node
+// named; the commit or fail that ends the attempt charges Cost minus that
+// cost to (or refunds it from) each limit the node named with a cost
+// ({"name": ..., "cost": N}), on Redis's clock, in its own script. Limits
+// named by name alone count claims and are not touched. A stale owner's
+// end is fenced and charges nothing; a replay (lost reply) charges
+// nothing again. The zero value reports nothing: the claim's cost stands.
+type Spend struct {
+	Cost     int64 // 0 to MaxSpend
+	Reported bool
+}
+
+// CheckSpend validates a reported cost: a whole number from 0 to
+// MaxSpend (ErrInvalidData otherwise, naming what is wrong).
+func CheckSpend(n int64) error {
+	if n < 0 || n > MaxSpend {
+		return fmt.Errorf("%w: spend %d: want a whole number from 0 to 2^40", ErrInvalidData, n)
+	}
+	return nil
+}
+
+// arg is the scripts' ARGV for the spend: "" for none, or one out of
+// range (the scripts ignore what they cannot read, too).
+func (sp Spend) arg() string {
+	if !sp.Reported || CheckSpend(sp.Cost) != nil {
+		return ""
+	}
+	return strconv.FormatInt(sp.Cost, 10)
+}
+
+// Metered reports whether a node's limits (Lease.Limits) name a limit with a
+// cost, which a reported spend charges; without one, a spend changes
+// nothing.
+func Metered(limits string) bool { return strings.Contains(limits, "=~") }
 
 // takeWakes strips the trailing {woken...} a script may append to its
 // reply and hands the woken nodes to the wake function.

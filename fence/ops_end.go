@@ -53,7 +53,7 @@ func (s *Store) Commit(ctx context.Context, l Lease, result []byte, dependents [
 // after a lost reply with the same lease and cont.ClaimID, it returns what
 // the first try did (Replay).
 func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, dependents []string, cont Continue) (out Committed, err error) {
-	return s.commit(ctx, nil, l, result, dependents, cont)
+	return s.commit(ctx, nil, l, result, dependents, cont, Spend{})
 }
 
 // CommitVia is CommitContinue with the script sent through via (EVALSHA,
@@ -63,14 +63,18 @@ func (s *Store) CommitContinue(ctx context.Context, l Lease, result []byte, depe
 // store whose writes must reach replicas (Options.ClaimReplicas), sends it
 // as CommitContinue does: the commit and its WAIT share a connection of
 // their own.
-func (s *Store) CommitVia(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue) (Committed, error) {
+//
+// sp is the cost the attempt reported (Spend): the commit charges its
+// difference from the claim's cost to the node's metered limits. The zero
+// Spend reports none.
+func (s *Store) CommitVia(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue, sp Spend) (Committed, error) {
 	if s.replicas > 0 {
 		via = nil
 	}
-	return s.commit(ctx, via, l, result, dependents, cont)
+	return s.commit(ctx, via, l, result, dependents, cont, sp)
 }
 
-func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue) (out Committed, err error) {
+func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result []byte, dependents []string, cont Continue, sp Spend) (out Committed, err error) {
 	defer s.observe("commit", l, time.Now(), &err, func(o *Op) {
 		o.Replay = out.Replay
 		if out.Next != nil {
@@ -88,7 +92,8 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	retainMS := int64(0)
 	keys := s.endKeys(l)
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
-		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", retainMS}
+		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", retainMS,
+		sp.arg()}
 	for _, d := range dependents {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
@@ -101,7 +106,7 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 		// script reads it only when retaining (ARGV[12] above 0).
 		keys = append(keys, s.keys.Locator(l.Run))
 	}
-	keys = append(keys, s.endLimitKeys(l.Limits)...)
+	keys = append(keys, s.endLimitKeys(l.Limits, sp)...)
 	var v any
 	if via != nil {
 		v, err = s.scripts["commit"].Run(ctx, via, keys, args...).Result()
@@ -204,6 +209,9 @@ type Failure struct {
 	Err   string        // recorded as the node's error
 	Delay time.Duration // backoff before the retry
 	Final bool          // permanent: no retry whatever attempts remain
+	// Spend is the cost the attempt reported before it failed (a call
+	// that failed after it spent tokens): charged as a commit charges it.
+	Spend Spend
 }
 
 // Fail records a failed attempt if l is still the node's current claim: a
@@ -214,7 +222,7 @@ func (s *Store) Fail(ctx context.Context, l Lease, f Failure, descendants []stri
 	if f.Final {
 		mode = "final"
 	}
-	return s.fail(ctx, "fail", l, f.Err, ms(f.Delay), mode, 0, descendants)
+	return s.fail(ctx, "fail", l, f.Err, ms(f.Delay), mode, 0, descendants, f.Spend)
 }
 
 // Expire ends a node whose owner's lease expired when its claim was refused
@@ -224,18 +232,19 @@ func (s *Store) Fail(ctx context.Context, l Lease, f Failure, descendants []stri
 func (s *Store) Expire(ctx context.Context, e *ExpiredError, worker string, grace time.Duration) (Ended, error) {
 	l := e.Lease
 	l.Owner = worker // recorded as the event's worker
-	return s.fail(ctx, "expire", l, "no attempts left", 0, "expire", ms(grace), e.Descendants)
+	return s.fail(ctx, "expire", l, "no attempts left", 0, "expire", ms(grace), e.Descendants, Spend{})
 }
 
-func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64, descendants []string) (end Ended, err error) {
+func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayMS int64, mode string, graceMS int64,
+	descendants []string, sp Spend) (end Ended, err error) {
 	defer s.observe(op, l, time.Now(), &err, func(o *Op) { o.End = end.Outcome.String() })
 	keys := s.endKeys(l)
-	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, msg, delayMS, mode, graceMS, Ref(l.Thread, l.Run, ""), s.maxlen}
+	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, msg, delayMS, mode, graceMS, Ref(l.Thread, l.Run, ""), s.maxlen, sp.arg()}
 	for _, d := range descendants {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
 	}
-	keys = append(keys, s.endLimitKeys(l.Limits)...)
+	keys = append(keys, s.endLimitKeys(l.Limits, sp)...)
 	v, err := s.run(ctx, "fail", keys, args...)
 	if err != nil {
 		return Ended{}, fmt.Errorf("%s %s: %w", op, l, err)
@@ -257,7 +266,7 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 // Retried after a lost reply, it returns what the first try did.
 func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended, err error) {
 	defer s.observe("release", l, time.Now(), &err, func(o *Op) { o.End = end.Outcome.String() })
-	keys := append(s.endKeys(l), s.endLimitKeys(l.Limits)...)
+	keys := append(s.endKeys(l), s.endLimitKeys(l.Limits, Spend{})...)
 	v, err := s.run(ctx, "release", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, reason, l.Ref(), s.maxlen)
 	if err != nil {
 		return Ended{}, fmt.Errorf("release %s: %w", l, err)

@@ -75,7 +75,7 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 	sh := ShardOf(l.Thread)
 	keys := []string{s.keys.Node(l.Thread, l.Run, l.Node), s.keys.Run(l.Thread, l.Run),
 		s.keys.Events(l.Thread, l.Run), s.keys.Leases(sh), s.keys.Finished(sh), s.keys.Waits(sh)}
-	keys = append(keys, s.endLimitKeys(l.Limits)...)
+	keys = append(keys, s.endLimitKeys(l.Limits, Spend{})...)
 	v, err := s.run(ctx, "park", keys, l.Node, l.Owner, l.Epoch, l.ClaimID, req, w.ID, ms(w.Timeout), on, def,
 		l.Ref(), s.maxlen)
 	if err != nil {

@@ -184,6 +184,11 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 	// attempt. The scripts, not this process, decide if a write counts.
 	wctx, wcancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
 	defer wcancel()
+	sp := task.spend()
+	if sp.Reported && !fence.Metered(l.Limits) {
+		// Nothing to charge: said once per attempt, not an error.
+		log.Warn("spend_ignored", "spent", sp.Cost, "reason", "the node names no limit with a cost")
+	}
 
 	switch {
 	case lost && w.hb.wasSelfFenced(a):
@@ -201,17 +206,17 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 		log.Warn("attempt_abandoned", "reason", cause, "handler_err", runErr)
 		setOutcome(ctx, "abandoned")
 	case runErr == nil:
-		if len(c.Dependents) == 0 && w.holdCommit(ctx, taskID, log, c, result) {
+		if len(c.Dependents) == 0 && w.holdCommit(ctx, taskID, log, c, result, sp) {
 			held = true // the held commit ends the span
 			return nil, time.Time{}
 		}
-		return w.commit(wctx, nil, log, c, result)
+		return w.commit(wctx, nil, log, c, result, sp)
 	case errors.As(runErr, &parked):
 		w.park(wctx, log, c, parked)
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
 		w.release(wctx, log, c, "worker shutting down")
 	default:
-		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled))
+		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled), sp)
 	}
 	return nil, time.Time{}
 }
@@ -266,7 +271,7 @@ func (w *Worker) kindNames() []string {
 // holdCommit leaves the commit of a node with no dependents to be sent
 // with its task's acknowledgement (trip.go), and reports whether it did:
 // not on a cluster, nor when a commit for the task is held already.
-func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger, c *Claimed, result json.RawMessage) bool {
+func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger, c *Claimed, result json.RawMessage, sp fence.Spend) bool {
 	if w.acks == nil || taskID == "" {
 		return false
 	}
@@ -281,7 +286,7 @@ func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
 		defer cancel()
-		w.commit(wctx, via, log, c, result)
+		w.commit(wctx, via, log, c, result, sp)
 		attemptFrom(ctx).finish()
 	})
 	if !held {
@@ -291,11 +296,12 @@ func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger
 }
 
 // commit records the result, retrying a lost reply: a replayed commit of
-// the same claim is recognised by the script. Its first try goes through
+// the same claim is recognised by the script (and charges sp, the cost the
+// attempt reported, once). Its first try goes through
 // via when that is set (a held commit, with its task's acknowledgement).
 // It returns the continuation the commit claimed, if any, with the start of
 // the try that claimed it (a replay renews the continuation's lease).
-func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage) (*Claimed, time.Time) {
+func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage, sp fence.Spend) (*Claimed, time.Time) {
 	l := c.Lease
 	var cont fence.Continue
 	if !w.isStopping() {
@@ -313,7 +319,7 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 	err := retry(ctx, func() error {
 		var err error
 		started = time.Now()
-		res, err = w.store.CommitVia(ctx, via, l, result, c.Dependents, cont)
+		res, err = w.store.CommitVia(ctx, via, l, result, c.Dependents, cont, sp)
 		return err
 	})
 	switch {
@@ -358,9 +364,9 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 	return res.Next, started
 }
 
-func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool) {
+func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool, sp fence.Spend) {
 	l := c.Lease
-	f := fence.Failure{Err: runErr.Error(), Final: IsPermanent(runErr) || cancelled}
+	f := fence.Failure{Err: runErr.Error(), Final: IsPermanent(runErr) || cancelled, Spend: sp}
 	if !f.Final {
 		f.Delay = w.backoff(ctx, l)
 	}

@@ -48,6 +48,7 @@ type Task struct {
 	// tr is the attempt's span (tracing.go); nil when tracing is off.
 	tr       *attemptTrace
 	progress atomic.Int64 // -1: not reported
+	spent    atomic.Int64 // the total reported by Spend, plus 1; 0: none (spend.go)
 	// changed, when set, is told that progress changed (the worker's
 	// heartbeater); set before Run is called, never after.
 	changed func()

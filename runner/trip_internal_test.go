@@ -64,7 +64,7 @@ func TestShutdownWaitsForAHeldCommit(t *testing.T) {
 	require.NoError(t, err)
 	c, err := w.store.Claim(ctx, fence.NodeRef{Thread: "held", Run: "held", Node: "a"}, "w1", 4*after, time.Second)
 	require.NoError(t, err)
-	require.True(t, w.holdCommit(ctx, "task-never-acknowledged", w.log, c, json.RawMessage(`{"v":1}`)))
+	require.True(t, w.holdCommit(ctx, "task-never-acknowledged", w.log, c, json.RawMessage(`{"v":1}`), fence.Spend{}))
 
 	begin := time.Now()
 	w.Shutdown()

@@ -89,7 +89,7 @@ func (w *Worker) park(ctx context.Context, log *slog.Logger, c *Claimed, pe *par
 		staleRejected(ctx, "park", l, err)
 	case errors.Is(err, fence.ErrInvalidData), errors.Is(err, fence.ErrTooLarge), errors.Is(err, fence.ErrInvalidID):
 		// A request the store cannot take fails the node, saying why.
-		w.fail(ctx, log, c, Permanent(fmt.Errorf("park: %w", err)), false)
+		w.fail(ctx, log, c, Permanent(fmt.Errorf("park: %w", err)), false, fence.Spend{})
 	case err != nil:
 		log.Warn("park_failed", "err", err) // lease expiry recovers the node
 	case p.Cancelled:

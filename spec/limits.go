@@ -155,7 +155,7 @@ func expandLimit(name string, fill func(tmpl string) (string, string)) (string, 
 
 // compileLimits expands a validated node's limits for run id run of thread
 // thread (the run's own id when it has none): the stored form
-// "key=cost,key=cost", "" for none.
+// "key=cost,key=~cost", "" for none; "~" marks a cost the spec named.
 func compileLimits(f string, n Node, run, thread string) (string, error) {
 	if len(n.Limits) == 0 {
 		return "", nil
@@ -190,11 +190,13 @@ func compileLimits(f string, n Node, run, thread string) (string, error) {
 			return "", &Error{Field: field, Msg: fmt.Sprintf("%s names limit %s twice", quote(u.Name), quote(key))}
 		}
 		seen[key] = true
-		cost := u.Cost
-		if cost == 0 {
-			cost = 1
+		// A cost named in the spec is metered ("=~N"): a cost the attempt
+		// reports (Task.Spend, "::spend N") replaces it when it ends.
+		if u.Cost == 0 {
+			parts = append(parts, key+"=1")
+		} else {
+			parts = append(parts, key+"=~"+strconv.FormatInt(u.Cost, 10))
 		}
-		parts = append(parts, key+"="+strconv.FormatInt(cost, 10))
 	}
 	return strings.Join(parts, ","), nil
 }

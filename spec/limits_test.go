@@ -23,7 +23,7 @@ func TestLimitsCompile(t *testing.T) {
 		require.NoError(t, err)
 		c, err := s.Compile(spec.Limits{})
 		require.NoError(t, err)
-		require.Equal(t, "openai=1,tenant:chat-7=1,run:r1=1,cust:acme:42=1,tpm=2000", c.Nodes[0].Limits)
+		require.Equal(t, "openai=1,tenant:chat-7=1,run:r1=1,cust:acme:42=1,tpm=~2000", c.Nodes[0].Limits)
 		keys, fields := c.Nodes[0].LimitKeys(0)
 		require.Equal(t, []string{"openai", "tenant:chat-7", "run:r1", "cust:acme:42", "tpm"}, keys)
 		require.Equal(t, "nodes[0].limits[4]", fields[4])

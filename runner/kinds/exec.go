@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
 )
@@ -99,6 +100,9 @@ const (
 //
 // Stdout lines "::progress N" (N in 0-100) report progress and are left
 // out of the result; the rest of stdout (its last 64 KiB) is the result.
+// Lines "::spend N" are left out too: each reports N units of cost (a
+// model's tokens) as runner.Task.Spend does, added up over the attempt;
+// one whose N is not a whole number from 0 to 2^40 is logged and ignored.
 // Lines "::checkpoint {json}" are left out too: each saves the JSON as the
 // newest checkpoint of the node's thread (BATON_THREAD_ID) in the
 // namespace of the node's id, before the next line is read. Every attempt
@@ -246,7 +250,7 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	}
 	pgid := cmd.Process.Pid // Setpgid: the group is named after its leader
 
-	stdout := &stdoutSink{task: t, tail: tailBuffer{max: execMaxResult}, ckpt: newCheckpointLines(ctx, t, k.log)}
+	stdout := &stdoutSink{task: t, log: k.log, tail: tailBuffer{max: execMaxResult}, ckpt: newCheckpointLines(ctx, t, k.log)}
 	stderr := &tailBuffer{max: execMaxStderr}
 	var readers sync.WaitGroup
 	readers.Go(func() { stdout.readFrom(outR) })
@@ -456,6 +460,7 @@ func liveInGroup(pgid int) (alive, ok bool) {
 // ::wait line asks to park the node, the rest go to the result's tail.
 type stdoutSink struct {
 	task *runner.Task
+	log  *slog.Logger
 	tail tailBuffer
 	ckpt *checkpointLines
 	// wait is the request of the last ::wait line; waitErr what was wrong
@@ -474,6 +479,15 @@ func (s *stdoutSink) readFrom(r io.Reader) {
 			// saved before the next line is read; not part of the result
 		} else if p, ok := progressLine(line); whole && ok {
 			s.task.SetProgress(p)
+		} else if n, ok, err := spendLine(line); whole && ok {
+			if err == nil {
+				err = s.task.Spend(n)
+			}
+			if err != nil {
+				// A bad report is dropped, never fatal: the claim's
+				// cost stands (and what was reported before counts).
+				s.log.Warn("spend_line_ignored", "run_id", s.task.Lease.Run, "node_id", s.task.Lease.Node, "err", err)
+			}
 		} else if req, ok, err := waitLine(line); whole && ok {
 			s.wait, s.waitErr = req, err
 		} else {
@@ -484,6 +498,26 @@ func (s *stdoutSink) readFrom(r io.Reader) {
 			return
 		}
 	}
+}
+
+// spendMark starts a line reporting a cost (spendLine).
+const spendMark = "::spend"
+
+// spendLine parses "::spend N": the command reports N units of cost (a
+// model's tokens) for runner.Task.Spend. ok is false for any other line;
+// err says what is wrong with a ::spend line whose N is not a whole
+// number from 0 to 2^40.
+func spendLine(line []byte) (n int64, ok bool, err error) {
+	rest, ok := bytes.CutPrefix(bytes.TrimSpace(line), []byte(spendMark))
+	if !ok || (len(rest) > 0 && rest[0] != ' ' && rest[0] != '\t') {
+		return 0, false, nil
+	}
+	v := string(bytes.TrimSpace(rest))
+	n, perr := strconv.ParseInt(v, 10, 64)
+	if perr != nil || n < 0 || n > fence.MaxSpend {
+		return 0, true, fmt.Errorf("%s line: %.40q: want a whole number from 0 to 2^40", spendMark, v)
+	}
+	return n, true, nil
 }
 
 // progressLine parses "::progress N" (N a number, clamped to 0-100).

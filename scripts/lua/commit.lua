@@ -34,13 +34,21 @@ follow the other keys (lib/limits.lua): the claim's slots are freed and
 handed to the first waiters, whom a trailing {woken...} ("ref|queue")
 appended to the reply lists for the caller to enqueue.
 
+Spend: when ARGV[13] reports the cost the attempt learned (Task.Spend,
+"::spend N"), the limit definitions hash and each limit's rate state
+follow the pairs, and the difference between it and the cost the claim
+took is charged to (or refunded from) every limit the node named with a
+cost, on Redis's clock (lib/limits.lua chargeSpend); the committed event
+says so (fields spent, charged). Only the first, accepted commit of the
+claim charges: a stale one is fenced first, a replay answers before.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
 KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[7..] node hashes of the direct dependents, in the order of ARGV[13..];
+KEYS[7..] node hashes of the direct dependents, in the order of ARGV[14..];
           then, for a run of a thread, the thread's queue (list of waiting
           run ids); for a run without a thread, the run id's locator when
           the time to live ARGV[12] is above 0 (its slot is then this one)
@@ -59,7 +67,9 @@ ARGV[10]  queues the caller serves, ",q1,q2,"
 ARGV[11]  kinds the caller runs, ",k1,k2,"
 ARGV[12]  time to live, ms, of the run's keys should this commit end a
           one-node run; 0: leave the run to the retention sweep
-ARGV[13..] ids of the direct dependents
+ARGV[13]  the cost the attempt reported, a whole number from 0 to 2^40,
+          or "" for none (the claim's cost stands)
+ARGV[14..] ids of the direct dependents
 
 Returns
   queued is 1 when the run has ended and a run waits in its thread's
@@ -85,7 +95,8 @@ local nodeID, worker, epoch, claimID = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
 local contClaim, contTTL, queues, kinds = ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11]
 local retainTTL = tonumber(ARGV[12])
-local lastDep = 6 + #ARGV - 12 -- KEYS[7..lastDep] are the dependents
+local spendRaw = ARGV[13]
+local lastDep = 6 + #ARGV - 13 -- KEYS[7..lastDep] are the dependents
 --@include ref
 local threadless = threadID == runID
 -- queued says, once the run has ended, whether a run of its thread waits
@@ -125,10 +136,10 @@ if f[1] == 'SUCCEEDED' then
       local renewed = now + contTTL
       local renewedS = int(renewed)
       rcall('HSET', KEYS[i], 'lease_until', renewedS, 'heartbeat_at', nowS)
-      rcall('ZADD', leaseKey, renewedS, refPrefix .. ARGV[i + 6])
-      cont = contReply(ARGV[i + 6], d, tonumber(d[4]), tonumber(d[5]), renewed)
+      rcall('ZADD', leaseKey, renewedS, refPrefix .. ARGV[i + 7])
+      cont = contReply(ARGV[i + 7], d, tonumber(d[4]), tonumber(d[5]), renewed)
     elseif d[1] == 'READY' then
-      ready[#ready + 1] = ARGV[i + 6]
+      ready[#ready + 1] = ARGV[i + 7]
       ready[#ready + 1] = d[2]
     end
   end
@@ -141,16 +152,23 @@ if f[1] ~= 'RUNNING' then return -12 end
 rcall('HSET', nodeKey, 'state', 'SUCCEEDED', 'result', result, 'finished_at', nowS)
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
 --@include limits
-local wakes = freeLimits(nodeKey, refPrefix .. nodeID, claimID, now)
-rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
-  'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS)
+local spend = spendArg(spendRaw)
+local wakes, limList, limFirst = freeLimits(nodeKey, refPrefix .. nodeID, claimID, now, spend)
+if spend and limList then
+  local charged = chargeSpend(limList, limFirst, spend, now)
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'spent', spendRaw, 'charged', charged)
+else
+  rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'committed',
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS)
+end
 
 local r = rcall('HMGET', runKey, 'cancel', 'total', 'failed', 'terminal', 'id')
 local cont = {0}
 local ready = {}
 if r[1] ~= '1' then
   for i = 7, lastDep do
-    local depID = ARGV[i + 6]
+    local depID = ARGV[i + 7]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
     if remaining == 0 then
       local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 12))

@@ -22,13 +22,23 @@ follow the other keys (lib/limits.lua): the claim's slots are freed and
 handed to the first waiters, whom a trailing {woken...} ("ref|queue")
 appended to the reply lists for the caller to enqueue.
 
+Spend: when ARGV[11] reports the cost the attempt learned (Task.Spend,
+"::spend N"; modes retry and final), the limit definitions hash and each
+limit's rate state follow the pairs, and the difference between it and
+the cost the claim took is charged to (or refunded from) every limit the
+node named with a cost, on Redis's clock (lib/limits.lua chargeSpend);
+the failed event says so (fields spent, charged). Only the first,
+accepted fail of the claim charges: a stale one is fenced first, a
+replay answers before.
+
 KEYS[1]   node hash
 KEYS[2]   run hash
 KEYS[3]   run event stream
 KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[7..] node hashes of all transitive dependents, in the order of ARGV[11..]
+KEYS[7..] node hashes of all transitive dependents, in the order of ARGV[12..];
+          then the limit keys (above)
 
 ARGV[1]   node id
 ARGV[2]   worker id
@@ -40,7 +50,9 @@ ARGV[7]   mode: retry | final | expire
 ARGV[8]   grace after lease_until, ms (mode expire)
 ARGV[9]   ref prefix "thread:run:" (a node's ref is prefix .. node id)
 ARGV[10]  event stream MAXLEN (approximate)
-ARGV[11..] ids of all transitive dependents
+ARGV[11]  the cost the attempt reported, a whole number from 0 to 2^40,
+          or "" for none (the claim's cost stands); mode expire: ""
+ARGV[12..] ids of all transitive dependents
 
 Returns
   {1, ready_at_ms}   retry scheduled: READY again at ready_at
@@ -56,7 +68,7 @@ local rcall = redis.call
 local nodeKey, runKey, evKey, leaseKey, readyKey, finKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local nodeID, worker, epoch, claimID, errMsg = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local delay, mode, grace = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
-local refPrefix, maxlen = ARGV[9], ARGV[10]
+local refPrefix, maxlen, spendRaw = ARGV[9], ARGV[10], ARGV[11]
 
 local f = rcall('HMGET', nodeKey, 'state', 'epoch', 'claim', 'attempt', 'releases',
   'max_attempts', 'lease_until', 'owner', 'end_op', 'ready_at', 'end_claim')
@@ -97,7 +109,12 @@ if mode == 'expire' then
 end
 rcall('ZREM', leaseKey, refPrefix .. nodeID)
 --@include limits
-local wakes = freeLimits(nodeKey, refPrefix .. nodeID, claimID, now)
+local spend
+if mode ~= 'expire' then spend = spendArg(spendRaw) end
+local wakes, limList, limFirst = freeLimits(nodeKey, refPrefix .. nodeID, claimID, now, spend)
+-- spentFields are the failed event's fields saying what the spend charged.
+local spentFields = {}
+if spend and limList then spentFields = {'spent', spendRaw, 'charged', chargeSpend(limList, limFirst, spend, now)} end
 local function out(r)
   if wakes and #wakes > 0 then r[#r + 1] = wakes end
   return r
@@ -112,7 +129,7 @@ if not cancelled and mode == 'retry' and attemptsLeft then
   rcall('ZADD', readyKey, readyAt, refPrefix .. nodeID)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-    'attempt', f[4], 'error', errMsg, 'final', 0)
+    'attempt', f[4], 'error', errMsg, 'final', 0, unpack(spentFields))
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'retry_scheduled',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'ready_at', readyAt)
   return out({1, readyAt})
@@ -122,12 +139,12 @@ local code, state, cause = 2, 'FAILED', 'dependency ' .. nodeID .. ' failed'
 if cancelled then
   code, state, cause = 3, 'CANCELLED', 'run cancelled'
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',
-    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', errMsg)
+    'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now, 'reason', errMsg, unpack(spentFields))
 else
   rcall('HINCRBY', runKey, 'failed', 1)
   rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'failed',
     'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', now,
-    'attempt', f[4], 'error', errMsg, 'final', 1)
+    'attempt', f[4], 'error', errMsg, 'final', 1, unpack(spentFields))
 end
 local endOp = 'fail'
 if mode == 'expire' then endOp = 'expire' end
@@ -135,10 +152,10 @@ rcall('HSET', nodeKey, 'state', state, 'error', errMsg, 'finished_at', now,
   'end_op', endOp)
 if mode ~= 'expire' then rcall('HSET', nodeKey, 'end_claim', endedWith(f[11], 'fail', claimID, code)) end
 local ended = 1
-for i = 7, 6 + #ARGV - 10 do -- the dependents; limit keys may follow
+for i = 7, 6 + #ARGV - 11 do -- the dependents; limit keys may follow
   local s = rcall('HGET', KEYS[i], 'state')
   if s == 'BLOCKED' or s == 'READY' then
-    local depID = ARGV[i + 4]
+    local depID = ARGV[i + 5]
     rcall('HSET', KEYS[i], 'state', 'CANCELLED', 'error', cause, 'finished_at', now)
     rcall('ZREM', readyKey, refPrefix .. depID)
     rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'cancelled',

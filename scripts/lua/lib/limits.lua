@@ -3,7 +3,10 @@
 -- them, and commit, fail, release and park, which free the slots of the
 -- claim they end. A script includes it after defining rcall.
 --
--- A node's field "limits" lists its limit keys and costs, "k1=c1,k2=c2".
+-- A node's field "limits" lists its limit keys and costs, "k1=c1,k2=~c2":
+-- a cost written "~c" was named in the spec ({"name", "cost"}), and is
+-- metered: a cost the attempt reports (Task.Spend, "::spend N") replaces
+-- it when the attempt ends (chargeSpend).
 -- Per key a caller passes, in that order, the holders hash (ref -> the
 -- claim id holding a slot, or "r:DEADLINE|QUEUE" for a slot handed to a
 -- woken waiter), the waiters zset ("ref|queue" -> ms it began to wait)
@@ -20,15 +23,15 @@ local limitRecheckMS = 30000 -- a waiting node is looked at again after this (lo
 
 local function limitList(raw)
   local out = {}
-  for k, c in string.gmatch(raw or '', '([^,=]+)=(%d+)') do out[#out + 1] = {k, tonumber(c)} end
+  for k, m, c in string.gmatch(raw or '', '([^,=]+)=(~?)(%d+)') do out[#out + 1] = {k, tonumber(c), m == '~'} end
   return out
 end
 
 -- limitKeysOK reports whether KEYS[first..] are the node's limit keys,
--- per entries per key (2 or 3).
-local function limitKeysOK(list, first, per)
+-- per entries per key (2 or 3), followed by tail keys (0 when nil).
+local function limitKeysOK(list, first, per, tail)
   local sfx = {':h', ':w', ':t'}
-  if #KEYS ~= first - 1 + per * #list then return false end
+  if #KEYS ~= first - 1 + per * #list + (tail or 0) then return false end
   for i, l in ipairs(list) do
     for j = 1, per do
       local want = '{lim/' .. l[1] .. '}' .. sfx[j]
@@ -75,16 +78,28 @@ local function purgeHolders(hKey, now)
   return n
 end
 
+-- endLimitTail is how many keys follow the holders and waiters pairs of
+-- the scripts that end a claim: with a reported spend (ARGV), the
+-- definitions hash and each limit's rate state, 1 + #list; else none.
+local function endLimitTail(list, spend)
+  if spend then return 1 + #list end
+  return 0
+end
+
 -- freeLimits frees the slots claim holds under the node's limits, whose
--- keys end KEYS (2 per limit), and hands them on. It returns the woken
--- waiters ("ref|queue"), or nil when the node has no limits or no limit
--- keys were passed (the last key is not a waiters zset: no call made).
-local function freeLimits(nodeKey, ref, claim, now)
+-- keys end KEYS (2 per limit, then the tail of endLimitTail), and hands
+-- them on. It returns the node's limit list, the index of its first
+-- limit key and the woken waiters ("ref|queue"), or nil when the node has
+-- no limits or no limit keys were passed (the last key is not a limit's:
+-- no call made).
+local function freeLimits(nodeKey, ref, claim, now, spend)
   local last = KEYS[#KEYS]
-  if string.sub(last, -2) ~= ':w' or not string.find(last, '{lim/', 1, true) then return nil end
+  local sfx = string.sub(last, -2)
+  if (sfx ~= ':w' and sfx ~= ':t') or not string.find(last, '{lim/', 1, true) then return nil end
   local list = limitList(rcall('HGET', nodeKey, 'limits'))
-  local first = #KEYS - 2 * #list + 1
-  if #list == 0 or not limitKeysOK(list, first, 2) then return nil end
+  local tail = endLimitTail(list, spend)
+  local first = #KEYS - tail - 2 * #list + 1
+  if #list == 0 or not limitKeysOK(list, first, 2, tail) then return nil end
   local wakes = {}
   for i = 1, #list do
     local hKey, wKey = KEYS[first + 2 * (i - 1)], KEYS[first + 2 * (i - 1) + 1]
@@ -97,7 +112,7 @@ local function freeLimits(nodeKey, ref, claim, now)
       handOn(hKey, wKey, (tonumber(h[2]) or 0) - held, now, wakes, ref)
     end
   end
-  return wakes
+  return wakes, list, first
 end
 
 -- limitDef returns concurrency, rate, period ms and burst of key from the
@@ -178,4 +193,48 @@ local function acquireLimits(list, first, ref, queue, claim, now)
     rcall('ZADD', seenKey, now, l[1])
   end
   return 'ok', wakes
+end
+
+-- spendArg reads a reported spend (ARGV): a whole number from 0 to 2^40,
+-- or nil for none ("") and for anything else (the caller validated it;
+-- a bad one changes nothing).
+local function spendArg(v)
+  if v == nil or v == '' or not string.match(v, '^%d+$') then return nil end
+  local n = tonumber(v)
+  if not n or n > 1099511627776 then return nil end
+  return n
+end
+
+-- chargeSpend charges the difference between the cost the attempt
+-- reported (spend) and the cost its claim took, to (or refunds it from)
+-- the rate of every metered limit of list ("~c": named with a cost), on
+-- Redis's clock. KEYS[first + 2 * #list] is the definitions hash, then
+-- one rate state per limit, in list order (checked here). A refund
+-- never takes the rate below idle (a full bucket). Only the end of the
+-- claim that took the cost calls it (after the fence, before nothing
+-- else could end that claim), so a stale owner's or a replayed end
+-- charges nothing. It returns the limits charged, "key=delta,...".
+local function chargeSpend(list, first, spend, now)
+  local defs = first + 2 * #list
+  if not KEYS[defs] or string.sub(KEYS[defs], -7) ~= ':limits' then return '' end
+  local out = {}
+  for i, l in ipairs(list) do
+    local tKey = KEYS[defs + i]
+    local want = '{lim/' .. l[1] .. '}:t'
+    if l[3] and tKey and string.sub(tKey, -#want) == want then
+      local _, r, p = limitDef(KEYS[defs], l[1])
+      local delta = spend - l[2]
+      if r and r > 0 and delta ~= 0 then
+        local T = p / r
+        local tat = math.max(tonumber(rcall('GET', tKey)) or 0, now) + delta * T
+        if tat <= now then
+          rcall('DEL', tKey)
+        else
+          rcall('SET', tKey, string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)
+        end
+        out[#out + 1] = l[1] .. '=' .. string.format('%d', delta)
+      end
+    end
+  end
+  return table.concat(out, ',')
 end
