@@ -44,6 +44,28 @@ func (s LimitState) MarshalJSON() ([]byte, error) {
 	}{limitJSON{Name: s.Name, Concurrency: s.Concurrency, Rate: s.RateString(), Burst: s.Burst}, keys})
 }
 
+// Total is a limit's use over all its keys, as one figure: slots in use
+// and nodes waiting added up, and tokens the fewest any key has (burst+1,
+// what a fresh key has, when none was used lately); Tokens is nil without
+// a rate. For a plain limit it is its one key's use.
+func (s LimitState) Total() LimitKeyState {
+	t := LimitKeyState{Key: s.Name}
+	for _, k := range s.Keys {
+		t.InUse += k.InUse
+		t.Waiting += k.Waiting
+	}
+	if s.Rate > 0 {
+		n := int64(s.Burst + 1)
+		for _, k := range s.Keys {
+			if k.Tokens != nil {
+				n = min(n, *k.Tokens)
+			}
+		}
+		t.Tokens = &n
+	}
+	return t
+}
+
 // maxRuleKeys bounds the keys of one prefix rule a listing reads.
 const maxRuleKeys = 200
 

@@ -83,25 +83,17 @@ func (c *limitCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name)
 	}
 	for _, s := range states {
-		var inUse, waiting int
-		tokens := int64(s.Burst + 1) // what a key not used lately has
-		for _, k := range s.Keys {
-			inUse += k.InUse
-			waiting += k.Waiting
-			if k.Tokens != nil {
-				tokens = min(tokens, *k.Tokens)
-			}
-		}
-		gauge(c.waiting, float64(waiting), s.Name)
+		t := s.Total()
+		gauge(c.waiting, float64(t.Waiting), s.Name)
 		gauge(c.keys, float64(len(s.Keys)), s.Name)
 		if s.Concurrency > 0 {
 			gauge(c.concurrency, float64(s.Concurrency), s.Name)
-			gauge(c.inUse, float64(inUse), s.Name)
+			gauge(c.inUse, float64(t.InUse), s.Name)
 		}
-		if s.Rate > 0 {
+		if t.Tokens != nil {
 			gauge(c.rate, float64(s.Rate)/s.Period.Seconds(), s.Name)
 			gauge(c.burst, float64(s.Burst), s.Name)
-			gauge(c.tokens, float64(tokens), s.Name)
+			gauge(c.tokens, float64(*t.Tokens), s.Name)
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -27,10 +29,11 @@ func limitGauges(t *testing.T, admin string) map[string]float64 {
 
 var limitLine = regexp.MustCompile(`(?m)^(baton_limits?_[a-z_]+(?:\{[^}]*\})?) (\S+)$`)
 
-// A live runner's /metrics shows each limit's use while nodes hold and
-// wait for its slots: one node of three runs under a concurrency of 1,
-// two wait; a prefix rule is one series summing its tenants.
-func TestLimitGaugesOfALiveRunner(t *testing.T) {
+// A live runner's /metrics and its fleet view show each limit's use while
+// nodes hold and wait for its slots: one node of three runs under a
+// concurrency of 1, two wait; a prefix rule is one series summing its
+// tenants, and the page lists them under it.
+func TestLimitsInMetricsAndFleetView(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
 	for _, args := range [][]string{
@@ -76,4 +79,29 @@ func TestLimitGaugesOfALiveRunner(t *testing.T) {
 	require.GreaterOrEqual(t, got[`baton_limit_tokens_left{limit="deploy"}`], 4.0)
 	require.LessOrEqual(t, got[`baton_limit_tokens_left{limit="deploy"}`], 5.0)
 	require.NotContains(t, got, `baton_limit_tokens_left{limit="tenant:*"}`, "a rule with no rate has no tokens")
+
+	ctx := newBrowser(t, 60*time.Second)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate("http://"+r.admin+"/workers"),
+		chromedp.WaitVisible(chromedp.CSS(`#limits tr[data-limit="deploy"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#limits tr[data-key="tenant:globex"]`))))
+	row := func(sel string) []string {
+		cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](
+			`Array.from(document.querySelectorAll(`+strconv.Quote(sel+" td")+`), td => td.innerText.trim())`))
+		require.NoError(t, err)
+		return cells
+	}
+	assert.Equal(t, []string{"deploy", "1 at once, 600/m (burst 4)", "1 of 1", "", "2"}, blankTokens(row(`#limits tr[data-limit="deploy"]:not([data-key])`)))
+	assert.Equal(t, []string{"↳ tenant:acme", "—", "1 of 1", "—", "0"}, row(`#limits tr[data-key="tenant:acme"]`))
+	rule := row(`#limits tr[data-limit="tenant:*"]:not([data-key])`)
+	require.Len(t, rule, 5)
+	assert.Equal(t, []string{"1 at once", "2 over 2 keys", "—", "0"}, rule[1:])
+	screenshot(t, ctx, "workers-limits.png", false)
+}
+
+// blankTokens blanks a row's tokens cell, which refills as the test reads.
+func blankTokens(cells []string) []string {
+	if len(cells) == 5 {
+		cells[3] = ""
+	}
+	return cells
 }

@@ -3,6 +3,7 @@ package admin
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -91,6 +92,44 @@ type workersData struct {
 	Rows             []fleetRow
 	Live, Near, Lost int
 	RedisTimeUnknown bool
+	Limits           []limitRow
+	LimitsError      string // the limits could not be read; the runners still show
+}
+
+// limitShownKeys bounds the keys of one prefix rule the fleet view lists
+// under it (the most recently claimed); its totals count every key read.
+const limitShownKeys = 20
+
+// limitRow is one limit on /workers: its totals, and for a prefix rule the
+// keys it covered lately.
+type limitRow struct {
+	fence.Limit
+	Set   string // "8 at once, 600/m (burst 20)"
+	Rule  bool
+	Total fence.LimitKeyState
+	Keys  []fence.LimitKeyState // a rule's, at most limitShownKeys
+	More  int                   // a rule's keys not listed
+}
+
+func newLimitRow(s fence.LimitState) limitRow {
+	r := limitRow{Limit: s.Limit, Rule: strings.HasSuffix(s.Name, "*"), Total: s.Total()}
+	var set []string
+	if s.Concurrency > 0 {
+		set = append(set, strconv.Itoa(s.Concurrency)+" at once")
+	}
+	if s.Rate > 0 {
+		rate := s.RateString()
+		if s.Burst > 0 {
+			rate += " (burst " + strconv.Itoa(s.Burst) + ")"
+		}
+		set = append(set, rate)
+	}
+	r.Set = strings.Join(set, ", ")
+	if r.Rule {
+		r.Keys = s.Keys[:min(len(s.Keys), limitShownKeys)]
+		r.More = len(s.Keys) - len(r.Keys)
+	}
+	return r
 }
 
 func (u *ui) loadFleet(r *http.Request) (workersData, error) {
@@ -115,6 +154,14 @@ func (u *ui) loadFleet(r *http.Request) (workersData, error) {
 			d.Lost++
 		}
 		d.Rows = append(d.Rows, row)
+	}
+	limits, err := u.client.Store().LimitStates(r.Context())
+	if err != nil {
+		u.log.Warn("ui_limits_unreadable", "err", err)
+		d.LimitsError = err.Error()
+	}
+	for _, l := range limits {
+		d.Limits = append(d.Limits, newLimitRow(l))
 	}
 	return d, nil
 }
