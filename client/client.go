@@ -110,6 +110,21 @@ type Submitted struct {
 // after the run was stored, the run is not lost: the sweeper enqueues its
 // READY nodes; the error is still returned.
 func (c *Client) Submit(ctx context.Context, run *spec.Run) (Submitted, error) {
+	return c.submitRun(ctx, run, false)
+}
+
+// SubmitServed is Submit for a caller that wants a mistyped kind caught at
+// once: it refuses, storing nothing, a run with a node whose kind and
+// queue no live runner serves as it reads the fleet now. The error is an
+// *UnservedError (errors.Is ErrUnserved and spec.ErrInvalid) naming each
+// such node's field, with the nearest kind a runner serves. Submit stores
+// such a run, which waits READY until a runner of the kind starts, and
+// says so in Submitted.Warnings.
+func (c *Client) SubmitServed(ctx context.Context, run *spec.Run) (Submitted, error) {
+	return c.submitRun(ctx, run, true)
+}
+
+func (c *Client) submitRun(ctx context.Context, run *spec.Run, requireServed bool) (Submitted, error) {
 	if run == nil {
 		_, err := run.Compile(c.limits)
 		return Submitted{}, err
@@ -128,6 +143,11 @@ func (c *Client) Submit(ctx context.Context, run *spec.Run) (Submitted, error) {
 	}
 	if err := c.checkLimits(ctx, compiled); err != nil { // limits.go
 		return Submitted{}, err
+	}
+	if requireServed {
+		if err := c.checkServed(ctx, compiled.Nodes); err != nil { // served.go
+			return Submitted{}, err
+		}
 	}
 	nodes := make([]fence.NodeSpec, len(compiled.Nodes))
 	for i, n := range compiled.Nodes {

@@ -19,6 +19,7 @@ import (
 func (a *app) submit(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("submit", flag.ContinueOnError)
 	traceparent := fs.String("traceparent", a.cfg.Traceparent, "W3C traceparent of the caller's span: the run joins that trace (default $TRACEPARENT)")
+	requireServed := fs.Bool("require-served", false, "refuse the run, storing nothing, when a node's kind and queue no live runner serves")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
 		return err
@@ -70,7 +71,11 @@ func (a *app) submit(ctx context.Context, args []string) error {
 		return err
 	}
 	defer done()
-	res, err := cl.Submit(tctx, run)
+	submit := cl.Submit
+	if *requireServed {
+		submit = cl.SubmitServed
+	}
+	res, err := submit(tctx, run)
 	switch {
 	case errors.Is(err, spec.ErrInvalid):
 		return specErrors(name, err)

@@ -17,12 +17,15 @@ type command struct {
 
 // commands are the subcommands by name, with their help.
 var commands = map[string]command{
-	"submit": {args: "FILE|- [--traceparent TP]", run: (*app).submit,
+	"submit": {args: "FILE|- [--require-served] [--traceparent TP]", run: (*app).submit,
 		short: "submit a run spec; prints the run id",
 		help: "Submit a run spec (JSON or YAML; - reads stdin) and print the run id.\n" +
 			"Resubmitting the same spec under the same id prints the same id; another\n" +
 			"spec under that id is refused (exit 1). Every problem of a bad spec is\n" +
 			"printed on its own line, naming the field (exit 2).\n" +
+			"A node whose kind no live runner serves is stored and waits for one, with\n" +
+			"a warning; --require-served refuses the run instead, storing nothing\n" +
+			"(exit 2, naming each such node and the nearest kind served).\n" +
 			"--traceparent (default $TRACEPARENT) makes the run part of that trace;\n" +
 			"OTEL_EXPORTER_OTLP_ENDPOINT exports the submit span."},
 	"status": {args: "RUN [--json]", run: (*app).status,

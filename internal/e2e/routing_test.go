@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,35 @@ func (c *cluster) enqueueOut(t *testing.T, args ...string) string {
 	out, errOut, code := c.enqueue("", args...)
 	require.Equal(t, 0, code, errOut)
 	return out
+}
+
+// A mistyped kind: enqueue submit stores the run with a warning that
+// suggests the kind meant; --require-served refuses it, storing nothing,
+// with the same suggestion on the node's field (exit 2).
+func TestStrictSubmitRefusesAKindNoRunnerServes(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	c.startRunner("stock-1", nil)
+	waitUntil(t, 30*time.Second, "the runner to advertise its kinds", func() bool {
+		out, _, _ := c.enqueue("", "workers")
+		return strings.Contains(out, "stock-1")
+	})
+	typo := `{"id": "typo", "nodes": [{"id": "a", "kind": "noop"}, {"id": "b", "kind": "exce", "deps": ["a"]}]}`
+	out, errOut, code := c.enqueue(typo, "submit", "--require-served", "-")
+	require.Equal(t, 2, code, errOut)
+	require.Empty(t, out)
+	require.Equal(t, "enqueue: stdin: nodes[1].kind: no runner serves kind exce on queue default (did you mean exec?); nothing stored\n", errOut)
+	_, errOut, code = c.enqueue("", "status", "typo")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "not found", "nothing was stored")
+
+	out, errOut, code = c.enqueue(typo, "submit", "-")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "typo\n", out)
+	require.Contains(t, errOut, "warning: no runner serves kind exce on queue default (did you mean exec?)")
+
+	out, errOut, code = c.enqueue(`{"id": "fine", "nodes": [{"id": "a", "kind": "noop"}]}`, "submit", "--require-served", "-")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "fine\n", out)
+	require.Equal(t, 0, c.watch("fine"))
 }

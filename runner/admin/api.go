@@ -101,6 +101,17 @@ type SubmitBody struct {
 }
 
 func (a *api) submit(w http.ResponseWriter, r *http.Request) {
+	// require_served=true refuses (400, storing nothing) a run with a node
+	// no live runner serves, as enqueue submit --require-served does.
+	submit := a.client.Submit
+	switch v := r.URL.Query().Get("require_served"); v {
+	case "", "false", "0":
+	case "true", "1":
+		submit = a.client.SubmitServed
+	default:
+		writeError(w, http.StatusBadRequest, "require_served "+strconv.Quote(v)+": want true or false")
+		return
+	}
 	// A spec's cap is the client's (MAX_SPEC_BYTES), the one the CLI and
 	// the Go client apply, not the cap of other bodies.
 	lim := a.client.SpecLimits()
@@ -131,7 +142,7 @@ func (a *api) submit(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		a.log.Warn("traceparent_ignored", "traceparent", r.Header.Get("traceparent"), "reason", "not a W3C traceparent")
 	}
-	out, err := a.client.Submit(ctx, spec)
+	out, err := submit(ctx, spec)
 	if err != nil && out.RunID == "" {
 		a.fail(w, r, err)
 		return

@@ -36,6 +36,20 @@ func TestWorkersAndUnservedRuns(t *testing.T) {
 	require.Empty(t, info.Nodes[0].Waiting, "noop is served")
 	require.Equal(t, "waiting: no runner serves kind summarize on queue default", info.Nodes[1].Waiting)
 
+	// require_served=true refuses such a run, storing nothing, naming the
+	// node's field and the kind meant.
+	var refused admin.ErrorBody
+	b.call(t, "POST", "/v1/runs?require_served=true", `{"id":"u2","nodes":[{"id":"a","kind":"noop"},{"id":"s","kind":"exce"}]}`,
+		http.StatusBadRequest, &refused)
+	require.Equal(t, []admin.Problem{{Field: "nodes[1].kind",
+		Message: "no runner serves kind exce on queue default (did you mean exec?); nothing stored"}}, refused.Problems)
+	b.call(t, "GET", "/v1/runs/u2", "", http.StatusNotFound, nil)
+	b.call(t, "POST", "/v1/runs?require_served=maybe", `{"id":"u2","nodes":[{"id":"a","kind":"noop"}]}`, http.StatusBadRequest, &refused)
+	require.Contains(t, refused.Error, `require_served "maybe"`)
+	var served admin.SubmitBody
+	b.call(t, "POST", "/v1/runs?require_served=true", `{"id":"u2","nodes":[{"id":"a","kind":"noop"}]}`, http.StatusCreated, &served)
+	require.Empty(t, served.Warnings)
+
 	require.NoError(t, b.client.Store().Withdraw(t.Context(), "r1"))
 	b.call(t, "GET", "/v1/workers", "", http.StatusOK, &list)
 	require.Empty(t, list.Workers)
