@@ -12,7 +12,8 @@ import (
 // the newest checkpoint version of each namespace. A thread with no run and
 // no checkpoint is fence.ErrNotFound.
 func (c *Client) Thread(ctx context.Context, thread string) (*fence.ThreadInfo, error) {
-	return c.store.Thread(ctx, thread)
+	info, err := c.store.Thread(ctx, thread)
+	return info, c.explain(ctx, opRead, "", "", thread, err)
 }
 
 // Namespaces lists the thread's checkpoint namespaces, sorted. The CLI and
@@ -30,12 +31,14 @@ func (c *Client) Namespaces(ctx context.Context, thread string) ([]string, error
 // LatestCheckpoint returns the newest checkpoint of thread in ns, or an
 // error matching fence.ErrNoCheckpoint.
 func (c *Client) LatestCheckpoint(ctx context.Context, thread, ns string) (*fence.Checkpoint, error) {
-	return c.store.LatestCheckpoint(ctx, thread, ns)
+	cp, err := c.store.LatestCheckpoint(ctx, thread, ns)
+	return cp, c.explain(ctx, opRead, "", "", thread, err)
 }
 
 // Checkpoints lists up to limit checkpoints of thread in ns, newest first,
 // with versions below before (0: from the newest). next is the before of
 // the following page, 0 when there is none.
 func (c *Client) Checkpoints(ctx context.Context, thread, ns string, before int64, limit int) (list []fence.Checkpoint, next int64, err error) {
-	return c.store.Checkpoints(ctx, thread, ns, before, limit)
+	list, next, err = c.store.Checkpoints(ctx, thread, ns, before, limit)
+	return list, next, c.explain(ctx, opRead, "", "", thread, err)
 }

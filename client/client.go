@@ -264,7 +264,7 @@ func (c *Client) Status(ctx context.Context, run string) (*fence.RunInfo, error)
 	}
 	info, err := c.store.GetRun(ctx, run)
 	if err != nil {
-		return nil, err
+		return nil, c.explain(ctx, opRead, run, "", "", err)
 	}
 	paused, err := c.readyPaused(ctx, info.Nodes)
 	if err != nil {
@@ -328,7 +328,8 @@ func (c *Client) Events(ctx context.Context, run, after string, count int64) ([]
 	if err := fence.ValidateID("run id", run); err != nil {
 		return nil, err
 	}
-	return c.store.Events(ctx, run, after, count)
+	evs, err := c.store.Events(ctx, run, after, count)
+	return evs, c.explain(ctx, opRead, run, "", "", err)
 }
 
 // Cancel cancels a run. Nodes not yet running are cancelled at once; the

@@ -54,6 +54,8 @@ func (c *Client) explain(ctx context.Context, op, run, node, thread string, err 
 	var msg string
 	var active *fence.RunActiveError
 	switch {
+	case errors.Is(err, fence.ErrNotFound) && run == "" && thread != "":
+		msg = fmt.Sprintf("thread %s not found", thread)
 	case errors.Is(err, fence.ErrNotFound) && node != "" && op == opResume:
 		msg = fmt.Sprintf("run %s or its node %s not found", run, node)
 	case errors.Is(err, fence.ErrNotFound):

@@ -44,7 +44,7 @@ func (c *Client) Follow(ctx context.Context, run, after string) (*EventFollower,
 	}
 	f := &EventFollower{store: c.store, run: run, after: after}
 	if err := f.readStatus(ctx); err != nil {
-		return nil, err
+		return nil, c.explain(ctx, opRead, run, "", "", err)
 	}
 	return f, nil
 }

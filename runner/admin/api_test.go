@@ -135,6 +135,22 @@ func TestCancelFinishedRun(t *testing.T) {
 	assert.Equal(t, "run done-1 already SUCCEEDED; nothing to cancel", e.Error, "the CLI's words, no fence: prefix")
 	e = b.errorBody(t, "POST", "/v1/runs/done-1/retry", "", http.StatusConflict)
 	assert.Equal(t, "run done-1 is SUCCEEDED; only a FAILED or CANCELLED run can be retried", e.Error)
+	// Reads say it in the same words: what is missing, no package name.
+	for path, want := range map[string]string{
+		"/v1/runs/nope":                "run nope not found",
+		"/v1/runs/nope/events":         "run nope not found",
+		"/v1/threads/nope":             "thread nope not found",
+		"/v1/threads/nope/checkpoints": "",
+	} {
+		resp, raw := send(t, b.request(t, "GET", path, ""))
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s: %s", path, raw)
+		var body admin.ErrorBody
+		require.NoError(t, json.Unmarshal(raw, &body), path)
+		assert.NotContains(t, body.Error, "fence", path)
+		if want != "" {
+			assert.Equal(t, want, body.Error, path)
+		}
+	}
 
 	resp, raw := send(t, b.request(t, "GET", "/metrics", ""))
 	require.Equal(t, http.StatusOK, resp.StatusCode)
