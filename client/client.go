@@ -76,6 +76,13 @@ func New(cfg Config) (*Client, error) {
 		c.asynq = asynq.NewClientFromRedisClient(tripClient{cfg.Redis})
 	}
 	c.queue = delivery.Enqueuer{Client: c.asynq}
+	// A cancel that frees a limit slot handed to one of the run's nodes
+	// hands it on; the next waiter's delivery is enqueued here, at once.
+	c.store.SetWake(func(ctx context.Context, woken []fence.Woken) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = c.queue.Wake(ctx, woken) // one that fails is found by the sweeper's recheck
+	})
 	return c, nil
 }
 

@@ -84,13 +84,26 @@ func (s *Store) timeOut(ctx context.Context, thread, run, who string) (TimedOutR
 		keys = append(keys, s.keys.Node(thread, run, id))
 		args = append(args, id)
 	}
-	v, err := s.run(ctx, "timeout", keys, args...)
-	if err != nil {
-		return TimedOutRun{}, err
-	}
-	code, r, err := reply(v)
-	if err != nil || code == 0 {
-		return TimedOutRun{}, err
+	var (
+		code int64
+		r    []any
+	)
+	for try := 0; ; try++ {
+		v, err := s.run(ctx, "timeout", keys, args...)
+		if err != nil {
+			return TimedOutRun{}, err
+		}
+		v = s.takeWakes(ctx, v)
+		code, r, err = reply(v)
+		if errors.Is(err, errLimitKeys) && try < 3 {
+			// READY nodes name limits: as Cancel, call again with their keys.
+			keys = append(keys, s.cancelLimitKeys(asString(r[0]))...)
+			continue
+		}
+		if err != nil || code == 0 {
+			return TimedOutRun{}, err
+		}
+		break
 	}
 	return TimedOutRun{Run: run, Thread: thread, Status: asString(r[0]), Running: int(asInt(r[1]))}, nil
 }

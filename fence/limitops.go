@@ -2,10 +2,13 @@ package fence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync/atomic"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Woken is a node a freed slot was handed to: the caller that freed it
@@ -75,6 +78,49 @@ func (s *Store) endLimitKeys(limits string, sp Spend) []string {
 		}
 	}
 	return keys
+}
+
+// cancelLimitKeys are the keys a cancel (cancel.lua, timeout.lua,
+// submit.lua's interrupt and rollback) asked for with -31: the holders
+// and waiters of each limit key of names ("k1,k2").
+func (s *Store) cancelLimitKeys(names string) []string {
+	var keys []string
+	for _, k := range strings.Split(names, ",") {
+		if k != "" {
+			keys = append(keys, s.keys.LimitHolders(k), s.keys.LimitWaiters(k))
+		}
+	}
+	return keys
+}
+
+// nodesLimitKeys are the holders and waiters of every limit key the
+// nodes ids of a run name, read in one pipeline, for a submit that
+// cancels that run (interrupt, rollback): a slot handed to one of its
+// READY nodes then goes to the next waiter in the submit's script. None
+// on a Redis Cluster, where no node has limits.
+func (s *Store) nodesLimitKeys(ctx context.Context, thread, run string, ids []string) ([]string, error) {
+	if len(ids) == 0 || s.noCluster() != nil {
+		return nil, nil
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HGet(ctx, s.keys.Node(thread, run, id), "limits")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var names []string
+	for _, c := range cmds {
+		for _, k := range limitKeyNames(c.Val()) {
+			if !seen[k] {
+				seen[k] = true
+				names = append(names, k)
+			}
+		}
+	}
+	return s.cancelLimitKeys(strings.Join(names, ",")), nil
 }
 
 // MaxSpend bounds a reported cost, as a spec bounds a node's (2^40).

@@ -220,6 +220,11 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 			keys = append(keys, s.keys.Node(thread, activeID, id))
 			args = append(args, id)
 		}
+		lim, err := s.nodesLimitKeys(ctx, thread, activeID, ids)
+		if err != nil {
+			return SubmitResult{}, "", fmt.Errorf("submit %s: read active run %s: %w", a.Run, activeID, err)
+		}
+		keys = append(keys, lim...)
 	}
 	var via redis.Scripter = s.rdb
 	if trip {
@@ -229,7 +234,7 @@ func (s *Store) submit(ctx context.Context, a SubmitArgs, thread, multitask, inc
 	if err != nil {
 		return SubmitResult{}, "", fmt.Errorf("submit %s: %w", a.Run, err)
 	}
-	code, rest, err := reply(v)
+	code, rest, err := reply(s.takeWakes(ctx, v))
 	switch {
 	case errors.Is(err, errActiveChanged):
 		return SubmitResult{}, asString(rest[0]), fmt.Errorf("submit %s: %w", a.Run, err)

@@ -316,13 +316,28 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 		keys = append(keys, s.keys.Node(thread, run, id))
 		args = append(args, id)
 	}
-	v, err := s.run(ctx, "cancel", keys, args...)
-	if err != nil {
-		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
-	}
-	code, r, err := reply(v)
-	if err != nil {
-		return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+	var (
+		code int64
+		r    []any
+	)
+	for try := 0; ; try++ {
+		v, err := s.run(ctx, "cancel", keys, args...)
+		if err != nil {
+			return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+		}
+		v = s.takeWakes(ctx, v)
+		code, r, err = reply(v)
+		if errors.Is(err, errLimitKeys) && try < 3 {
+			// READY nodes name limits: cancel them with their keys, so a
+			// slot handed to one goes to the next waiter at once (one
+			// more round trip, only for such runs).
+			keys = append(keys, s.cancelLimitKeys(asString(r[0]))...)
+			continue
+		}
+		if err != nil {
+			return CancelResult{}, fmt.Errorf("cancel %s: %w", run, err)
+		}
+		break
 	}
 	return CancelResult{RunStatus: asString(r[0]), Running: int(asInt(r[1])), Already: code == 2}, nil
 }

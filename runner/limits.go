@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/internal/delivery"
 )
 
 // wake enqueues the deliveries of nodes a freed limit slot was handed to
@@ -15,10 +14,7 @@ import (
 func (w *Worker) wake(ctx context.Context, woken []fence.Woken) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	for _, n := range woken {
-		id := delivery.TaskID(n.Node, 0) + "~wake-" + fence.NewClaimID()
-		if _, err := w.queue.EnqueueAs(ctx, id, n.Node, n.Queue, time.Time{}); err != nil {
-			w.log.Warn("limit_wake_failed", "run_id", n.Node.Run, "node_id", n.Node.Node, "err", err)
-		}
+	for n, err := range w.queue.Wake(ctx, woken) {
+		w.log.Warn("limit_wake_failed", "run_id", n.Run, "node_id", n.Node, "err", err)
 	}
 }

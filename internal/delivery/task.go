@@ -151,3 +151,22 @@ func (e Enqueuer) RedeliverStuck(ctx context.Context, n fence.NodeRef, queue str
 	slot := time.Now().UnixMilli() / max(window.Milliseconds(), 1)
 	return e.EnqueueAs(ctx, id+"~"+strconv.FormatInt(slot, 10), n, queue, time.Time{})
 }
+
+// Wake enqueues the deliveries of nodes a freed limit slot was handed to
+// (fence.Store.SetWake), each under an id of its own, so it never meets
+// the waiting node's earlier task. It returns the error of each node that
+// failed to enqueue: the sweeper's recheck of waiting nodes finds those,
+// and their slot's hold runs out.
+func (e Enqueuer) Wake(ctx context.Context, woken []fence.Woken) map[fence.NodeRef]error {
+	var failed map[fence.NodeRef]error
+	for _, n := range woken {
+		id := TaskID(n.Node, 0) + "~wake-" + fence.NewClaimID()
+		if _, err := e.EnqueueAs(ctx, id, n.Node, n.Queue, time.Time{}); err != nil {
+			if failed == nil {
+				failed = map[fence.NodeRef]error{}
+			}
+			failed[n.Node] = err
+		}
+	}
+	return failed
+}

@@ -35,7 +35,10 @@ KEYS[12]  the run's packed key (Keys.Packed): a finished run packed into
 KEYS[13]  deadlines index (zset: "thread:run:" -> deadline ms; timeout.lua)
 KEYS[14..] node hashes, one per node, in the order of ARGV[5]'s array;
           then, for "interrupt" and "rollback", the node hashes of the
-          active run of KEYS[5], in the order of ARGV[18..]
+          active run of KEYS[5], in the order of ARGV[18..]; then the
+          holders hash and waiters zset of each limit key its nodes name
+          (lib/limits.lua): a slot handed to one of its READY nodes goes
+          to the next waiter (a key not passed: its hold runs out)
 
 ARGV[1] run id
 ARGV[2] thread id
@@ -77,7 +80,10 @@ Returns
                             created, RUNNING or QUEUED behind the thread's
                             active run; ready_id are the nodes with no deps,
                             now READY (none when QUEUED), due at start_ms
-                            (Redis time; now without a start)
+                            (Redis time; now without a start); a
+                            trailing {woken...} ("ref|queue") lists the
+                            waiters handed the slots of the cancelled
+                            active run's nodes, for the caller to enqueue
   {2, status, incarnation, behind, start_ms, ready_id...}
                             the run already exists with the same digest (a
                             retry): no change; incarnation is the stored one,
@@ -107,6 +113,7 @@ local activeEvKey, finKey, channel = KEYS[10], KEYS[11], ARGV[13]
 local packedKey, deadlinesKey = KEYS[12], KEYS[13]
 local timeoutMS, timeoutLabel = tonumber(ARGV[16]) or 0, ARGV[17]
 local firstNode = 13 -- KEYS[firstNode + i] is node i's hash
+--@include limits
 --@include cancel_run
 
 -- Redis's cjson encodes an empty table as {} (an object) and decodes null as
@@ -195,6 +202,7 @@ end
 
 -- interrupt and rollback cancel a RUNNING active run in this same step.
 local rollbackOf = ''
+local wakes -- waiters handed the slots of its cancelled nodes
 if cancels then
   local nodeKeys, nodeIDs = {}, {}
   for i = 18, #ARGV do
@@ -205,9 +213,11 @@ if cancels then
   if multitask == 'rollback' then
     verb, rollbackOf = 'rolled back', activeID
   end
-  cancelRun({run = activeRunKey, ev = activeEvKey, ready = readyKey, fin = finKey,
+  local _, _, _, w = cancelRun({run = activeRunKey, ev = activeEvKey, ready = readyKey, fin = finKey,
     prefix = thread .. ':' .. activeID .. ':', id = activeID, nodes = nodeKeys, ids = nodeIDs,
-    reason = verb .. ' by run ' .. runID, who = runID, channel = channel, now = nowS})
+    reason = verb .. ' by run ' .. runID, who = runID, channel = channel, now = nowS,
+    lim = limitKeysFrom(firstNode + #nodes + #ARGV - 16), limPartial = true})
+  wakes = w
 end
 
 local ids = {}
@@ -263,4 +273,5 @@ end
 compactStream(evKey, 0)
 local out = {1, status, inc, behind, start}
 for _, id in ipairs(ready) do out[#out + 1] = id end
+if wakes and #wakes > 0 then out[#out + 1] = wakes end
 return out

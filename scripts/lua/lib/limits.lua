@@ -175,7 +175,14 @@ local function acquireLimits(list, first, ref, queue, claim, now)
         if ahead >= free then
           -- Whoever is ahead gets the free slots; this node waits.
           handOn(pl.h, pl.w, free, now, wakes, ref)
-          rcall('ZADD', pl.w, 'NX', now, self)
+          if not rank then
+            -- First come, first served, also within one millisecond: a
+            -- tie would order waiters by name.
+            local last = rcall('ZRANGE', pl.w, -1, -1, 'WITHSCORES')
+            local score = now
+            if last[2] and tonumber(last[2]) >= now then score = tonumber(last[2]) + 0.001 end
+            rcall('ZADD', pl.w, string.format('%.3f', score), self)
+          end
           return 'wait', l[1], wakes
         end
         pl.take = ahead
@@ -237,4 +244,38 @@ local function chargeSpend(list, first, spend, now)
     end
   end
   return table.concat(out, ',')
+end
+
+-- leaveLimits takes a node that ends while READY (a cancel) out of its
+-- limits' queues: its entry among each key's waiters goes, and a slot
+-- handed to it (a reservation "r:...", not yet claimed) is freed and
+-- handed on to the next waiter at once, so a cancelled waiter keeps no
+-- slot. lim maps a limit key to its {holders, waiters} keys; list is the
+-- node's limits. Woken waiters are appended to wakes.
+local function leaveLimits(list, lim, ref, queue, now, wakes)
+  for _, l in ipairs(list) do
+    local k = lim[l[1]]
+    if k then -- a key not passed is left as it is (its hold runs out)
+      rcall('ZREM', k.w, ref .. '|' .. (queue or ''))
+      local h = rcall('HMGET', k.h, ref, '~c')
+      if h[1] and string.sub(h[1], 1, 2) == 'r:' then
+        rcall('HDEL', k.h, ref)
+        handOn(k.h, k.w, (tonumber(h[2]) or 0) - purgeHolders(k.h, now), now, wakes, ref)
+      end
+    end
+  end
+end
+
+-- limitKeysFrom reads the limit keys a caller passed as KEYS[first..],
+-- pairs of holders hash and waiters zset ("...{lim/KEY}:h", ":w"), into
+-- a map KEY -> {h, w}; nil when a key is not such a pair.
+local function limitKeysFrom(first)
+  local lim = {}
+  for i = first, #KEYS, 2 do
+    local name = string.match(KEYS[i], '{lim/(.*)}:h$')
+    local w = KEYS[i + 1]
+    if not name or not w or w ~= string.sub(KEYS[i], 1, -2) .. 'w' then return nil end
+    lim[name] = {h = KEYS[i], w = w}
+  end
+  return lim
 end
