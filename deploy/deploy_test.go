@@ -147,6 +147,7 @@ func TestQueriesUseOnlyExportedSeries(t *testing.T) {
 	t.Parallel()
 	exported := scrape(t)
 	require.Contains(t, exported, "baton_nodes_running", "the scrape lost its way")
+	require.Contains(t, exported, "baton_limit_in_use", "the runner did not set its LIMITS_FILE")
 
 	check := func(where, expr string) {
 		names := metricNames(expr)
@@ -165,14 +166,25 @@ func TestQueriesUseOnlyExportedSeries(t *testing.T) {
 	}
 }
 
+// scrapedLimits are the limits the scraped runner sets at start
+// (LIMITS_FILE): one with a concurrency and a rate, and a prefix rule, so
+// that every baton_limit_* series the dashboard reads is on the scrape, as
+// it is on any fleet that sets limits.
+const scrapedLimits = `{"limits": [
+	{"name": "openai", "concurrency": 3, "rate": "20/s", "burst": 5},
+	{"name": "tenant:*", "concurrency": 1}
+]}`
+
 // scrape starts a runner on a redis-server of its own and returns the
 // names of the series on its /metrics.
 func scrape(t *testing.T) map[string]bool {
 	t.Helper()
 	r := redistest.Start(t)
 	admin := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t))
+	limits := filepath.Join(t.TempDir(), "limits.json")
+	require.NoError(t, os.WriteFile(limits, []byte(scrapedLimits), 0o644))
 	cmd := exec.Command(filepath.Join(binDir, "runner"))
-	cmd.Env = append(os.Environ(), "REDIS_URL="+r.URL(), "ADMIN_ADDR="+admin, "RUNNER_ID=scraped")
+	cmd.Env = append(os.Environ(), "REDIS_URL="+r.URL(), "ADMIN_ADDR="+admin, "RUNNER_ID=scraped", "LIMITS_FILE="+limits)
 	var log strings.Builder
 	cmd.Stdout, cmd.Stderr = &log, &log
 	require.NoError(t, cmd.Start())
