@@ -60,12 +60,19 @@ func TestWorkerCutOffFromRedisFencesItself(t *testing.T) {
 	isolated.AddHook(p)
 	t.Cleanup(func() { _ = isolated.Close() })
 
-	stopped := make(chan error, 1)
+	type gaveUp struct {
+		at  time.Time
+		why error
+	}
+	stopped := make(chan gaveUp, 1)
 	rec := newRecorder()
 	rec.block = func(ctx context.Context, _ *runner.Task) error {
 		p.cut.Store(true) // the network goes away mid-node
 		<-ctx.Done()
-		stopped <- context.Cause(ctx)
+		// When the handler is told, not when the test gets to look: on a
+		// loaded machine the test's own reads can take longer than the
+		// margin the worker keeps.
+		stopped <- gaveUp{time.Now(), context.Cause(ctx)}
 		return context.Cause(ctx)
 	}
 	cfg := b.fastConfig("w1")
@@ -74,14 +81,14 @@ func TestWorkerCutOffFromRedisFencesItself(t *testing.T) {
 	b.worker(cfg, map[string]runner.Kind{"work": rec})
 	id := b.submit(`{"id":"cut","nodes":[{"id":"a","kind":"work"}]}`)
 
-	require.ErrorIs(t, recv(t, stopped, 10*time.Second), runner.ErrLeaseLost)
+	g := recv(t, stopped, 10*time.Second)
+	require.ErrorIs(t, g.why, runner.ErrLeaseLost)
 	info, err := b.client.Status(context.Background(), id)
 	require.NoError(t, err)
 	require.Equal(t, "RUNNING", info.Nodes[0].State)
 	require.NotNil(t, info.Nodes[0].LeaseUntil)
-	redisNow, err := b.rdb.Time(context.Background()).Result()
-	require.NoError(t, err)
-	require.True(t, redisNow.Before(*info.Nodes[0].LeaseUntil),
-		"the worker gave up at %s, after its lease had already ended on Redis (%s)", redisNow, info.Nodes[0].LeaseUntil)
+	// The lease's end is on Redis's clock, which is this machine's clock.
+	require.True(t, g.at.Before(*info.Nodes[0].LeaseUntil),
+		"the worker gave up at %s, after its lease had already ended on Redis (%s)", g.at, info.Nodes[0].LeaseUntil)
 	p.cut.Store(false)
 }
