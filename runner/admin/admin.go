@@ -193,7 +193,7 @@ func New(cfg Config) (http.Handler, error) {
 		mux.Handle("/login", csrf.Handler(lg))
 		mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(lg.logout)))
 	}
-	views.routes(mux, protect) // ui.go: /, /runs, /runs/{id}, /workers
+	views.routes(mux, protect) // ui.go: /, /runs, /runs/{id}, /workers, /schedules
 	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	mux.HandleFunc("GET "+SchemaPath, serveSchema)
 	mux.Handle("/v1/", protect(a.validateRequests(contract, a.routes())))

@@ -8,15 +8,16 @@ import (
 	"strings"
 )
 
-// monitorBar links the Asynq UI back to the run and fleet views. asynqmon
-// is a prebuilt React bundle whose index page it renders itself, so the
-// link bar is injected into that page's HTML on the way out: only pages
-// (paths without a file extension, outside its JSON API) are buffered and
-// rewritten; its scripts, styles and API answers pass through untouched.
+// monitorBar links the Asynq UI back to the run, fleet and schedules
+// views. asynqmon is a prebuilt React bundle whose index page it renders
+// itself, so the link bar is injected into that page's HTML on the way
+// out: only pages (paths without a file extension, outside its JSON API)
+// are buffered and rewritten; its scripts, styles and API answers pass
+// through untouched.
 const monitorBar = `<div id="baton-bar" style="position:fixed;right:12px;bottom:12px;z-index:2147483647;` +
 	`font:13px/1.4 system-ui,sans-serif;background:#1f2937;color:#e5e7eb;padding:6px 10px;border-radius:6px;` +
 	`box-shadow:0 2px 8px rgba(0,0,0,.3)">baton: <a href="/runs" style="color:#93c5fd">Runs</a> · ` +
-	`<a href="/workers" style="color:#93c5fd">Workers</a></div>`
+	`<a href="/workers" style="color:#93c5fd">Workers</a> · <a href="/schedules" style="color:#93c5fd">Schedules</a></div>`
 
 func withMonitorBar(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -31,9 +31,9 @@ const (
 	uiMaxInput    = 64 << 10
 )
 
-// ui serves the run view and the fleet view: server-rendered pages that
-// poll a fragment of themselves while something changes. It reads through
-// the same runner.Client as the API.
+// ui serves the run view, the fleet view and the schedules page:
+// server-rendered pages that poll a fragment of themselves while something
+// changes. It reads through the same runner.Client as the API.
 type ui struct {
 	client *runner.Client
 	rdb    redis.UniversalClient // for Redis's clock
@@ -48,7 +48,7 @@ type ui struct {
 
 func newUI(client *runner.Client, rdb redis.UniversalClient, log *slog.Logger, hasToken bool) (*ui, error) {
 	u := &ui{client: client, rdb: rdb, log: log, pages: map[string]*template.Template{}, hasToken: hasToken, now: time.Now}
-	for _, p := range []string{"runs", "run", "workers", "login", "node", "message"} {
+	for _, p := range []string{"runs", "run", "workers", "schedules", "login", "node", "message"} {
 		t, err := template.New(p).Funcs(uiFuncs).ParseFS(uiFiles, "ui/base.html", "ui/"+p+".html")
 		if err != nil {
 			return nil, fmt.Errorf("admin: template %s: %w", p, err)
@@ -77,6 +77,8 @@ func (u *ui) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler)
 	mux.Handle("POST /runs/{id}/nodes/{node}/resume", p(u.resume))
 	mux.Handle("GET /workers", p(u.workers))
 	mux.Handle("GET /workers/live", p(u.workersLive))
+	mux.Handle("GET /schedules", p(u.schedules))
+	mux.Handle("GET /schedules/live", p(u.schedulesLive))
 	mux.Handle("GET /ui/static/", cacheFor(time.Hour, u.static))
 }
 

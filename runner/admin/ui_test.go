@@ -340,6 +340,7 @@ func TestMonitorLinksToTheViews(t *testing.T) {
 	assert.Contains(t, body, `<div id="baton-bar"`)
 	assert.Contains(t, body, `href="/runs"`)
 	assert.Contains(t, body, `href="/workers"`)
+	assert.Contains(t, body, `href="/schedules"`)
 	code, body = b.page(t, http.DefaultClient, "/monitor/queues/default")
 	require.Equal(t, http.StatusOK, code)
 	assert.Contains(t, body, `id="baton-bar"`, "the SPA's deep links too")
