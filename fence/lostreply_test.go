@@ -29,11 +29,12 @@ type replyDropper struct {
 
 	mu   sync.Mutex
 	drop map[string]int // name -> replies still to lose
+	skip map[string]int // name -> calls to answer before losing any
 }
 
 func newReplyDropper(t *testing.T) *replyDropper {
 	t.Helper()
-	d := &replyDropper{names: redistest.ScriptNames(t), drop: map[string]int{}}
+	d := &replyDropper{names: redistest.ScriptNames(t), drop: map[string]int{}, skip: map[string]int{}}
 	return d
 }
 
@@ -49,9 +50,16 @@ func (tb *testBundle) lossyStore(t *testing.T) (*replyDropper, *fence.Store) {
 }
 
 // loseNext makes the next n calls of script lose their replies.
-func (d *replyDropper) loseNext(script string, n int) {
+func (d *replyDropper) loseNext(script string, n int) { d.loseAfter(script, 0, n) }
+
+// loseAfter lets skip calls of script answer, then loses the replies of
+// the n after them: the second call of an operation that calls its script
+// again with more keys (a claim or cancel of a node with limits, whose
+// first call answers -31).
+func (d *replyDropper) loseAfter(script string, skip, n int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.skip[script] += skip
 	d.drop[script] += n
 }
 
@@ -61,7 +69,7 @@ func (d *replyDropper) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
 		for _, cmd := range cmds {
-			if d.lose(cmd) {
+			if d.lose(cmd, cmd.Err()) {
 				err = errReplyLost
 			}
 		}
@@ -72,7 +80,7 @@ func (d *replyDropper) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 func (d *replyDropper) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if d.lose(cmd) {
+		if d.lose(cmd, err) {
 			return errReplyLost
 		}
 		return err
@@ -81,10 +89,16 @@ func (d *replyDropper) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 // lose replaces cmd's reply with errReplyLost if cmd ran a script whose
 // next reply is to be lost: an EVALSHA, or the EVAL that follows an
-// EVALSHA answered NOSCRIPT (which ran nothing).
-func (d *replyDropper) lose(cmd redis.Cmder) bool {
+// EVALSHA answered NOSCRIPT (which ran nothing). err is what processing
+// cmd returned: a hook may see NOSCRIPT there before cmd.Err() says so.
+func (d *replyDropper) lose(cmd redis.Cmder, err error) bool {
 	args := cmd.Args()
-	if len(args) < 2 || cmd.Err() != nil && strings.HasPrefix(cmd.Err().Error(), "NOSCRIPT") {
+	for _, e := range []error{err, cmd.Err()} {
+		if e != nil && strings.HasPrefix(e.Error(), "NOSCRIPT") {
+			return false
+		}
+	}
+	if len(args) < 2 {
 		return false
 	}
 	var sha string
@@ -101,6 +115,10 @@ func (d *replyDropper) lose(cmd redis.Cmder) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.drop[name] == 0 {
+		return false
+	}
+	if d.skip[name] > 0 {
+		d.skip[name]--
 		return false
 	}
 	d.drop[name]--

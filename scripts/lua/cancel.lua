@@ -40,7 +40,10 @@ Returns
   {1, run_status, running}  cancelled; running nodes still finishing; a
          trailing {woken...} ("ref|queue") lists the waiters handed the
          slots of cancelled nodes, for the caller to enqueue
-  {2, run_status, running}  the run was already cancelled (no change)
+  {2, run_status, running}  the run was already cancelled (no change); a
+         trailing {woken...} names again the waiters the cancel handed a
+         slot to (noted on the run hash, lib/woke.lua): a retried cancel
+         whose reply was lost wakes them then
   -1   run missing
   -22  the run already finished
   {-31, keys}  a READY node names limit keys ("k1,k2") whose keys were not
@@ -67,7 +70,13 @@ local did, status, running, wakes = cancelRun({run = runKey, ev = evKey, ready =
 if did == 'missing' then return -1 end
 if did == 'limits' then return {-31, status} end
 if did == 'finished' then return -22 end
-if did == 'already' then return {2, status, running} end
+if did == 'already' then
+--@include woke
+  return {2, status, running, wokeAgain(runKey, '-')}
+end
 if queued then rcall('LREM', KEYS[5], 0, runID) end
-if wakes and #wakes > 0 then return {1, status, running, wakes} end
+if wakes and #wakes > 0 then
+  rcall('HSET', runKey, 'woke', '- ' .. table.concat(wakes, ' '))
+  return {1, status, running, wakes}
+end
 return {1, status, running}

@@ -27,7 +27,8 @@ several nodes, or ended another way, go through the finished index.
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation still RUNNING under
 the continuation claim id, its lease renewed from now (as claim.lua renews
-a replayed claim), and the dependents still READY.
+a replayed claim), the dependents still READY, and the waiters the commit
+handed a slot to that have not claimed it yet (lib/woke.lua).
 
 When the node has limits, the holders hash and waiters zset of each
 follow the other keys (lib/limits.lua): the claim's slots are freed and
@@ -145,6 +146,9 @@ if f[1] == 'SUCCEEDED' then
   end
   for _, v in ipairs(cont) do out[#out + 1] = v end
   for _, v in ipairs(ready) do out[#out + 1] = v end
+--@include woke
+  local again = wokeAgain(nodeKey, claimID)
+  if again then out[#out + 1] = again end
   return out
 end
 if f[1] ~= 'RUNNING' then return -12 end

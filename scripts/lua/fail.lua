@@ -20,7 +20,9 @@ before the fence.
 When the node has limits, the holders hash and waiters zset of each
 follow the other keys (lib/limits.lua): the claim's slots are freed and
 handed to the first waiters, whom a trailing {woken...} ("ref|queue")
-appended to the reply lists for the caller to enqueue.
+appended to the reply lists for the caller to enqueue. A replay appends
+those of them that have not claimed their slot yet (lib/woke.lua): the
+lost reply's list never reached the caller.
 
 Spend: when ARGV[11] reports the cost the attempt learned (Task.Spend,
 "::spend N"; modes retry and final), the limit definitions hash and each
@@ -88,8 +90,11 @@ else
   -- again since (lib/end_claim.lua).
   local code, readyAt = endedAs(f[11], 'fail', claimID)
   if code then
-    if code == '1' then return {1, tonumber(readyAt)} end
-    return {tonumber(code), rcall('HGET', runKey, 'status')}
+--@include woke
+    local r = {tonumber(code), rcall('HGET', runKey, 'status')}
+    if code == '1' then r[2] = tonumber(readyAt) end
+    r[3] = wokeAgain(nodeKey, claimID)
+    return r
   end
   local stale = staleCode(f[2], f[3], 'fail')
   if stale then return stale end

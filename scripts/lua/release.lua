@@ -10,7 +10,9 @@ fence.
 When the node has limits, the holders hash and waiters zset of each
 follow the other keys (lib/limits.lua): the claim's slots are freed and
 handed to the first waiters, whom a trailing {woken...} ("ref|queue")
-appended to the reply lists for the caller to enqueue.
+appended to the reply lists for the caller to enqueue. A replay appends
+those of them that have not claimed their slot yet (lib/woke.lua): the
+lost reply's list never reached the caller.
 
 KEYS[1] node hash
 KEYS[2] run hash
@@ -51,8 +53,11 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 -- since (lib/end_claim.lua).
 local code = endedAs(f[5], 'release', claimID)
 if code then
-  if code == '1' then return {1, ''} end
-  return {3, rcall('HGET', runKey, 'status')}
+--@include woke
+  local r = {1, ''}
+  if code ~= '1' then r = {3, rcall('HGET', runKey, 'status')} end
+  r[3] = wokeAgain(nodeKey, claimID)
+  return r
 end
 local stale = staleCode(f[2], f[3], 'release')
 if stale then return stale end

@@ -88,10 +88,11 @@ end
 
 -- freeLimits frees the slots claim holds under the node's limits, whose
 -- keys end KEYS (2 per limit, then the tail of endLimitTail), and hands
--- them on. It returns the node's limit list, the index of its first
--- limit key and the woken waiters ("ref|queue"), or nil when the node has
--- no limits or no limit keys were passed (the last key is not a limit's:
--- no call made).
+-- them on. It returns the woken waiters ("ref|queue"), the node's limit
+-- list and the index of its first limit key, or nil when the node has no
+-- limits or no limit keys were passed (the last key is not a limit's: no
+-- call made). The woken are noted on the node under claim (field woke,
+-- lib/woke.lua), for a replay of this end to name them again.
 local function freeLimits(nodeKey, ref, claim, now, spend)
   local last = KEYS[#KEYS]
   local sfx = string.sub(last, -2)
@@ -112,6 +113,7 @@ local function freeLimits(nodeKey, ref, claim, now, spend)
       handOn(hKey, wKey, (tonumber(h[2]) or 0) - held, now, wakes, ref)
     end
   end
+  if #wakes > 0 then rcall('HSET', nodeKey, 'woke', claim .. ' ' .. table.concat(wakes, ' ')) end
   return wakes, list, first
 end
 
