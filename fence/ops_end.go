@@ -252,8 +252,11 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
-		_, err = s.packedFence(ctx, l, "fail", fmt.Errorf("%s %s: %w", op, l, err))
-		return Ended{}, err
+		answer, perr := s.packedAnswer(ctx, l, "fail", fmt.Errorf("%s %s: %w", op, l, err))
+		if perr != nil {
+			return Ended{}, perr
+		}
+		code, r, _ = reply(answer) // the run was packed since this claim failed the node
 	}
 	if code == 1 {
 		return Ended{Outcome: Retrying, ReadyAt: time.UnixMilli(asInt(r[0]))}, nil
@@ -274,8 +277,11 @@ func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended,
 	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
-		_, err = s.packedFence(ctx, l, "release", fmt.Errorf("release %s: %w", l, err))
-		return Ended{}, err
+		answer, perr := s.packedAnswer(ctx, l, "release", fmt.Errorf("release %s: %w", l, err))
+		if perr != nil {
+			return Ended{}, perr
+		}
+		code, r, _ = reply(answer) // the run was packed since this claim released the node
 	}
 	if code == 1 {
 		return Ended{Outcome: Retrying}, nil
@@ -303,7 +309,7 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 	ids, err := s.nodeIDs(ctx, thread, run)
 	if errors.Is(err, ErrNotFound) {
 		if p, perr := s.packedOf(ctx, thread, run); perr == nil && p != nil {
-			err = ErrRunDone // packed: it SUCCEEDED, as cancel.lua answers a finished run
+			err = ErrRunDone // packed: it ended, as cancel.lua answers a finished run
 		}
 	}
 	if err != nil {

@@ -307,21 +307,34 @@ func streamIDLess(a, b string) bool {
 // unchanged when it is not ErrNotFound or the run is not packed; the
 // script's refusal replaces ErrNotFound in err's text otherwise.
 func (s *Store) packedFence(ctx context.Context, l Lease, op string, err error, extra ...any) (replay bool, _ error) {
+	answer, err := s.packedAnswer(ctx, l, op, err, extra...)
+	return answer != nil, err
+}
+
+// packedAnswer is packedFence for fail, release and park, whose own
+// answer a replay must get again: when l's claim ended the packed node's
+// attempt by op (a lost reply, then the run ended and was packed), it
+// returns the reply op's script gave the first time, for the caller to
+// read as its own; for a commit of the claim that committed the node, a
+// non-nil answer with nothing in it.
+func (s *Store) packedAnswer(ctx context.Context, l Lease, op string, err error, extra ...any) (answer any, _ error) {
 	if !errors.Is(err, ErrNotFound) {
-		return false, err
+		return nil, err
 	}
 	args := append([]any{op, l.Node, l.Owner, l.Epoch, l.ClaimID, s.maxlen}, extra...)
 	v, ferr := s.run(ctx, "packed_fence", []string{s.keys.Packed(l.Thread, l.Run), s.keys.Events(l.Thread, l.Run)}, args...)
 	if ferr != nil {
-		return false, err // the write's own answer stands; a retry asks again
+		return nil, err // the write's own answer stands; a retry asks again
 	}
-	code, _, ferr := reply(v)
+	code, r, ferr := reply(v)
 	switch {
+	case code == 2 && len(r) > 0:
+		return r, nil
 	case code == 2:
-		return true, nil
+		return v, nil
 	case errors.Is(ferr, ErrNotFound) || ferr == nil:
-		return false, err
+		return nil, err
 	}
 	msg, _ := strings.CutSuffix(err.Error(), ErrNotFound.Error())
-	return false, fmt.Errorf("%s%w", msg, ferr)
+	return nil, fmt.Errorf("%s%w", msg, ferr)
 }

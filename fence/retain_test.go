@@ -265,9 +265,13 @@ func TestRetentionCompactsTheEventStream(t *testing.T) {
 			require.Less(t, usage(), int64(1000), "a run just submitted: its stream at its size")
 		}
 		c := tb.claim(t, "short", "a", "w", longTTL)
-		// FAILED: a SUCCEEDED run is packed into one key instead (retain.lua).
-		_, err := tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, c.Descendants)
+		// CANCELLED: a run that SUCCEEDED or FAILED is packed into one key
+		// instead (retain.lua).
+		_, err := tb.store.Cancel(tb.ctx, "short", "enough", "test")
 		require.NoError(t, err)
+		end, err := tb.store.Fail(tb.ctx, c.Lease, fence.Failure{Err: "boom", Final: true}, c.Descendants)
+		require.NoError(t, err)
+		require.Equal(t, "CANCELLED", end.RunStatus)
 		before, err := rdb.XRange(tb.ctx, key, "-", "+").Result()
 		require.NoError(t, err)
 		require.NotEmpty(t, before)
@@ -307,9 +311,10 @@ func TestRetentionCompactsTheEventStream(t *testing.T) {
 
 // A SUCCEEDED run is retained slimmer: its hashes lose the fields of a live
 // node and those at their default, are packed into one key, and read
-// exactly as before. A replayed
-// commit and a resubmission are still recognised. A FAILED run, which can
-// be retried, keeps every field, and its retry runs.
+// exactly as before. A replayed commit and a resubmission are still
+// recognised. A FAILED run, which can be retried, is packed with every
+// field, and its retry writes it back as its keys, value for value, and
+// runs.
 func TestRetentionSlimsSucceededRuns(t *testing.T) {
 	t.Parallel()
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
@@ -375,11 +380,18 @@ func TestRetentionSlimsSucceededRuns(t *testing.T) {
 		require.Equal(t, "SUCCEEDED", res.Status)
 		require.Equal(t, before, tb.getRun(t, "slim"))
 
-		for _, id := range []string{"a", "b"} {
-			require.Equal(t, brokeNodes[id], fields(keys.Node("broke", "broke", id)), "a run that can be retried keeps every field")
-		}
+		raw, err = rdb.Get(tb.ctx, keys.Packed("broke", "broke")).Bytes()
+		require.NoError(t, err, "a FAILED run is packed into one key")
+		_, packedNodes, err = fence.UnpackForTest(raw)
+		require.NoError(t, err)
+		require.Equal(t, []map[string]string{brokeNodes["a"], brokeNodes["b"]}, packedNodes,
+			"a run that can be retried keeps every field")
 		_, err = tb.store.Retry(tb.ctx, "broke", "r1", "test")
 		require.NoError(t, err)
+		require.Equal(t, brokeNodes["a"], fields(keys.Node("broke", "broke", "a")), "written back as it was")
+		gone, err := rdb.Exists(tb.ctx, keys.Packed("broke", "broke")).Result()
+		require.NoError(t, err)
+		require.Zero(t, gone, "the retried run is its keys again")
 		rb := tb.claim(t, "broke", "b", "w", longTTL)
 		require.Equal(t, "SUCCEEDED", tb.commit(t, rb, `"rb"`).RunStatus)
 	})
@@ -551,5 +563,105 @@ func TestRunsStoredWithTheirDefaultsStillRun(t *testing.T) {
 				require.NotContains(t, h, f, "retention drops what no reader uses from %s", key)
 			}
 		}
+	})
+}
+
+// A run that FAILED is packed by the retention like a SUCCEEDED one, every
+// field kept: it reads as before; a late write of an earlier attempt is
+// refused and recorded; the fail that ended it, resent after a lost
+// reply, gets the first answer again; a retry writes it back as its keys
+// in the step that re-runs it (events in order, the refusal after them),
+// its node's epoch moves on, and the retried run succeeds. Packed again,
+// the same retry request is recognised and another is refused. A retry
+// refused because the thread moved on leaves the run packed. On miniredis
+// and a real redis-server.
+func TestRetentionPacksFailedRunsAndRetryWritesThemBack(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		rdb, keys := tb.be.Client, tb.store.Keys()
+		once := node("b", "a")
+		once.MaxAttempts = 2
+		tb.submit(t, spec("pf", node("a"), once, node("c")))
+		tb.commit(t, tb.claim(t, "pf", "a", "w1", longTTL), `{"a":1}`)
+		first := tb.claim(t, "pf", "b", "w1", longTTL)
+		end, err := tb.store.Fail(tb.ctx, first.Lease, fence.Failure{Err: "flaky"}, first.Descendants)
+		require.NoError(t, err)
+		require.Equal(t, fence.Retrying, end.Outcome)
+		tb.commit(t, tb.claim(t, "pf", "c", "w1", longTTL), `{"c":3}`)
+		tb.advance(t, time.Second) // past the retry's delay
+		last := tb.claim(t, "pf", "b", "w2", longTTL)
+		end, err = tb.store.Fail(tb.ctx, last.Lease, fence.Failure{Err: "boom:\n\x00 ünïcödé"}, last.Descendants)
+		require.NoError(t, err)
+		require.Equal(t, "FAILED", end.RunStatus)
+		info, events := tb.getRun(t, "pf"), tb.events(t, "pf")
+
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		gone, err := rdb.Exists(tb.ctx, keys.Run("pf", "pf"), keys.Events("pf", "pf"), keys.Node("pf", "pf", "b")).Result()
+		require.NoError(t, err)
+		require.Zero(t, gone, "packed in place of its keys")
+		require.Equal(t, info, tb.getRun(t, "pf"), "a packed FAILED run reads as before")
+		require.Equal(t, events, tb.events(t, "pf"))
+
+		_, err = tb.store.Heartbeat(tb.ctx, first.Lease, time.Minute, 0)
+		require.ErrorIs(t, err, fence.ErrStaleEpoch, "the first attempt's late write")
+		again, err := tb.store.Fail(tb.ctx, last.Lease, fence.Failure{Err: "boom:\n\x00 ünïcödé"}, last.Descendants)
+		require.NoError(t, err, "the fail that ended the run, resent after its run was packed")
+		require.Equal(t, end, again)
+
+		retried, err := tb.store.Retry(tb.ctx, "pf", "req-1", "test")
+		require.NoError(t, err)
+		require.Equal(t, []string{"b"}, retried.Ready)
+		require.False(t, retried.Replay)
+		packed, err := rdb.Exists(tb.ctx, keys.Packed("pf", "pf")).Result()
+		require.NoError(t, err)
+		require.Zero(t, packed, "written back as its keys")
+		after := tb.events(t, "pf")
+		require.Equal(t, events, after[:len(events)], "the packed events, in order, under their ids")
+		var types []string
+		for _, e := range after[len(events):] {
+			types = append(types, e.Type)
+		}
+		require.Equal(t, []string{"stale_rejected", "retried", "run_retried"}, types)
+		b := tb.nodeInfo(t, "pf", "b")
+		require.Equal(t, "READY", b.State)
+		require.Equal(t, last.Lease.Epoch+1, b.Epoch, "fenced as by a claim")
+		require.JSONEq(t, `{"a":1}`, string(tb.nodeInfo(t, "pf", "a").Result), "a kept its result")
+
+		replay, err := tb.store.Retry(tb.ctx, "pf", "req-1", "test")
+		require.NoError(t, err)
+		require.True(t, replay.Replay)
+		require.Equal(t, "SUCCEEDED", tb.commit(t, tb.claim(t, "pf", "b", "w3", longTTL), `{"b":2}`).RunStatus)
+		n, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		replay, err = tb.store.Retry(tb.ctx, "pf", "req-1", "test")
+		require.NoError(t, err, "the same request, once the run was packed again")
+		require.True(t, replay.Replay)
+		require.Equal(t, "SUCCEEDED", replay.Status)
+		_, err = tb.store.Retry(tb.ctx, "pf", "req-2", "test")
+		require.ErrorIs(t, err, fence.ErrNotRetryable)
+
+		// A run of a thread that moved on stays packed when refused.
+		for _, r := range []string{"t1", "t2"} {
+			a := spec(r, node("a"))
+			a.Thread, a.Multitask = "pf-chat", "enqueue"
+			tb.submit(t, a)
+		}
+		tc, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "pf-chat", Run: "t1", Node: "a"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		_, err = tb.store.Fail(tb.ctx, tc.Lease, fence.Failure{Err: "boom", Final: true}, nil)
+		require.NoError(t, err)
+		_, err = tb.store.Promote(tb.ctx, "pf-chat", "w")
+		require.NoError(t, err)
+		_, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		_, err = tb.store.Retry(tb.ctx, "t1", "req-3", "test")
+		require.ErrorIs(t, err, fence.ErrNotActiveRun)
+		packed, err = rdb.Exists(tb.ctx, keys.Packed("pf-chat", "t1"), keys.Run("pf-chat", "t1")).Result()
+		require.NoError(t, err)
+		require.Equal(t, int64(1), packed, "still packed, and only packed")
+		require.Equal(t, "FAILED", tb.getRun(t, "t1").Status)
 	})
 }

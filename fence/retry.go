@@ -2,6 +2,7 @@ package fence
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -41,16 +42,18 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	}
 	ids, err := s.nodeIDs(ctx, thread, run)
 	if errors.Is(err, ErrNotFound) {
-		// Packed into one key: the run SUCCEEDED, and retry.lua's answers
-		// for it are a replay of this retry id, else a refusal.
+		// Packed into one key by the retention: retry.lua writes a FAILED
+		// run back as its keys before re-running it, and answers a
+		// SUCCEEDED one as it would its keys. It needs the node keys.
 		p, perr := s.packedOf(ctx, thread, run)
 		switch {
 		case perr != nil:
 			err = perr
-		case p != nil && retryID != "" && p.Run["retry:"+retryID] != "":
-			return Retried{Thread: thread, Status: p.Run["status"], Replay: true}, nil
 		case p != nil:
-			return Retried{}, fmt.Errorf("retry %s: status %s: %w", run, p.Run["status"], ErrNotRetryable)
+			ids, err = nil, nil
+			if jerr := json.Unmarshal([]byte(p.Run["nodes"]), &ids); jerr != nil {
+				err = fmt.Errorf("run %s: packed node list: %w", run, jerr)
+			}
 		}
 	}
 	if err != nil {
@@ -66,7 +69,8 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 	if thread != run {
 		threaded = "1"
 	}
-	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)), s.keys.Finished(ShardOf(thread)), s.keys.Active(thread)}
+	keys := []string{s.keys.Run(thread, run), s.keys.Events(thread, run), s.keys.Ready(ShardOf(thread)),
+		s.keys.Finished(ShardOf(thread)), s.keys.Active(thread), s.keys.Packed(thread, run)}
 	args := []any{run, retryID, Ref(thread, run, ""), s.maxlen, threaded, who}
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))
@@ -83,9 +87,13 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 		// the time to live its run hash still has (none: the locator had
 		// none either). Also after a persist whose retry's first reply
 		// was lost. Best effort: a locator left without one outlives its
-		// run, and finds nothing.
-		if pttl, perr := s.rdb.PTTL(ctx, s.keys.Run(thread, run)).Result(); perr == nil && pttl > 0 {
-			_ = s.rdb.PExpire(ctx, s.keys.Locator(run), pttl).Err()
+		// run, and finds nothing. A packed run's time to live is its
+		// packed key's.
+		for _, k := range []string{s.keys.Run(thread, run), s.keys.Packed(thread, run)} {
+			if pttl, perr := s.rdb.PTTL(ctx, k).Result(); perr == nil && pttl > 0 {
+				_ = s.rdb.PExpire(ctx, s.keys.Locator(run), pttl).Err()
+				break
+			}
 		}
 	case err == nil && thread != run:
 		// Again, now that the run is live: a retention sweep that read

@@ -106,7 +106,7 @@ var bindings = map[string]struct {
 	// promote: the queued runs and the head's nodes are listed one key per
 	// ARGV; each namespace listed has four keys (up to 100 namespaces).
 	"promote": {8, 7, true, true, 0, 300},
-	"retry":   {5, 6, true, true, 0, 0},
+	"retry":   {6, 6, true, true, 0, 0},
 	"retain":  {4, 4, true, false, 0, 0},
 	"delete":  {5, 4, true, false, 0, 0},
 	// timeout cancels a run past its deadline (stored by submit).
@@ -248,8 +248,10 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 	t1, err := s.Claim(ctx, NodeRef{Thread: thread, Run: thread + "-1", Node: "a"}, "w", time.Minute, time.Second)
 	require.NoError(t, err)
-	// FAILED, so that retention keeps its keys (a SUCCEEDED run is packed
-	// into one key) and the delete below passes them.
+	// CANCELLED, so that retention keeps its keys (a run that SUCCEEDED or
+	// FAILED is packed into one key) and the delete below passes them.
+	_, err = s.Cancel(ctx, thread+"-1", "enough", "w")
+	require.NoError(t, err)
 	_, err = s.Fail(ctx, t1.Lease, Failure{Err: "boom", Final: true}, nil)
 	require.NoError(t, err)
 	p, err := s.Promote(ctx, thread, "w")

@@ -84,8 +84,11 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
 	if err != nil {
-		_, err = s.packedFence(ctx, l, "park", fmt.Errorf("park %s: %w", l, err))
-		return Parked{}, err
+		answer, perr := s.packedAnswer(ctx, l, "park", fmt.Errorf("park %s: %w", l, err))
+		if perr != nil {
+			return Parked{}, perr
+		}
+		code, r, _ = reply(answer) // the run was packed since this claim parked the node
 	}
 	if code == 3 {
 		return Parked{Cancelled: true, RunStatus: asString(r[0])}, nil

@@ -10,10 +10,14 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
 )
 
 // A FAILED run retried through the CLI SUCCEEDS, and its SUCCEEDED node
-// does not run again.
+// does not run again. The runner's retention has packed the FAILED run
+// into one key by then (its sweep does so at once, as for a run that
+// SUCCEEDED); the retry writes it back, and its whole history stays.
 func TestRetriedRunSucceedsWithoutRerunningItsSuccesses(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
@@ -28,6 +32,14 @@ func TestRetriedRunSucceedsWithoutRerunningItsSuccesses(t *testing.T) {
 		{"id": "c", "kind": "exec", "deps": ["b"], "input": ` + a + `}]}`)
 	require.Equal(t, 1, c.watch(run))
 	require.Equal(t, "FAILED", c.status(run).Status)
+	rdb := c.redis.Client(t)
+	waitUntil(t, 10*time.Second, "the retention to pack the FAILED run", func() bool {
+		n, err := rdb.Exists(t.Context(), fence.Keys{}.Packed(run, run)).Result()
+		require.NoError(t, err)
+		return n == 1
+	})
+	before := c.events(run)
+	require.Equal(t, "FAILED", c.status(run).Status, "read from its packed key")
 
 	require.NoError(t, os.WriteFile(ok, nil, 0o600))
 	out, errOut, code := c.enqueue("", "retry", run)
@@ -40,6 +52,7 @@ func TestRetriedRunSucceedsWithoutRerunningItsSuccesses(t *testing.T) {
 	log, err := os.ReadFile(ran)
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b", "b", "c"}, strings.Fields(string(log)), "a ran once")
+	require.Equal(t, before, c.events(run)[:len(before)], "the history from before the retry, whole")
 }
 
 // start_in: 2s starts no node before 2 s on Redis's clock: started_at and

@@ -1,5 +1,5 @@
 --[[ packed_fence: the fence for a write to a node of a run packed into one
-key (retain.lua packs a SUCCEEDED run: lib/pack.lua).
+key (retain.lua packs a SUCCEEDED or FAILED run: lib/pack.lua).
 
 A write script (commit, fail, release, heartbeat, park, checkpoint) that
 finds no node hash answers "node missing" (-1). When the run is packed,
@@ -10,9 +10,12 @@ event, as before the run was packed; the run's event stream, gone since
 the packing, is made again for it, with the packed key's time to live, and
 readers show its entries after the packed ones (fence/packed.go). A
 commit by the claim that committed the node (its reply was lost) is
-recognised as its own. The node, SUCCEEDED, is not RUNNING for any other
-write of the current claim (-12; a checkpoint's refusal is recorded too,
-as checkpoint.lua records it). Nothing else changes.
+recognised as its own, and so is a fail, release or park by a claim that
+ended the node's attempt so (lib/end_claim.lua): answered, before the
+fence, as that script answered the first time. The node, ended, is not
+RUNNING for any other write of the current claim (-12; a checkpoint's
+refusal is recorded too, as checkpoint.lua records it). Nothing else
+changes.
 
 KEYS[1]  the run's packed key
 KEYS[2]  the run's event stream
@@ -28,6 +31,9 @@ ARGV[7..] pairs of further event fields (a checkpoint's "ns", ns)
 
 Returns
   2    a commit of this claim, which committed the node: nothing changed
+  {2, reply...}
+       a fail, release or park this claim ended the node's attempt with:
+       reply is what fail.lua, release.lua or park.lua answered it
   -1   no packed run, or no such node in it
   -10  stale epoch: the node was claimed again since (recorded)
   -11  not owner: same epoch, another claim id (recorded)
@@ -42,4 +48,25 @@ local now = string.format('%d', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]
 --@include pack
 --@include unpack
 --@include packed_fence
+--@include end_claim
+
+if op == 'fail' or op == 'release' or op == 'park' then
+  local packed = rcall('GET', packedKey)
+  local run, nodes = unpackRun(packed, true)
+  if run then
+    for i, id in ipairs(cjson.decode(run.nodes or '[]')) do
+      local node = nodes[i]
+      if id == nodeID and node then
+        local code, extra = endedAs(node.end_claim, op, claimID)
+        if code then
+          if op == 'fail' and code == '1' then return {2, 1, tonumber(extra)} end
+          if op == 'release' and code == '1' then return {2, 1, ''} end
+          if op == 'park' and code == '4' then return {2, 1, node.wait_id or ''} end
+          if op == 'fail' then return {2, tonumber(code), run.status} end
+          return {2, 3, run.status}
+        end
+      end
+    end
+  end
+end
 return packedRefusal(packedKey, op, unpack(ARGV, 7))

@@ -12,17 +12,19 @@ re-opened by retry.lua since the caller read the index: nothing changes.
 How a run's keys are retained (slimmed, given their time to live, the
 stream stored at its size) is lib/retain_run.lua, shared with commit.lua.
 
-A SUCCEEDED run is packed instead: its run hash, node hashes and event
-stream become one string (lib/pack.lua), stored under KEYS[4] with the
-time to live (none when kept forever), and those keys are deleted.
-One key instead of two plus one per node holds about a quarter of the
-memory (docs/performance.md). Readers in Go read it back (fence/packed.go);
-the scripts that meet a run by id (submit.lua, locator.lua, delete.lua)
-read its run hash from it (lib/unpack.lua); a late write to one of its
-nodes finds no node hash and changes nothing, as once a run's keys have
-expired. A SUCCEEDED run never changes again (retry.lua refuses it), so
-nothing needs it back as hashes. Runs that FAILED or were CANCELLED keep
-their keys, for retry.lua.
+A run that SUCCEEDED or FAILED is packed instead: its run hash, node
+hashes and event stream become one string (lib/pack.lua), stored under
+its packed key with the time to live (none when kept forever), and those
+keys are deleted. One key instead of two plus one per node holds about a
+quarter of the memory (docs/performance.md). Readers in Go read it back
+(fence/packed.go); the scripts that meet a run by id (submit.lua,
+locator.lua, delete.lua) read its run hash from it (lib/unpack.lua); a
+late write to one of its nodes finds no node hash, and packed_fence.lua
+answers it as the node's fence would. A SUCCEEDED run never changes again
+(retry.lua refuses it). A FAILED one is slimmed of nothing, and retry.lua
+writes it back as its keys, value for value, in the step that re-runs it.
+A CANCELLED run keeps its keys: the promotion that applies a rollback
+marks the rolled-back run, which is a cancelled one, in its hash.
 
 A run of a thread has its locator in another slot, out of this script's
 reach: the script puts the bare run id in the finished index in the run's
@@ -34,7 +36,8 @@ KEYS[1]   finished index (zset: "thread:run:" -> ms when the run ended;
           a bare "run": its locator still wants its time to live)
 KEYS[2]   run hash
 KEYS[3]   run event stream
-KEYS[4]   the run's packed key (string; written for a SUCCEEDED run)
+KEYS[4]   the run's packed key (string; written for a SUCCEEDED or FAILED
+          run)
 KEYS[5..] the run's node hashes (ARGV[4] of them), then, for a run
           without a thread, its locator (only runs stored before such
           runs stopped having one have it)
@@ -73,8 +76,8 @@ else
       otherKeys[#otherKeys + 1] = KEYS[i]
     end
   end
-  if r[1] == 'SUCCEEDED' then
-    slimSucceeded(runKey, nodeKeys, false)
+  if r[1] == 'SUCCEEDED' or r[1] == 'FAILED' then
+    if r[1] == 'SUCCEEDED' then slimSucceeded(runKey, nodeKeys, false) end
     local packed = packRun(runKey, nodeKeys, evKey)
     rcall('DEL', runKey, evKey)
     for _, key in ipairs(nodeKeys) do rcall('DEL', key) end

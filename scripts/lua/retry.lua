@@ -12,6 +12,10 @@ and the task ids made from it, keep growing. The run becomes RUNNING, its
 counters (terminal: the SUCCEEDED nodes; failed; cancel flag and reason)
 reset and its time to live (retention) removed.
 
+A FAILED run the retention packed into one key (retain.lua) is written
+back as its keys (lib/unpack.lua restoreRun) in the step that re-runs it,
+and only then: a refused retry leaves it packed.
+
 A run is retried only while it is still its thread's active run (a run
 without a thread: while no run of the thread of its id took the key):
 once the thread has moved on to another run, re-running this one would
@@ -29,7 +33,8 @@ KEYS[3]   ready index (zset: ref -> ms when READY)
 KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended;
           a bare "run" when its locator awaits its time to live)
 KEYS[5]   the thread's active-run key
-KEYS[6..] every node hash of the run, in the order of ARGV[7..]
+KEYS[6]   the run's packed key (lib/pack.lua)
+KEYS[7..] every node hash of the run, in the order of ARGV[7..]
 
 ARGV[1]   run id
 ARGV[2]   retry id (made by the caller, the same on every retry of the
@@ -53,12 +58,21 @@ Returns
   {-14, active_run} the thread's active run is another run
 ]]
 local rcall = redis.call
-local runKey, evKey, readyKey, finKey, activeKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local runKey, evKey, readyKey, finKey, activeKey, packedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local runID, retryID, refPrefix, maxlen, threaded, who = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6]
-local firstNode = 5 -- KEYS[firstNode + i] is node i's hash, ARGV[6 + i] its id
+local firstNode = 6 -- KEYS[firstNode + i] is node i's hash, ARGV[6 + i] its id
+
+--@include pack
+--@include unpack
 
 local r = rcall('HMGET', runKey, 'status', 'retry:' .. retryID)
-if not r[1] then return -1 end
+local packed -- the packed run's string, when its keys are packed
+if not r[1] then
+  packed = rcall('GET', packedKey)
+  local run = unpackRunFields(packed)
+  if not run then return -1 end
+  r = {run.status, run['retry:' .. retryID]}
+end
 local status = r[1]
 
 -- readyNodes lists the READY nodes as {id, queue, attempt} triples.
@@ -66,7 +80,7 @@ local function readyNodes(out)
   for i = firstNode + 1, #KEYS do
     local n = rcall('HMGET', KEYS[i], 'state', 'queue', 'attempt')
     if n[1] == 'READY' then
-      out[#out + 1] = ARGV[i + 1]
+      out[#out + 1] = ARGV[i]
       out[#out + 1] = n[2]
       out[#out + 1] = tonumber(n[3])
     end
@@ -81,6 +95,13 @@ if status ~= 'FAILED' and status ~= 'CANCELLED' then return {-24, status} end
 local active = rcall('GET', activeKey) or ''
 if active ~= runID and (threaded == '1' or active ~= '') then return {-14, active} end
 
+if packed then
+  local nodeKeys = {}
+  for i = firstNode + 1, #KEYS do nodeKeys[#nodeKeys + 1] = KEYS[i] end
+  if not restoreRun(packed, runKey, nodeKeys, evKey) then return -1 end
+  rcall('DEL', packedKey)
+end
+
 local t = rcall('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
@@ -88,14 +109,14 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local succeeded, nsucceeded = {}, 0
 for i = firstNode + 1, #KEYS do
   if rcall('HGET', KEYS[i], 'state') == 'SUCCEEDED' then
-    succeeded[ARGV[i + 1]] = true
+    succeeded[ARGV[i]] = true
     nsucceeded = nsucceeded + 1
   end
 end
 
 local out, rerun = {1}, 0
 for i = firstNode + 1, #KEYS do
-  local key, id = KEYS[i], ARGV[i + 1]
+  local key, id = KEYS[i], ARGV[i]
   local n = rcall('HMGET', key, 'state', 'deps', 'queue', 'attempt', 'epoch')
   if n[1] == 'FAILED' or n[1] == 'CANCELLED' then
     local remaining = 0

@@ -261,8 +261,9 @@ end
 -- unpackRun returns the run hash packed in s as a table of field -> value
 -- and, when withNodes, a list of the node hashes as such tables, in the
 -- run's node order, and the ms and seq of its last event's stream id;
--- nil when s is not a packed run of a known version.
-local function unpackRun(s, withNodes)
+-- with withEvents also, fifth, its events as {id, {name, value, ...}},
+-- in order. nil when s is not a packed run of a known version.
+local function unpackRun(s, withNodes, withEvents)
   if type(s) ~= 'string' or string.byte(s, 1) ~= 1 then return nil end
   local texts, pos = packDictionary(), 2
   local function varint()
@@ -319,16 +320,58 @@ local function unpackRun(s, withNodes)
   end
   -- The last event's stream id, as ms and seq: read through the events.
   local lastMs, lastSeq = 0, 0
+  local events = {}
   for _ = 1, varint() or 0 do
     local ms, seq, m = varint(), varint(), varint()
     if not ms or not seq or not m then return nil end
     lastMs, lastSeq = base + unzigzag(ms), seq
-    if m % 2 == 1 then m = m + 4 end -- five unnamed values, then (m-1)/2 pairs
-    for _ = 1, m do
-      if not value() then return nil end
+    local usual = m % 2 == 1
+    if usual then m = m + 4 end -- five unnamed values, then (m-1)/2 pairs
+    local flat = {}
+    for i = 1, m do
+      local v = value()
+      if not v then return nil end
+      if withEvents then
+        if usual and i <= 5 then flat[#flat + 1] = packEventFields[i] end
+        flat[#flat + 1] = v
+      end
+    end
+    if withEvents then
+      events[#events + 1] = {string.format('%d-%d', lastMs, lastSeq), flat}
     end
   end
-  return run, nodes, lastMs, lastSeq
+  return run, nodes, lastMs, lastSeq, events
+end
+
+-- restoreRun writes the run packed in s back as the keys it was packed
+-- from: the run hash runKey, the node hashes nodeKeys (in the run's node
+-- order) and the event stream evKey, each entry under its own id, every
+-- field and value as stored; entries evKey holds already (refusals
+-- recorded after the packing, lib/packed_fence.lua) follow, under their
+-- ids. The keys get no time to live. Returns false, changing nothing,
+-- when s is not a packed run or holds another number of nodes.
+local function restoreRun(s, runKey, nodeKeys, evKey)
+  local run, nodes, _, _, events = unpackRun(s, true, true)
+  if not run or #nodes ~= #nodeKeys then return false end
+  local function flatten(t)
+    local out = {}
+    for k, v in pairs(t) do
+      out[#out + 1] = k
+      out[#out + 1] = v
+    end
+    return out
+  end
+  local later = rcall('XRANGE', evKey, '-', '+')
+  rcall('DEL', evKey)
+  for _, e in ipairs(events) do rcall('XADD', evKey, e[1], unpack(e[2])) end
+  for _, e in ipairs(later) do rcall('XADD', evKey, e[1], unpack(e[2])) end
+  rcall('PERSIST', evKey)
+  rcall('HSET', runKey, unpack(flatten(run)))
+  for i, key in ipairs(nodeKeys) do
+    local f = flatten(nodes[i])
+    if #f > 0 then rcall('HSET', key, unpack(f)) end
+  end
+  return true
 end
 
 -- unpackRunFields returns the run hash packed in s (unpackRun).
