@@ -24,6 +24,9 @@ type batonScenario struct {
 	t     *target
 	log   *slog.Logger
 	shape string // single, thread, wide or chain
+	// limited: every node names benchLimits (set by start), which never
+	// throttle: the row measures what taking and freeing them costs.
+	limited bool
 	// dispatchers is WorkerConfig.Dispatchers; 0: its default.
 	dispatchers int
 	w           *runner.Worker
@@ -49,6 +52,9 @@ func (s *batonScenario) mode() string {
 	}
 	if s.traced {
 		m += fmt.Sprintf(" traced=%g%%", s.sample*100)
+	}
+	if s.limited {
+		m += " limits"
 	}
 	return m
 }
@@ -84,6 +90,12 @@ func (s *batonScenario) start(ctx context.Context) error {
 	var err error
 	if s.cli, err = runner.NewClient(runner.ClientConfig{Redis: s.t.rdb}); err != nil {
 		return err
+	}
+	if s.limited { // after the measurement's FLUSHDB
+		if err := setBenchLimits(ctx, s.cli, s.o); err != nil {
+			_ = s.cli.Close()
+			return err
+		}
 	}
 	s.w, err = runner.NewWorker(runner.WorkerConfig{
 		Redis:          s.t.rdb,
@@ -166,6 +178,9 @@ func (s *batonScenario) spec(tag string, i int) *runner.RunSpec {
 		}
 		if s.shape == "chain" && j > 0 {
 			spec.Nodes[j].Deps = []string{fmt.Sprintf("n%d", j-1)}
+		}
+		if s.limited {
+			spec.Nodes[j].Limits = benchLimitUses
 		}
 	}
 	return spec

@@ -59,7 +59,7 @@ type options struct {
 }
 
 // allSections are the bench's sections, in the order they run.
-var allSections = []string{"throughput", "scripts", "latency", "cancel", "takeover", "heartbeat", "memory", "sweep"}
+var allSections = []string{"throughput", "limits", "scripts", "latency", "cancel", "takeover", "heartbeat", "memory", "sweep"}
 
 func (o options) has(section string) bool { return slices.Contains(o.sections, section) }
 
@@ -94,7 +94,10 @@ command) one at a time under the worker's default lease, and prints the time
 from the cancel call to the run being CANCELLED (p50, p99, max).
 
 Sections (-sections, default all, in this order): throughput (the table
-above), scripts (Redis CPU and commands per call of each operation called
+above), limits (the claim cost of fleet-wide limits: baton's single shape
+drained with every node naming a concurrency limit and a rate, neither
+of which throttles, against the same runs without; on a Redis Cluster that
+refuses limits it says so and is skipped), scripts (Redis CPU and commands per call of each operation called
 alone), latency (submit-to-start and claim-to-commit p50/p99 at a fixed
 -rate), cancel, takeover (a killed worker's node taken over), heartbeat
 (round trips per tick with -hb-nodes running nodes on one worker), memory

@@ -131,6 +131,39 @@ func TestTracedRows(t *testing.T) {
 	}
 }
 
+// The limits section drains the same one-node runs without and with a
+// concurrency limit and a rate on every node, and prints both and their
+// ratios in its table and in the JSON line.
+func TestLimitsSection(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	code, stdout, stderr := runBench(t, srv.URL(), "-sections", "limits", "-n", "60", "-runs", "1", "-warmup", "10",
+		"-poll", "10ms")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "limits: one-node runs, every node naming a concurrency limit (1000 at once) and a rate (100000/s, burst 100000)")
+	require.Regexp(t, `(?m)^ +without limits +60 +\d+ +\d+–\d+ +\d+\.\d\d +\d+\.\d +\d+\.\d +\d+\.\d *$`, stdout)
+	require.Regexp(t, `(?m)^ +with limits +60 +\d+ +\d+–\d+ +\d+\.\d\d +\d+\.\d +\d+\.\d +\d+\.\d *$`, stdout)
+	require.Regexp(t, `(?m)^ +with/without +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d +\d+\.\d\d *$`, stdout)
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	var rep struct {
+		Limits struct {
+			Concurrency       int                `json:"concurrency"`
+			With              map[string]float64 `json:"with"`
+			XClaimsPerS       float64            `json:"x_claims_per_s"`
+			XRedisCmdsPerNode float64            `json:"x_redis_cmds_per_node"`
+		} `json:"limits"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &rep), stdout)
+	require.Equal(t, 1000, rep.Limits.Concurrency)
+	require.Equal(t, 60.0, rep.Limits.With["nodes"])
+	require.Positive(t, rep.Limits.XClaimsPerS)
+	require.Greater(t, rep.Limits.XRedisCmdsPerNode, 1.0, "taking and freeing a slot and a token costs Redis commands")
+
+	db := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 15})
+	t.Cleanup(func() { _ = db.Close() })
+	require.Zero(t, db.DBSize(context.Background()).Val())
+}
+
 // -mode cancel measures cancel latency alone: a row per kind with as many
 // cancels as asked, and no throughput table.
 func TestCancelLatency(t *testing.T) {
@@ -250,7 +283,7 @@ func TestClusterRun(t *testing.T) {
 		t.Skip("redis-cli not installed")
 	}
 	code, stdout, stderr := runBench(t, "redis://127.0.0.1:1/0", "-cluster", "3", "-n", "200", "-k", "5", "-runs", "1",
-		"-warmup", "20", "-mode", "all", "-poll", "10ms", "-sections", "throughput,memory")
+		"-warmup", "20", "-mode", "all", "-poll", "10ms", "-sections", "throughput,limits,memory")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "redis:  cluster, masters: 3 (127.0.0.1:")
 	require.Regexp(t, `queues: default \(slot \d+, 127\.0\.0\.1:\d+\).* on 1 of 3 masters`, stdout)
@@ -258,4 +291,13 @@ func TestClusterRun(t *testing.T) {
 		require.Regexp(t, row, stdout)
 	}
 	require.Contains(t, stdout, "memory: skipped on a cluster")
+	// Limits on a cluster: skipped, saying why, while the store refuses
+	// them; measured once it does not.
+	if strings.Contains(stdout, "limits: skipped on cluster: ") {
+		require.Contains(t, stdout, "limits: skipped on cluster: "+fence.ErrLimitsOnCluster.Error()+"\n")
+		require.Contains(t, stdout, `"limits":{"skipped":`)
+	} else {
+		require.Regexp(t, `(?m)^ +with limits +200 `, stdout)
+		require.Contains(t, stdout, `"x_claims_per_s":`)
+	}
 }

@@ -145,6 +145,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	for _, sec := range o.sections {
 		var err error
 		switch sec {
+		case "limits":
+			err = b.limits(ctx, stdout, rep)
 		case "scripts":
 			err = b.scripts(ctx, stdout, rep)
 		case "latency":
