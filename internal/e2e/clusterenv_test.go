@@ -273,6 +273,22 @@ func readHistory(t *testing.T, paths ...string) []fence.Op {
 	return ops
 }
 
+// readSettledHistory reads the runners' histories (readHistory) once they
+// hold an accepted commit for nodes nodes, or after 10 s: a runner
+// appends a call's line after Redis answered it, so a run can be seen
+// ended before the line of its last commit is written.
+func readSettledHistory(t *testing.T, nodes int, paths ...string) []fence.Op {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ops := readHistory(t, paths...)
+		if len(auditHistory(ops).Commits) >= nodes || time.Now().After(deadline) {
+			return ops
+		}
+		time.Sleep(50 * time.Millisecond) // polling files other processes append to
+	}
+}
+
 // audit is what the histories say about ownership, per node (run/node).
 type audit struct {
 	// Commits are the distinct accepted commits (epoch/claim id): more

@@ -141,7 +141,7 @@ func masterKilledMidRun(t *testing.T, claimReplicas int, lagging bool) {
 	requireSucceeded(t, ended)
 	endedAfter := time.Since(killed)
 
-	ops := readHistory(t, hist...)
+	ops := readSettledHistory(t, 4*len(threads), hist...)
 	a := auditHistory(ops)
 	victimThread := func(th string) bool { return slices.Contains(onVictim, th) }
 	// When the runs saw the failover end: the first protocol call on the
