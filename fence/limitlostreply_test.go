@@ -57,7 +57,7 @@ func TestLostClaimReplyHoldsOneSlot(t *testing.T) {
 	})
 }
 
-// An end of a slot holder's attempt (commit, fail, release) whose reply
+// An end of a slot holder's attempt (commit, fail, release, park) whose reply
 // was lost and which is replayed: the slot is freed once and handed to the
 // waiter once, and the waiter is woken exactly once (by the replay, the
 // lost reply having woken nobody); the other holder keeps its slot, so a
@@ -81,6 +81,10 @@ func TestLostEndReplyFreesTheSlotOnce(t *testing.T) {
 		}},
 		{"release", "release", func(ctx context.Context, s *fence.Store, c *fence.Claimed) error {
 			_, err := s.Release(ctx, c.Lease, "shutdown")
+			return err
+		}},
+		{"park", "park", func(ctx context.Context, s *fence.Store, c *fence.Claimed) error {
+			_, err := s.Park(ctx, c.Lease, fence.Wait{ID: "wait-" + c.Run, Request: []byte(`"approve?"`)})
 			return err
 		}},
 	}
@@ -123,12 +127,9 @@ func TestLostEndReplyFreesTheSlotOnce(t *testing.T) {
 				tb.commit(t, waiter, `1`)
 				tb.commit(t, late, `1`)
 				require.Empty(t, wl.take())
-				if o.name == "fail and retry" || o.name == "release" {
-					require.Equal(t, "READY", tb.nodeInfo(t, run("holder"), "a").State)
-					require.Equal(t, fence.LimitKeyState{Key: k}, tb.keyState(t, k), "all free: the holder's node is READY again and holds none")
-					return
-				}
-				require.Equal(t, fence.LimitKeyState{Key: k}, tb.keyState(t, k), "all free at the end")
+				require.Equal(t, map[string]string{"commit": "SUCCEEDED", "fail and retry": "READY", "fail for good": "FAILED",
+					"release": "READY", "park": "WAITING"}[o.name], tb.nodeInfo(t, run("holder"), "a").State)
+				require.Equal(t, fence.LimitKeyState{Key: k}, tb.keyState(t, k), "all free at the end: the holder's node holds none")
 			})
 		}
 	})

@@ -14,7 +14,9 @@ fence.
 When the node has limits, the holders hash and waiters zset of each
 follow the other keys (lib/limits.lua): the claim's slots are freed and
 handed to the first waiters, whom a trailing {woken...} ("ref|queue")
-appended to the reply lists for the caller to enqueue.
+appended to the reply lists for the caller to enqueue. A replay appends
+those of them that have not claimed their slot yet (lib/woke.lua): the
+lost reply's list never reached the caller.
 
 KEYS[1] node hash
 KEYS[2] run hash
@@ -57,8 +59,11 @@ if not f[1] then return -1 end
 -- A retry of this claim's accepted park answers as the first time.
 local code = endedAs(f[4], 'park', claimID)
 if code then
-  if code == '4' then return {1, f[5] or waitID} end
-  return {3, rcall('HGET', runKey, 'status')}
+--@include woke
+  local r = {1, f[5] or waitID}
+  if code ~= '4' then r = {3, rcall('HGET', runKey, 'status')} end
+  r[3] = wokeAgain(nodeKey, claimID)
+  return r
 end
 local stale = staleCode(f[2], f[3], 'park')
 if stale then return stale end
