@@ -23,9 +23,6 @@ func (c *Client) checkLimits(ctx context.Context, compiled *spec.Compiled) error
 		return nil
 	}
 	missing, err := c.store.CheckDeclared(ctx, keys)
-	if errors.Is(err, fence.ErrLimitsOnCluster) {
-		return &spec.Error{Field: fields[0], Msg: "limits are not available on a Redis Cluster (see docs/flow-control.md)"}
-	}
 	if err != nil {
 		return err
 	}

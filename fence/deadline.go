@@ -84,6 +84,9 @@ func (s *Store) timeOut(ctx context.Context, thread, run, who string) (TimedOutR
 		keys = append(keys, s.keys.Node(thread, run, id))
 		args = append(args, id)
 	}
+	if s.onCluster() {
+		keys = append(keys, s.keys.Run(thread, run)) // as Cancel
+	}
 	var (
 		code int64
 		r    []any

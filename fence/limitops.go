@@ -64,8 +64,8 @@ func (s *Store) claimLimitKeys(limits string) []string {
 // limit's rate state (lib/limits.lua chargeSpend).
 func (s *Store) endLimitKeys(limits string, sp Spend) []string {
 	names := limitKeyNames(limits)
-	if len(names) == 0 {
-		return nil
+	if len(names) == 0 || s.onCluster() {
+		return nil // a Redis Cluster's are freed in their own slots (freeClustered)
 	}
 	keys := make([]string, 0, 3*len(names)+1)
 	for _, k := range names {
@@ -97,9 +97,10 @@ func (s *Store) cancelLimitKeys(names string) []string {
 // nodes ids of a run name, read in one pipeline, for a submit that
 // cancels that run (interrupt, rollback): a slot handed to one of its
 // READY nodes then goes to the next waiter in the submit's script. None
-// on a Redis Cluster, where no node has limits.
+// on a Redis Cluster, where they live in other slots (the submit's
+// script passes over them; limitcluster.go).
 func (s *Store) nodesLimitKeys(ctx context.Context, thread, run string, ids []string) ([]string, error) {
-	if len(ids) == 0 || s.noCluster() != nil {
+	if len(ids) == 0 || s.onCluster() {
 		return nil, nil
 	}
 	pipe := s.rdb.Pipeline()

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/batonrun/baton/fence/ids"
 )
 
@@ -71,11 +69,6 @@ func (l *Limit) UnmarshalJSON(b []byte) error {
 	*l = out
 	return nil
 }
-
-// ErrLimitsOnCluster: limits are not available on a Redis Cluster, whose
-// slots keep a limit's keys and a node's keys apart (see
-// docs/flow-control.md for the design that would lift it).
-var ErrLimitsOnCluster = errors.New("fence: limits need a single Redis server or Sentinel, not a Redis Cluster")
 
 // ErrNoLimit: a limit name is neither set nor covered by a prefix rule.
 var ErrNoLimit = errors.New("fence: no such limit")
@@ -183,21 +176,11 @@ func decodeLimit(name, v string) (Limit, bool) {
 	return Limit{Name: name, Concurrency: int(n[0]), Rate: int(n[1]), Period: time.Duration(n[2]) * time.Millisecond, Burst: int(n[3])}, true
 }
 
-func (s *Store) noCluster() error {
-	if _, ok := s.rdb.(*redis.ClusterClient); ok {
-		return ErrLimitsOnCluster
-	}
-	return nil
-}
-
 // SetLimit stores l, replacing the limit of that name; the next claim of
 // every node under it follows it, with no restart. An invalid limit is
 // ErrInvalidData and stores nothing.
 func (s *Store) SetLimit(ctx context.Context, l Limit) error {
 	if err := l.Validate(); err != nil {
-		return err
-	}
-	if err := s.noCluster(); err != nil {
 		return err
 	}
 	if err := s.rdb.HSet(ctx, s.keys.LimitDefs(), l.Name, l.encode()).Err(); err != nil {
@@ -213,9 +196,6 @@ func (s *Store) DeleteLimit(ctx context.Context, name string) (bool, error) {
 	if err := ids.ValidateLimitName("name", name); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidData, err)
 	}
-	if err := s.noCluster(); err != nil {
-		return false, err
-	}
 	n, err := s.rdb.HDel(ctx, s.keys.LimitDefs(), name).Result()
 	if err != nil {
 		return false, fmt.Errorf("delete limit %s: %w", name, err)
@@ -225,9 +205,6 @@ func (s *Store) DeleteLimit(ctx context.Context, name string) (bool, error) {
 
 // Limits returns every limit set, by name.
 func (s *Store) Limits(ctx context.Context) ([]Limit, error) {
-	if _, ok := s.rdb.(*redis.ClusterClient); ok {
-		return nil, nil // none can be set there
-	}
 	raw, err := s.rdb.HGetAll(ctx, s.keys.LimitDefs()).Result()
 	if err != nil {
 		return nil, fmt.Errorf("read limits: %w", err)
@@ -265,9 +242,6 @@ func Resolve(limits []Limit, key string) (Limit, bool) {
 // stores a run whose nodes name limits: a submitter cannot name a limit
 // that was never set (and so cannot raise one).
 func (s *Store) CheckDeclared(ctx context.Context, keys []string) ([]int, error) {
-	if err := s.noCluster(); err != nil {
-		return nil, err
-	}
 	limits, err := s.Limits(ctx)
 	if err != nil {
 		return nil, err

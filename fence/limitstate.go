@@ -3,6 +3,7 @@ package fence
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -86,6 +87,21 @@ func (s *Store) LimitStates(ctx context.Context) ([]LimitState, error) {
 		}
 	}
 	out := make([]LimitState, len(limits))
+	if s.onCluster() {
+		// Each key's use is read on its own master's clock (limit_use.lua):
+		// a holder there counts while its deadline has not passed.
+		var errs []error
+		for i, l := range limits {
+			out[i].Limit = l
+			keys, err := s.limitUseClustered(ctx, l, ruleKeys(limits, l, seen))
+			out[i].Keys = keys
+			errs = append(errs, err)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return nil, fmt.Errorf("read limit use: %w", err)
+		}
+		return out, nil
+	}
 	type cmds struct {
 		h, w *redis.IntCmd
 		t    *redis.StringCmd
@@ -95,17 +111,7 @@ func (s *Store) LimitStates(ctx context.Context) ([]LimitState, error) {
 	tm := pipe.Time(ctx)
 	for i, l := range limits {
 		out[i].Limit = l
-		keys := []string{l.Name}
-		if rule, ok := strings.CutSuffix(l.Name, "*"); ok {
-			keys = keys[:0]
-			for _, k := range seen {
-				if strings.HasPrefix(k, rule) && len(keys) < maxRuleKeys {
-					if r, _ := Resolve(limits, k); r.Name == l.Name {
-						keys = append(keys, k)
-					}
-				}
-			}
-		}
+		keys := ruleKeys(limits, l, seen)
 		cs := make([]cmds, len(keys))
 		for j, k := range keys {
 			out[i].Keys = append(out[i].Keys, LimitKeyState{Key: k})
@@ -129,6 +135,24 @@ func (s *Store) LimitStates(ctx context.Context) ([]LimitState, error) {
 		}
 	}
 	return out, nil
+}
+
+// ruleKeys are the keys l governs: its own name, or for a prefix rule
+// the keys seen lately (newest first) that it governs, up to maxRuleKeys.
+func ruleKeys(limits []Limit, l Limit, seen []string) []string {
+	rule, ok := strings.CutSuffix(l.Name, "*")
+	if !ok {
+		return []string{l.Name}
+	}
+	var keys []string
+	for _, k := range seen {
+		if strings.HasPrefix(k, rule) && len(keys) < maxRuleKeys {
+			if r, _ := Resolve(limits, k); r.Name == l.Name {
+				keys = append(keys, k)
+			}
+		}
+	}
+	return keys
 }
 
 // tokensLeft is how many claims of cost 1 the GCRA state tat allows at

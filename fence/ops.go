@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -359,12 +360,16 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		s.keys.Events(n.Thread, n.Run), s.keys.Leases(ShardOf(n.Thread)), s.keys.Ready(ShardOf(n.Thread))}
 	limits := ""
 	var (
-		v    any
-		code int64
-		r    []any
+		v       any
+		code    int64
+		r       []any
+		cluster = s.onCluster()
+		take    clusterTake
 	)
+	leaseTTL := ttl
 	for try := 0; ; try++ {
-		v, err = s.runReplicated(ctx, "claim", keys, n.Node, owner, claimID, ms(ttl), ms(grace), n.Ref(), s.maxlen, kindList(kinds), limits)
+		v, err = s.runReplicated(ctx, "claim", keys, n.Node, owner, claimID, ms(leaseTTL), ms(grace), n.Ref(), s.maxlen,
+			kindList(kinds), limits, clusterArg(cluster), take.outcome)
 		if err != nil {
 			return nil, fmt.Errorf("claim %s: %w", n, err)
 		}
@@ -373,13 +378,33 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		if !errors.Is(err, errLimitKeys) || try > 0 {
 			break
 		}
-		if err := s.noCluster(); err != nil {
+		limits = asString(r[0])
+		if !cluster {
+			// The node has limits: claim it with their keys (one more round
+			// trip, only for such nodes).
+			keys = append(keys[:5], s.claimLimitKeys(limits)...)
+			continue
+		}
+		// On a cluster the limits are taken in their own slots first
+		// (limitcluster.go), then the node is claimed with the outcome.
+		if len(r) < 3 {
+			return nil, fmt.Errorf("claim %s: unexpected reply %v", n, v)
+		}
+		if take, err = s.takeLimits(ctx, n, claimID, limits, asString(r[1]), asString(r[2]), ttl); err != nil {
 			return nil, fmt.Errorf("claim %s: %w", n, err)
 		}
-		// The node has limits: claim it with their keys (one more round
-		// trip, only for such nodes).
-		limits = asString(r[0])
-		keys = append(keys[:5], s.claimLimitKeys(limits)...)
+		if leaseTTL = leaseAfter(ttl, take.started); leaseTTL < ttl/2 {
+			s.giveBack(ctx, n, claimID, take.taken)
+			return nil, fmt.Errorf("claim %s: %w", n, &NotDueError{ReadyAt: time.Now()})
+		}
+	}
+	if cluster && err != nil && IsRefused(err) {
+		// Not claimed: the slots taken for it go back; a slot handed to a
+		// node that ended before it claimed it, too.
+		s.giveBack(ctx, n, claimID, take.taken)
+		if errors.Is(err, ErrNodeDone) && len(r) > 0 {
+			s.giveBack(ctx, n, "", limitKeyNames(asString(r[0])))
+		}
 	}
 	switch {
 	case errors.Is(err, ErrLimitWait):
@@ -401,6 +426,9 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 	case errors.Is(err, ErrAttemptsExhausted), errors.Is(err, ErrRunCancelled):
 		e := &ExpiredError{Err: err, Lease: Lease{Thread: n.Thread, Run: n.Run, Node: n.Node,
 			Epoch: asInt(r[0]), ClaimID: asString(r[1]), Owner: asString(r[2]), Limits: limits}}
+		if len(r) > 4 {
+			e.Lease.Limits = asString(r[4])
+		}
 		_ = json.Unmarshal([]byte(asString(r[3])), &e.Descendants)
 		return nil, fmt.Errorf("claim %s: %w", n, e)
 	case err != nil:
@@ -425,6 +453,14 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
 	return got, nil
+}
+
+// clusterArg is claim.lua's ARGV[10]: "1" on a Redis Cluster.
+func clusterArg(cluster bool) string {
+	if cluster {
+		return "1"
+	}
+	return ""
 }
 
 // kindList is kinds as the scripts take them: ",k1,k2,", or "" for any.
@@ -537,6 +573,16 @@ func renewal(l Lease, v any, err error) (Renewal, error) {
 // ErrStaleEpoch, ErrNotOwner or ErrNotRunning (see IsFenced).
 func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progress int) (r Renewal, err error) {
 	defer s.observe("heartbeat", l, time.Now(), &err, nil)
+	if l.Limits != "" && s.onCluster() {
+		// The slots first, then the lease (limitcluster.go).
+		started, errs := s.extendClustered(ctx, []Beat{{Lease: l}}, ttl)
+		if errs[0] != nil {
+			return Renewal{}, errs[0]
+		}
+		if ttl = leaseAfter(ttl, started); ttl <= 0 {
+			return Renewal{}, fmt.Errorf("heartbeat %s: limits extended too late", l)
+		}
+	}
 	keys, args := s.heartbeatArgs(Beat{Lease: l, Progress: progress}, ttl)
 	v, err := s.run(ctx, "heartbeat", keys, args...)
 	r, err = renewal(l, v, err)
@@ -549,14 +595,38 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 // IsFenced) or a Redis/network error.
 func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Duration) ([]Renewal, []error) {
 	call := time.Now()
-	cmds := s.runEach(ctx, "heartbeat", len(beats), func(i int) ([]string, []any) { return s.heartbeatArgs(beats[i], ttl) })
+	// On a Redis Cluster the slots of leases with limits are extended
+	// first, in one pipeline; a lease whose slot is lost is not renewed
+	// (limitcluster.go).
+	started, errs := time.Now(), make([]error, len(beats))
+	if s.onCluster() {
+		started, errs = s.extendClustered(ctx, beats, ttl)
+	}
+	var send []int
+	for i := range beats {
+		if errs[i] == nil {
+			send = append(send, i)
+		}
+	}
+	cmds := s.runEach(ctx, "heartbeat", len(send), func(j int) ([]string, []any) {
+		b := beats[send[j]]
+		if b.Lease.Limits != "" && s.onCluster() {
+			return s.heartbeatArgs(b, max(leaseAfter(ttl, started), time.Millisecond))
+		}
+		return s.heartbeatArgs(b, ttl)
+	})
 	out := make([]Renewal, len(beats))
-	errs := make([]error, len(beats))
-	for i, b := range beats {
-		v, err := cmds[i].Result()
+	for j, i := range send {
+		b := beats[i]
+		v, err := cmds[j].Result()
 		out[i], errs[i] = renewal(b.Lease, v, err)
 		_, errs[i] = s.packedFence(ctx, b.Lease, "heartbeat", errs[i]) // a round trip, only for a node gone
 		s.observe("heartbeat", b.Lease, call, &errs[i], nil)
+	}
+	for i, b := range beats {
+		if len(send) < len(beats) && !slices.Contains(send, i) {
+			s.observe("heartbeat", b.Lease, call, &errs[i], nil)
+		}
 	}
 	return out, errs
 }

@@ -121,10 +121,12 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	if err != nil {
 		replay, err := s.packedFence(ctx, l, "commit", fmt.Errorf("commit %s: %w", l, err))
 		if replay { // this claim's commit; its run has ended and was packed since
+			s.freeClustered(ctx, l)
 			return Committed{RunStatus: "SUCCEEDED", Replay: true}, nil
 		}
 		return Committed{}, err
 	}
+	s.freeClustered(ctx, l)
 	if len(r) < 3 {
 		return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
 	}
@@ -258,6 +260,7 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 		}
 		code, r, _ = reply(answer) // the run was packed since this claim failed the node
 	}
+	s.freeClustered(ctx, l)
 	if code == 1 {
 		return Ended{Outcome: Retrying, ReadyAt: time.UnixMilli(asInt(r[0]))}, nil
 	}
@@ -283,6 +286,7 @@ func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended,
 		}
 		code, r, _ = reply(answer) // the run was packed since this claim released the node
 	}
+	s.freeClustered(ctx, l)
 	if code == 1 {
 		return Ended{Outcome: Retrying}, nil
 	}
@@ -321,6 +325,12 @@ func (s *Store) Cancel(ctx context.Context, run, reason, who string) (CancelResu
 	for _, id := range ids {
 		keys = append(keys, s.keys.Node(thread, run, id))
 		args = append(args, id)
+	}
+	if s.onCluster() {
+		// Limit keys live in other slots: the run hash once more says so
+		// (cancel.lua), and a slot handed to a cancelled waiter is given
+		// back at its next claim.
+		keys = append(keys, s.keys.Run(thread, run))
 	}
 	var (
 		code int64

@@ -91,7 +91,7 @@ var bindings = map[string]struct {
 	// submit: the new run's node keys (one per node of the JSON ARGV[5])
 	// follow the fixed keys, then the active run's, listed by ARGV[18..].
 	"submit":    {13, 17, true, true, 0, 1000},
-	"claim":     {5, 9, false, false, 0, 0},
+	"claim":     {5, 11, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
 	"commit":    {6, 13, true, true, 0, 1},
 	"fail":      {6, 11, true, true, 0, 0},
@@ -120,6 +120,11 @@ var bindings = map[string]struct {
 	"schedule_put":  {2, 3, false, false, 0, 0},
 	"schedule_rm":   {2, 1, false, false, 0, 0},
 	"schedule_fire": {2, 8, false, false, 0, 0},
+	// limits on a Redis Cluster: one limit key's keys, in its own slot.
+	"limit_take":   {3, 10, false, false, 0, 0},
+	"limit_free":   {2, 3, false, false, 0, 0},
+	"limit_extend": {1, 3, false, false, 0, 0},
+	"limit_use":    {3, 0, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -302,6 +307,18 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	late.Epoch--
 	_, err = s.Heartbeat(ctx, late, time.Minute, 0)
 	require.ErrorIs(t, err, ErrStaleEpoch)
+
+	// The scripts of limits on a Redis Cluster (limitcluster.go), called
+	// as the store calls them there.
+	k := "lim-" + run
+	lk := []string{s.keys.LimitHolders(k), s.keys.LimitWaiters(k), s.keys.LimitTAT(k)}
+	_, err = s.run(ctx, "limit_take", lk, Ref(run, run, "x"), "c1", "", "default", 3000, 1, 10, 1000, 0, 1)
+	require.NoError(t, err)
+	_, errs = s.extendClustered(ctx, []Beat{{Lease: Lease{Thread: run, Run: run, Node: "x", ClaimID: "c1", Limits: k + "=1"}}}, time.Second)
+	require.NoError(t, errs[0])
+	_, err = s.limitUseClustered(ctx, Limit{Name: k, Concurrency: 1}, []string{k})
+	require.NoError(t, err)
+	s.giveBack(ctx, NodeRef{Thread: run, Run: run, Node: "x"}, "c1", []string{k})
 
 	return a.Lease
 }

@@ -108,9 +108,5 @@ type DeletedLimit struct {
 }
 
 func (a *api) failLimit(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, fence.ErrLimitsOnCluster) {
-		writeError(w, http.StatusConflict, err.Error())
-		return
-	}
 	a.fail(w, r, err)
 }

@@ -26,7 +26,10 @@ KEYS[5]   the run's thread's queue (list of waiting run ids): a run
           its thread busy
 KEYS[6..] every node hash of the run, in the order of ARGV[6..]; then,
           per limit key of its READY nodes, its holders hash and waiters
-          zset (lib/limits.lua)
+          zset (lib/limits.lua); or, on a Redis Cluster, where those live
+          in other slots, the run hash once more: nothing is asked, and
+          a slot handed to a cancelled waiter is given back at its next
+          claim (claim.lua's {-3, limits}, limit_free.lua)
 
 ARGV[1]   reason
 ARGV[2]   who asked (recorded as the event's worker)
@@ -62,11 +65,12 @@ for i = 6, #ARGV do
   ids[#ids + 1] = ARGV[i]
 end
 local lim = limitKeysFrom(#ARGV + 1) or {}
+local elsewhere = KEYS[#ARGV + 1] == runKey -- a Redis Cluster's
 local queued = rcall('HGET', runKey, 'status') == 'QUEUED'
 local t = rcall('TIME')
 local did, status, running, wakes = cancelRun({run = runKey, ev = evKey, ready = readyKey, fin = finKey,
   prefix = refPrefix, id = runID, nodes = nodes, ids = ids, reason = reason, who = who, channel = ARGV[5],
-  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), lim = lim})
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), lim = lim, limPartial = elsewhere})
 if did == 'missing' then return -1 end
 if did == 'limits' then return {-31, status} end
 if did == 'finished' then return -22 end

@@ -27,12 +27,25 @@ ARGV[7] event stream MAXLEN (approximate)
 ARGV[8] kinds the caller runs, ",k1,k2,"; "" claims any kind
 ARGV[9] the node's limits the caller passes keys for ("k1=c1,k2=c2", as
         the node's field limits), "" for none
+ARGV[10] "1" on a Redis Cluster: the limits live in other slots, where
+        the caller takes them (limit_take.lua) between two calls of this
+        script; "" or absent on a single server
+ARGV[11] on a Redis Cluster, with ARGV[9] set: what the takes gave, ""
+        all taken, "limit:KEY" no free slot under KEY, "rate:KEY:DELAY_MS"
+        a rate spent for DELAY_MS more
 
 When ARGV[9] is set, the keys of lib/limits.lua follow KEYS[5]: the
 limit definitions hash, the index of limit keys seen, then per limit its
 holders hash, waiters zset and rate state (3 keys). A node with limits is
 claimed only with them (-31 says which); it takes a slot of each
 concurrency limit and its cost from each rate, all or none.
+
+On a Redis Cluster (ARGV[10]) no limit key is passed: the first call
+answers -31 once the node is claimable but for its limits (after the
+cancel, attempts and kind checks), naming its last claim id and queue
+for the takes, also for a retried claim of this claim id (whose lease is
+renewed only after its slots are); the second call passes ARGV[9] and
+the takes' outcome (ARGV[11]) and claims, or records why the node waits.
 
 Returns
   {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
@@ -46,10 +59,10 @@ Returns
          answer to the wait the node was parked on (resume.lua), or "".
   {-2, lease_until_ms}  busy: another owner's lease is live
   {-4, ready_at_ms}     READY but not due yet (retry backoff)
-  {-6, epoch, claim_id, owner, descendants_json}
+  {-6, epoch, claim_id, owner, descendants_json, limits}
          the expired owner used the last attempt: fail the node (fail.lua
-         mode "expire") instead of claiming it
-  {-7, epoch, claim_id, owner, descendants_json}
+         mode "expire") instead of claiming it; limits as the node's field
+  {-7, epoch, claim_id, owner, descendants_json, limits}
          the expired owner's run was cancelled: end the node the same way
   {-8, kind, queue, ready_at_ms}
          the node's kind is not in ARGV[8]: nothing changed, no attempt
@@ -59,6 +72,9 @@ Returns
   -5  node BLOCKED on dependencies
   -9  node WAITING: parked until resumed (park.lua, resume.lua)
   {-31, limits}  the node has limits: call again with their keys (ARGV[9])
+  {-31, limits, last_claim, queue}  the same on a Redis Cluster
+  {-3, limits}  on a Redis Cluster, a terminal node with limits: a slot
+         handed to it as a woken waiter is the caller's to give back
   {-32, key, {woken...}}  no free slot under limit key: the node stays
          READY and waits first come first served (field waits), delivered
          again when a slot frees; woken lists "ref|queue" of waiters this
@@ -73,6 +89,7 @@ local nodeID, worker, claimID = ARGV[1], ARGV[2], ARGV[3]
 local ttl, grace, ref, maxlen = tonumber(ARGV[4]), tonumber(ARGV[5]), ARGV[6], ARGV[7]
 local kinds = ARGV[8] or ''
 local limitArg = ARGV[9] or ''
+local cluster, taken = ARGV[10] == '1', ARGV[11] or ''
 
 local f = rcall('HMGET', nodeKey, 'state', 'ready_at', 'lease_until', 'attempt',
   'releases', 'max_attempts', 'owner', 'epoch', 'claim', 'descendants',
@@ -85,6 +102,13 @@ local descendants, dependents = f[10] or '[]', f[15] or '[]'
 
 --@include clock
 if state == 'RUNNING' and f[9] == claimID then
+  if cluster and (f[21] or '') ~= '' then
+    -- A retried claim on a cluster: the slots first (limit_take.lua
+    -- answers its own holder), then the lease; a slot lost meanwhile
+    -- leaves the lease to run out and be taken over.
+    if limitArg == '' then return {-31, f[21], f[9], f[12]} end
+    if taken ~= '' then return {-2, tonumber(f[3])} end
+  end
   local renewed = now + ttl
   local renewedS = int(renewed)
   rcall('HSET', nodeKey, 'lease_until', renewedS, 'heartbeat_at', nowS)
@@ -92,7 +116,10 @@ if state == 'RUNNING' and f[9] == claimID then
   return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
     tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]', f[20] or ''}
 end
-if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then return -3 end
+if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then
+  if cluster and (f[21] or '') ~= '' then return {-3, f[21]} end
+  return -3
+end
 if state == 'BLOCKED' then return -5 end
 if state == 'WAITING' then return -9 end
 
@@ -105,25 +132,41 @@ elseif state == 'RUNNING' then
   if leaseUntil + grace >= now then return {-2, leaseUntil} end
 end
 local limits = f[21] or ''
-if limits ~= limitArg then return {-31, limits} end
+if limits ~= limitArg and not cluster then return {-31, limits} end
 if state == 'RUNNING' then
   if rcall('HGET', runKey, 'cancel') == '1' then
-    return {-7, tonumber(f[8]), f[9], f[7], descendants}
+    return {-7, tonumber(f[8]), f[9], f[7], descendants, limits}
   end
   if tonumber(f[4]) - releases >= tonumber(f[6]) then
-    return {-6, tonumber(f[8]), f[9], f[7], descendants}
+    return {-6, tonumber(f[8]), f[9], f[7], descendants, limits}
   end
 end
 -- Routing: a worker that cannot run the kind leaves the node as it is.
 if kinds ~= '' and not string.find(kinds, ',' .. f[11] .. ',', 1, true) then
   return {-8, f[11], f[12], tonumber(f[2]) or 0}
 end
+if limits ~= limitArg then return {-31, limits, f[9] or '', f[12]} end -- a cluster's first call
 local wakes
 if limits ~= '' then
 --@include limits
-  local list = limitList(limits)
-  if not limitKeysOK(list, 8, 3) or KEYS[6] == nil then return {-31, limits} end
-  local got, key, x = acquireLimits(list, 6, ref, f[12], claimID, now)
+  local got, key, x
+  if cluster then
+    -- The limits were taken in their own slots (limit_take.lua); what
+    -- they gave is recorded as a single server's take would have been.
+    local rk, delay = string.match(taken, '^rate:(.+):(%d+)$')
+    local wk = string.match(taken, '^limit:(.+)$')
+    if rk then
+      got, key, x = 'rate', rk, now + tonumber(delay)
+    elseif wk then
+      got, key, x = 'wait', wk, {}
+    else
+      got, key = 'ok', {}
+    end
+  else
+    local list = limitList(limits)
+    if not limitKeysOK(list, 8, 3) or KEYS[6] == nil then return {-31, limits} end
+    got, key, x = acquireLimits(list, 6, ref, f[12], claimID, now)
+  end
   if got == 'rate' then
     rcall('HSET', nodeKey, 'ready_at', int(x), 'waits', 'rate:' .. key)
     rcall('ZADD', readyKey, int(x), ref)

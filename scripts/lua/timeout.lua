@@ -21,7 +21,8 @@ KEYS[5]   the run's thread's queue (list of waiting run ids)
 KEYS[6]   deadlines index (zset: "thread:run:" -> deadline ms)
 KEYS[7..] every node hash of the run, in the order of ARGV[6..]; then,
           per limit key of its READY nodes, its holders hash and waiters
-          zset (lib/limits.lua)
+          zset (lib/limits.lua); or, on a Redis Cluster, the run hash once
+          more (as for cancel.lua)
 
 ARGV[1]   who (recorded as the event's worker)
 ARGV[2]   ref prefix "thread:run:", the run's member of the index
@@ -70,7 +71,8 @@ end
 local queued = r[3] == 'QUEUED'
 local did, status, running, wakes = cancelRun({run = runKey, ev = evKey, ready = readyKey, fin = finKey,
   prefix = refPrefix, id = runID, nodes = nodes, ids = ids, reason = 'timeout ' .. (r[2] or '') .. ' passed',
-  who = who, channel = ARGV[4], now = now, lim = limitKeysFrom(#ARGV + 2) or {}})
+  who = who, channel = ARGV[4], now = now, lim = limitKeysFrom(#ARGV + 2) or {},
+  limPartial = KEYS[#ARGV + 2] == runKey})
 if did == 'limits' then return {-31, status} end
 rcall('ZREM', idxKey, refPrefix)
 rcall('HDEL', runKey, 'deadline_at')
