@@ -96,8 +96,8 @@ from the cancel call to the run being CANCELLED (p50, p99, max).
 Sections (-sections, default all, in this order): throughput (the table
 above), limits (the claim cost of fleet-wide limits: baton's single shape
 drained with every node naming a concurrency limit and a rate, neither
-of which throttles, against the same runs without; on a Redis Cluster that
-refuses limits it says so and is skipped), scripts (Redis CPU and commands per call of each operation called
+of which throttles, against the same runs without, on a single server
+or a Redis Cluster), scripts (Redis CPU and commands per call of each operation called
 alone), latency (submit-to-start and claim-to-commit p50/p99 at a fixed
 -rate), cancel, takeover (a killed worker's node taken over), heartbeat
 (round trips per tick with -hb-nodes running nodes on one worker), memory

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -30,8 +29,7 @@ var benchLimitUses = []spec.LimitUse{{Name: benchConcLimit}, {Name: benchRateLim
 // with -concurrency above 500, so that it never throttles.
 func benchConcurrency(o options) int { return max(1000, 2*o.concurrency) }
 
-// setBenchLimits sets the limits the limited rows' nodes name. On a store
-// that refuses limits (fence.ErrLimitsOnCluster) it returns that error.
+// setBenchLimits sets the limits the limited rows' nodes name.
 func setBenchLimits(ctx context.Context, cli *runner.Client, o options) error {
 	if err := cli.SetLimit(ctx, fence.Limit{Name: benchConcLimit, Concurrency: benchConcurrency(o)}); err != nil {
 		return err
@@ -42,9 +40,8 @@ func setBenchLimits(ctx context.Context, cli *runner.Client, o options) error {
 // limits measures the claim cost of limits: baton's single shape drained
 // as the throughput section drains it, without limits and with every node
 // naming benchLimits, one after the other in each round, and prints both
-// and their ratios. On a Redis Cluster whose store refuses limits it
-// prints why and skips (the section runs there once limits work on a
-// cluster).
+// and their ratios, on a single server or a Redis Cluster (where a claim
+// takes its limits in their own slots: docs/flow-control.md).
 func (b *bench) limits(ctx context.Context, w io.Writer, rep report) error {
 	if err := b.t.flush(ctx); err != nil {
 		return err
@@ -55,15 +52,6 @@ func (b *bench) limits(ctx context.Context, w io.Writer, rep report) error {
 	}
 	err = setBenchLimits(ctx, probe, b.o)
 	_ = probe.Close()
-	if errors.Is(err, fence.ErrLimitsOnCluster) {
-		where := "this store"
-		if b.t.cluster != nil {
-			where = "cluster"
-		}
-		fmt.Fprintf(w, "\nlimits: skipped on %s: %v\n", where, err)
-		rep["limits"] = map[string]any{"skipped": err.Error()}
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("set the bench's limits: %w", err)
 	}

@@ -291,13 +291,7 @@ func TestClusterRun(t *testing.T) {
 		require.Regexp(t, row, stdout)
 	}
 	require.Contains(t, stdout, "memory: skipped on a cluster")
-	// Limits on a cluster: skipped, saying why, while the store refuses
-	// them; measured once it does not.
-	if strings.Contains(stdout, "limits: skipped on cluster: ") {
-		require.Contains(t, stdout, "limits: skipped on cluster: "+fence.ErrLimitsOnCluster.Error()+"\n")
-		require.Contains(t, stdout, `"limits":{"skipped":`)
-	} else {
-		require.Regexp(t, `(?m)^ +with limits +200 `, stdout)
-		require.Contains(t, stdout, `"x_claims_per_s":`)
-	}
+	// Limits on a cluster: measured as on a single server.
+	require.Regexp(t, `(?m)^ +with limits +200 `, stdout)
+	require.Contains(t, stdout, `"x_claims_per_s":`)
 }

@@ -163,6 +163,17 @@ func TestLimitConcurrencyOnClusterWithRunnerKilled(t *testing.T) {
 			}
 		}
 	}
+	if took > 15*time.Second { // a delivery lost with the killed runner: say whose
+		last, at := "", time.Time{}
+		for th, evs := range byRun {
+			if e := evs[len(evs)-1]; e.At.After(at) {
+				last, at = th, e.At
+			}
+		}
+		for _, e := range byRun[last] {
+			t.Logf("slowest run %s: %s %s epoch %d by %s %v", last, e.At.Format("15:04:05.000"), e.Type, e.Epoch, e.Worker, e.Details)
+		}
+	}
 	most, plain := mostAtOnce(t, byRun)
 	require.LessOrEqual(t, most, 3, "never more than 3 running at once")
 	require.Equal(t, 3, most, "the limit was used to the full")
