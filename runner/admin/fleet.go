@@ -165,21 +165,3 @@ func (u *ui) loadFleet(r *http.Request) (workersData, error) {
 	}
 	return d, nil
 }
-
-func (u *ui) workers(w http.ResponseWriter, r *http.Request) {
-	d, err := u.loadFleet(r)
-	if err != nil {
-		u.fail(w, r, err)
-		return
-	}
-	u.render(w, r, http.StatusOK, "workers", "page", page{Title: "Workers", Nav: "workers", Data: d})
-}
-
-func (u *ui) workersLive(w http.ResponseWriter, r *http.Request) {
-	d, err := u.loadFleet(r)
-	if err != nil {
-		u.fail(w, r, err)
-		return
-	}
-	u.render(w, r, http.StatusOK, "workers", "live", page{Data: d})
-}

@@ -96,21 +96,3 @@ func (u *ui) loadSchedules(r *http.Request) (schedulesData, error) {
 	}
 	return d, nil
 }
-
-func (u *ui) schedules(w http.ResponseWriter, r *http.Request) {
-	d, err := u.loadSchedules(r)
-	if err != nil {
-		u.fail(w, r, err)
-		return
-	}
-	u.render(w, r, http.StatusOK, "schedules", "page", page{Title: "Schedules", Nav: "schedules", Data: d})
-}
-
-func (u *ui) schedulesLive(w http.ResponseWriter, r *http.Request) {
-	d, err := u.loadSchedules(r)
-	if err != nil {
-		u.fail(w, r, err)
-		return
-	}
-	u.render(w, r, http.StatusOK, "schedules", "live", page{Data: d})
-}

@@ -75,11 +75,34 @@ func (u *ui) routes(mux *http.ServeMux, protect func(http.Handler) http.Handler)
 	mux.Handle("GET /runs/{id}/nodes/{node}", p(u.node))
 	mux.Handle("POST /runs/{id}/cancel", p(u.cancel))
 	mux.Handle("POST /runs/{id}/nodes/{node}/resume", p(u.resume))
-	mux.Handle("GET /workers", p(u.workers))
-	mux.Handle("GET /workers/live", p(u.workersLive))
-	mux.Handle("GET /schedules", p(u.schedules))
-	mux.Handle("GET /schedules/live", p(u.schedulesLive))
+	workers, workersLive := polled(u, "workers", "Workers", u.loadFleet)
+	mux.Handle("GET /workers", p(workers))
+	mux.Handle("GET /workers/live", p(workersLive))
+	schedules, schedulesLive := polled(u, "schedules", "Schedules", u.loadSchedules)
+	mux.Handle("GET /schedules", p(schedules))
+	mux.Handle("GET /schedules/live", p(schedulesLive))
 	mux.Handle("GET /ui/static/", cacheFor(time.Hour, u.static))
+}
+
+// polled returns the handlers of a page whose script polls its live
+// fragment (template name's blocks "page" and "live"), both rendering
+// what load reads; the page is the header's entry name.
+func polled[T any](u *ui, name, title string, load func(*http.Request) (T, error)) (full, live http.HandlerFunc) {
+	serve := func(block string) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			d, err := load(r)
+			if err != nil {
+				u.fail(w, r, err)
+				return
+			}
+			p := page{Data: d}
+			if block == "page" {
+				p.Title, p.Nav = title, name
+			}
+			u.render(w, r, http.StatusOK, name, block, p)
+		}
+	}
+	return serve("page"), serve("live")
 }
 
 func cacheFor(d time.Duration, h http.Handler) http.Handler {
