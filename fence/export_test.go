@@ -27,4 +27,6 @@ func (s *Store) TakeLimitsForTest(ctx context.Context, n NodeRef, claimID, limit
 
 // FreeLimitsForTest is the free step that follows the end of l's claim on
 // a Redis Cluster, alone (a late or replayed free).
-func (s *Store) FreeLimitsForTest(ctx context.Context, l Lease) { s.freeClustered(ctx, l) }
+func (s *Store) FreeLimitsForTest(ctx context.Context, l Lease) {
+	s.freeClustered(ctx, l, Spend{}, false)
+}

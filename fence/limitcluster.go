@@ -172,12 +172,24 @@ func (s *Store) limitDefsSeen(ctx context.Context, costs []limitCost) ([]Limit, 
 // (limit_free.lua), in one pipeline: the claim did not happen. An error
 // leaves a holder that runs out at its deadline.
 func (s *Store) giveBack(ctx context.Context, n NodeRef, claimID string, keys []string) {
+	s.freeKeys(ctx, n, claimID, keys, nil)
+}
+
+// rateCharge is a cost to charge to one limit's rate (limit_free.lua).
+type rateCharge struct{ delta, rate, periodMS int64 }
+
+// freeKeys is giveBack, charging charge[key] to the rate of each key
+// that has one.
+func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []string, charge map[string]rateCharge) {
 	if len(keys) == 0 {
 		return
 	}
 	ref := n.Ref()
 	cmds := s.runEach(ctx, "limit_free", len(keys), func(i int) ([]string, []any) {
-		return []string{s.keys.LimitHolders(keys[i]), s.keys.LimitWaiters(keys[i])}, []any{ref, claimID, ""}
+		k := keys[i]
+		c := charge[k]
+		return []string{s.keys.LimitHolders(k), s.keys.LimitWaiters(k), s.keys.LimitTAT(k)},
+			[]any{ref, claimID, "", c.delta, c.rate, c.periodMS}
 	})
 	for _, c := range cmds {
 		if r, ok := c.Val().([]any); ok && len(r) > 2 {
@@ -194,11 +206,35 @@ func (s *Store) giveBack(ctx context.Context, n NodeRef, claimID string, keys []
 // frees nothing. An error (or a crash before this call) leaves holders
 // that run out at their deadline, a TTL and a half after the last
 // heartbeat.
-func (s *Store) freeClustered(ctx context.Context, l Lease) {
+//
+// sp is the cost the attempt reported: its difference from the claim's
+// cost is charged to each limit the node named with a cost, in the same
+// call, unless replay says the end was a replay (a commit resent after a
+// lost reply, which charged at its first try). A fail has no such answer:
+// a fail resent after a lost reply charges again (fewer claims admitted,
+// never more).
+func (s *Store) freeClustered(ctx context.Context, l Lease, sp Spend, replay bool) {
 	if l.Limits == "" || !s.onCluster() {
 		return
 	}
-	s.giveBack(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits))
+	var charge map[string]rateCharge
+	if sp.Reported && !replay && Metered(l.Limits) && CheckSpend(sp.Cost) == nil {
+		// The rates are read now (one round trip, only when a cost was
+		// reported); a read that fails charges nothing: the claim's cost
+		// stands.
+		if defs, err := s.Limits(ctx); err == nil {
+			charge = map[string]rateCharge{}
+			for _, p := range strings.Split(l.Limits, ",") {
+				k, c, _ := strings.Cut(p, "=")
+				cost, metered := strings.CutPrefix(c, "~")
+				took, _ := strconv.ParseInt(cost, 10, 64)
+				if d, ok := Resolve(defs, k); metered && ok && d.Rate > 0 && sp.Cost != took {
+					charge[k] = rateCharge{sp.Cost - took, int64(d.Rate), d.Period.Milliseconds()}
+				}
+			}
+		}
+	}
+	s.freeKeys(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits), charge)
 }
 
 // extendClustered extends, before a heartbeat on a Redis Cluster, the holders of every beat

@@ -254,6 +254,34 @@ func TestLimitOnCluster(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("a reported cost is charged once at the end", func(t *testing.T) {
+		// 100 an hour, burst 100: 101 tokens when idle, none regained
+		// during the test.
+		require.NoError(t, cb.store.SetLimit(ctx, fence.Limit{Name: "tpm", Rate: 100, Period: time.Hour, Burst: 100}))
+		res, err := cb.store.Submit(ctx, limited("s1", "tpm=~10"))
+		require.NoError(t, err)
+		require.True(t, res.Created)
+		tokens := func() int64 {
+			states, err := cb.store.LimitStates(ctx)
+			require.NoError(t, err)
+			for _, st := range states {
+				if st.Name == "tpm" {
+					return *st.Total().Tokens
+				}
+			}
+			t.Fatal("tpm not listed")
+			return 0
+		}
+		c, err := cb.claim(t, "s1", "w", "s1c", longTTL)
+		require.NoError(t, err)
+		require.Equal(t, int64(91), tokens(), "the claim took the spec's cost")
+		for range 2 { // the second commit is a replay after a lost reply
+			_, err = cb.store.CommitVia(ctx, nil, c.Lease, []byte(`1`), nil, fence.Continue{}, fence.Spend{Cost: 40, Reported: true})
+			require.NoError(t, err)
+			require.Equal(t, int64(61), tokens(), "the end charged 40 - 10 once")
+		}
+	})
+
 	t.Run("a cancelled waiter handed a slot gives it back at its next claim", func(t *testing.T) {
 		cb.setLimit(t, "k6", 1, "q1", "q2", "q3")
 		c1, err := cb.claim(t, "q1", "w", "q1c", longTTL)

@@ -121,12 +121,12 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	if err != nil {
 		replay, err := s.packedFence(ctx, l, "commit", fmt.Errorf("commit %s: %w", l, err))
 		if replay { // this claim's commit; its run has ended and was packed since
-			s.freeClustered(ctx, l)
+			s.freeClustered(ctx, l, sp, true)
 			return Committed{RunStatus: "SUCCEEDED", Replay: true}, nil
 		}
 		return Committed{}, err
 	}
-	s.freeClustered(ctx, l)
+	s.freeClustered(ctx, l, sp, code == 2)
 	if len(r) < 3 {
 		return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
 	}
@@ -253,14 +253,15 @@ func (s *Store) fail(ctx context.Context, op string, l Lease, msg string, delayM
 	}
 	v = s.takeWakes(ctx, v)
 	code, r, err := reply(v)
-	if err != nil {
+	packed := err != nil
+	if packed {
 		answer, perr := s.packedAnswer(ctx, l, "fail", fmt.Errorf("%s %s: %w", op, l, err))
 		if perr != nil {
 			return Ended{}, perr
 		}
 		code, r, _ = reply(answer) // the run was packed since this claim failed the node
 	}
-	s.freeClustered(ctx, l)
+	s.freeClustered(ctx, l, sp, packed) // a packed run's answer is a replay's
 	if code == 1 {
 		return Ended{Outcome: Retrying, ReadyAt: time.UnixMilli(asInt(r[0]))}, nil
 	}
@@ -286,7 +287,7 @@ func (s *Store) Release(ctx context.Context, l Lease, reason string) (end Ended,
 		}
 		code, r, _ = reply(answer) // the run was packed since this claim released the node
 	}
-	s.freeClustered(ctx, l)
+	s.freeClustered(ctx, l, Spend{}, false)
 	if code == 1 {
 		return Ended{Outcome: Retrying}, nil
 	}

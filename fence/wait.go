@@ -90,7 +90,7 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 		}
 		code, r, _ = reply(answer) // the run was packed since this claim parked the node
 	}
-	s.freeClustered(ctx, l)
+	s.freeClustered(ctx, l, Spend{}, false)
 	if code == 3 {
 		return Parked{Cancelled: true, RunStatus: asString(r[0])}, nil
 	}

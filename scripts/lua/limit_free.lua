@@ -10,12 +10,23 @@ handed to the node as a woken waiter goes: the node ended before it
 claimed it (a cancel). Free slots (a holder that ran out, a lowered
 limit) go to the first waiters either way.
 
+The end of an attempt that reported its cost (Task.Spend, "::spend N")
+passes, for a limit the node named with a cost, the difference from the
+cost its claim took: charged to the rate (or refunded, never past idle)
+on this master's clock, as commit.lua charges it on a single server
+(lib/limits.lua chargeRate). The caller passes it once per end, never
+for a replayed commit.
+
 KEYS[1] holders hash ("{lim/KEY}:h")
 KEYS[2] waiters zset ("{lim/KEY}:w")
+KEYS[3] rate state ("{lim/KEY}:t")
 
 ARGV[1] node ref
 ARGV[2] claim id, or "" for a handed slot only
 ARGV[3] the node's queue: its entry among the waiters goes too
+ARGV[4] cost to charge (below zero: refund), "" or 0 for none
+ARGV[5] the limit's rate (claims or units per period), with ARGV[4]
+ARGV[6] the rate's period, ms, with ARGV[4]
 
 Returns
   {1, freed, {woken...}}  freed is 1 when this call freed the ref's slot;
@@ -23,8 +34,9 @@ Returns
          to enqueue
 ]]
 local rcall = redis.call
-local hKey, wKey = KEYS[1], KEYS[2]
+local hKey, wKey, tKey = KEYS[1], KEYS[2], KEYS[3]
 local ref, claim, queue = ARGV[1], ARGV[2], ARGV[3]
+local delta, rate, period = tonumber(ARGV[4]) or 0, tonumber(ARGV[5]) or 0, tonumber(ARGV[6]) or 0
 --@include clock
 --@include limits
 --@include held
@@ -36,6 +48,7 @@ if who and (who == claim or (claim == '' and who == 'r:')) then
   freed = 1
 end
 rcall('ZREM', wKey, ref .. '|' .. queue)
+if delta ~= 0 and rate > 0 and period > 0 then chargeRate(tKey, delta, period / rate, now) end
 local wakes = {}
 local conc = tonumber(rcall('HGET', hKey, '~c')) or 0
 if conc > 0 and rcall('ZCARD', wKey) > 0 then

@@ -214,6 +214,17 @@ local function spendArg(v)
   return n
 end
 
+-- chargeRate moves the GCRA state tKey by delta units of cost of T ms
+-- each (a refund when below zero), never below idle (a full bucket).
+local function chargeRate(tKey, delta, T, now)
+  local tat = math.max(tonumber(rcall('GET', tKey)) or 0, now) + delta * T
+  if tat <= now then
+    rcall('DEL', tKey)
+  else
+    rcall('SET', tKey, string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)
+  end
+end
+
 -- chargeSpend charges the difference between the cost the attempt
 -- reported (spend) and the cost its claim took, to (or refunds it from)
 -- the rate of every metered limit of list ("~c": named with a cost), on
@@ -234,13 +245,7 @@ local function chargeSpend(list, first, spend, now)
       local _, r, p = limitDef(KEYS[defs], l[1])
       local delta = spend - l[2]
       if r and r > 0 and delta ~= 0 then
-        local T = p / r
-        local tat = math.max(tonumber(rcall('GET', tKey)) or 0, now) + delta * T
-        if tat <= now then
-          rcall('DEL', tKey)
-        else
-          rcall('SET', tKey, string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000)
-        end
+        chargeRate(tKey, delta, p / r, now)
         out[#out + 1] = l[1] .. '=' .. string.format('%d', delta)
       end
     end
