@@ -104,10 +104,9 @@ func (s *Store) takeLimits(ctx context.Context, n NodeRef, claimID, limits, last
 	}
 	ref := n.Ref()
 	for _, lc := range costs {
-		l, ok := Resolve(defs, lc.key)
-		if !ok || (l.Concurrency == 0 && l.Rate == 0) {
-			continue // deleted since the submit: it holds nothing back
-		}
+		// A limit deleted since the submit holds nothing back: its take
+		// (all zero) only notes that the key holds no slot.
+		l, _ := Resolve(defs, lc.key)
 		// With ClaimReplicas, a take is held by replicas before the claim,
 		// as the claim itself is (runReplicated).
 		v, err := s.runReplicated(ctx, "limit_take", []string{s.keys.LimitHolders(lc.key), s.keys.LimitWaiters(lc.key),
@@ -260,7 +259,8 @@ func (s *Store) extendClustered(ctx context.Context, beats []Beat, ttl time.Dura
 	}
 	cmds := s.runEach(ctx, "limit_extend", len(calls), func(i int) ([]string, []any) {
 		l := beats[calls[i].beat].Lease
-		return []string{s.keys.LimitHolders(calls[i].key)}, []any{l.Ref(), l.ClaimID, ms(holdFor(ttl))}
+		return []string{s.keys.LimitHolders(calls[i].key), s.keys.LimitWaiters(calls[i].key)},
+			[]any{l.Ref(), l.ClaimID, ms(holdFor(ttl))}
 	})
 	for i, c := range cmds {
 		b := calls[i].beat

@@ -254,6 +254,31 @@ func TestLimitOnCluster(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("a late heartbeat takes its slot again only while one is free", func(t *testing.T) {
+		cb.setLimit(t, "k7", 1, "v1", "v2")
+		late, err := cb.claim(t, "v1", "late", "v1c", shortTTL)
+		require.NoError(t, err)
+		waitFor(t, 5*time.Second, "the holder to run out", func() bool {
+			inUse, _ := cb.inUse(t, "k7")
+			return inUse == 0
+		})
+		// Nobody took the slot or waits for it: the heartbeat takes it
+		// again, and the slot is held once.
+		_, err = cb.store.Heartbeat(ctx, late.Lease, longTTL, -1)
+		require.NoError(t, err)
+		cb.holdsOnly(t, "k7", "v1", "v1c")
+		_, err = cb.claim(t, "v2", "w", "v2c", longTTL)
+		require.ErrorIs(t, err, fence.ErrLimitWait)
+		_, err = cb.store.Commit(ctx, late.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		c2, err := cb.claim(t, "v2", "w", "v2c", longTTL)
+		require.NoError(t, err)
+		_, err = cb.store.Commit(ctx, c2.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"v2"}, cb.wakes.take())
+		require.Empty(t, cb.holders(t, "k7"))
+	})
+
 	t.Run("a reported cost is charged once at the end", func(t *testing.T) {
 		// 100 an hour, burst 100: 101 tokens when idle, none regained
 		// during the test.

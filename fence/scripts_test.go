@@ -123,7 +123,7 @@ var bindings = map[string]struct {
 	// limits on a Redis Cluster: one limit key's keys, in its own slot.
 	"limit_take":   {3, 10, false, false, 0, 0},
 	"limit_free":   {3, 6, false, false, 0, 0},
-	"limit_extend": {1, 3, false, false, 0, 0},
+	"limit_extend": {2, 3, false, false, 0, 0},
 	"limit_use":    {3, 0, false, false, 0, 0},
 }
 
