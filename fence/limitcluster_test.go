@@ -279,6 +279,26 @@ func TestLimitOnCluster(t *testing.T) {
 		require.Empty(t, cb.holders(t, "k7"))
 	})
 
+	t.Run("a spent rate delays the node until its token is due", func(t *testing.T) {
+		require.NoError(t, cb.store.SetLimit(ctx, fence.Limit{Name: "hourly", Rate: 1, Period: time.Hour}))
+		for _, r := range []string{"h1", "h2"} {
+			res, err := cb.store.Submit(ctx, limited(r, "hourly=1"))
+			require.NoError(t, err)
+			require.True(t, res.Created)
+		}
+		c1, err := cb.claim(t, "h1", "w", "h1c", longTTL)
+		require.NoError(t, err)
+		_, err = cb.claim(t, "h2", "w", "h2c", longTTL)
+		var nd *fence.NotDueError
+		require.ErrorAs(t, err, &nd)
+		require.Equal(t, "hourly", nd.Limit)
+		require.WithinDuration(t, time.Now().Add(time.Hour), nd.ReadyAt, time.Minute, "due when the next token is")
+		require.Contains(t, nodeWaits(t, cb.store, "h2"), "waiting: rate limit hourly until ")
+		_, err = cb.store.Commit(ctx, c1.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Empty(t, cb.holders(t, "hourly"), "a rate holds no slot")
+	})
+
 	t.Run("a reported cost is charged once at the end", func(t *testing.T) {
 		// 100 an hour, burst 100: 101 tokens when idle, none regained
 		// during the test.
