@@ -40,7 +40,10 @@ func TestLimitCollectorReportsUse(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = c.Close() })
 	ctx := t.Context()
-	require.NoError(t, c.SetLimit(ctx, fence.Limit{Name: "openai", Concurrency: 1, Rate: 10, Period: time.Second, Burst: 2}))
+	// 10 a minute: a token comes back every 6 s, so the count read below
+	// is the one the claims left, however slowly a loaded machine gets
+	// there (at 10/s, 100 ms gave the spent token back).
+	require.NoError(t, c.SetLimit(ctx, fence.Limit{Name: "openai", Concurrency: 1, Rate: 10, Period: time.Minute, Burst: 2}))
 	require.NoError(t, c.SetLimit(ctx, fence.Limit{Name: "tenant:*", Concurrency: 1}))
 	require.NoError(t, c.SetLimit(ctx, fence.Limit{Name: "idle", Rate: 60, Period: time.Minute}))
 
@@ -68,7 +71,7 @@ func TestLimitCollectorReportsUse(t *testing.T) {
 	got = gatherGauges(t, reg)
 	for series, want := range map[string]float64{
 		"baton_limit_concurrency,openai":     1,
-		"baton_limit_rate_per_second,openai": 10,
+		"baton_limit_rate_per_second,openai": 10.0 / 60,
 		"baton_limit_burst,openai":           2,
 		"baton_limit_in_use,openai":          1,
 		"baton_limit_waiting,openai":         1,
