@@ -110,24 +110,29 @@ func TestLimitSlotMovesOnTakeover(t *testing.T) {
 	})
 }
 
-// A rate of 2 per second with burst 1: three claims at once, the fourth
-// not due until a token is, and no slot or attempt taken.
+// A rate of 2 per 4 s (a token every 2 s) with burst 1: two claims at
+// once, the third not due until the first claim's token is back, 2 s
+// after it on Redis's clock, and no slot or attempt taken. Bounded by
+// Redis's clock before and after the first claim, so a slow machine moves
+// neither end.
 func TestLimitRate(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
-		require.NoError(t, tb.store.SetLimit(tb.ctx, fence.Limit{Name: "api", Rate: 2, Period: time.Second, Burst: 1}))
+		require.NoError(t, tb.store.SetLimit(tb.ctx, fence.Limit{Name: "api", Rate: 2, Period: 4 * time.Second, Burst: 1}))
 		for _, r := range []string{"r1", "r2", "r3"} {
 			tb.submit(t, limited(r, "api=1"))
 		}
-		now := tb.redisNow(t)
+		before := tb.redisNow(t)
 		tb.claim(t, "r1", "a", "w", longTTL)
+		after := tb.redisNow(t)
 		tb.claim(t, "r2", "a", "w", longTTL)
 		_, err := tb.store.Claim(tb.ctx, ref("r3", "a"), "w", longTTL, grace)
 		var nd *fence.NotDueError
 		require.ErrorAs(t, err, &nd)
 		require.Equal(t, "api", nd.Limit)
-		require.WithinDuration(t, now.Add(500*time.Millisecond), nd.ReadyAt, 200*time.Millisecond)
+		require.False(t, nd.ReadyAt.Before(before.Add(2*time.Second).Truncate(time.Millisecond)), "due at %s", nd.ReadyAt)
+		require.False(t, nd.ReadyAt.After(after.Add(2*time.Second+time.Millisecond)), "due at %s", nd.ReadyAt)
 		require.Equal(t, int64(0), tb.nodeInfo(t, "r3", "a").Attempt)
-		tb.advance(t, 600*time.Millisecond)
+		tb.advance(t, 2100*time.Millisecond)
 		tb.claim(t, "r3", "a", "w", longTTL)
 	})
 }

@@ -46,7 +46,7 @@ func TestWorkersViewShowsLimits(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	assert.Contains(t, body, "No limit is set")
 
-	require.NoError(t, b.client.SetLimit(ctx, fence.Limit{Name: "openai", Concurrency: 1, Rate: 600, Period: time.Minute, Burst: 4}))
+	require.NoError(t, b.client.SetLimit(ctx, fence.Limit{Name: "openai", Concurrency: 1, Rate: 60, Period: time.Hour, Burst: 4}))
 	require.NoError(t, b.client.SetLimit(ctx, fence.Limit{Name: "tenant:*", Concurrency: 1}))
 	require.NoError(t, b.client.SetLimit(ctx, fence.Limit{Name: "search", Rate: 10, Period: time.Second}))
 	for _, r := range []string{"o1", "o2", "acme1", "acme2", "globex1"} {
@@ -67,7 +67,7 @@ func TestWorkersViewShowsLimits(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	got := limitCells(body)
 	assert.Equal(t, map[string][]string{
-		"openai":                 {"openai", "1 at once, 600/m (burst 4)", "1 of 1", "4", "1"},
+		"openai":                 {"openai", "1 at once, 60/h (burst 4)", "1 of 1", "4", "1"},
 		"search":                 {"search", "10/s", "—", "1", "—"},
 		"tenant:*":               {"tenant:* prefix rule: each key its own limit", "1 at once", "2 over 2 keys", "—", "1"},
 		"tenant:* tenant:acme":   {"↳ tenant:acme", "—", "1 of 1", "—", "1"},
