@@ -11,7 +11,10 @@ retry_ms, with the score each was pushed to. A caller that heard no reply
 (or could not enqueue what it was handed) asks again with ARGV[5] = 1 and
 gets back, beside what is due now, those nobody touched since: otherwise
 they would wait the retry interval for another sweeper, and the takeover
-that long past LEASE_TTL + GRACE + SWEEP_INTERVAL.
+that long past LEASE_TTL + GRACE + SWEEP_INTERVAL. Handing them out again
+does not push them forward: a caller whose replies keep being lost (its
+link is failing) holds them no longer than the retry interval from the
+first hand-out, then any sweeper gets them.
 
 KEYS[1] lease index (zset: ref -> lease_until ms)
 KEYS[2] ready index (zset: ref -> ms when READY)
@@ -47,25 +50,29 @@ local function due(key, lag, again)
 end
 
 local expired = due(leaseKey, grace, retry)
+local scores = {} -- ref -> the score each hand-out left it at
+for _, ref in ipairs(expired) do scores[ref] = now - grace + retry end
+local untouched = {}
 if again == 1 then
-  local seen = {}
-  for _, ref in ipairs(expired) do seen[ref] = true end
   local last = rcall('HGETALL', lastKey)
   for i = 1, #last, 2 do
-    local ref = last[i]
-    -- Untouched: no one handed it out, claimed it or ended it since.
-    if not seen[ref] and tonumber(rcall('ZSCORE', leaseKey, ref)) == tonumber(last[i + 1]) then
-      rcall('ZADD', leaseKey, 'XX', now - grace + retry, ref)
-      expired[#expired + 1] = ref
+    local ref, score = last[i], tonumber(last[i + 1])
+    -- Untouched: no one handed it out, claimed it or ended it since. It
+    -- keeps its score: due again for everyone once the retry interval
+    -- from the first hand-out has passed.
+    if not scores[ref] and tonumber(rcall('ZSCORE', leaseKey, ref)) == score then
+      scores[ref] = score
+      untouched[#untouched + 1] = ref
     end
   end
 end
-if again >= 0 and #expired > 0 then
+if again >= 0 and (#expired > 0 or #untouched > 0) then
   rcall('DEL', lastKey)
-  for _, ref in ipairs(expired) do
-    rcall('HSET', lastKey, ref, now - grace + retry)
+  for ref, score in pairs(scores) do
+    rcall('HSET', lastKey, ref, string.format('%d', score))
   end
   rcall('PEXPIRE', lastKey, retry)
 end
+for _, ref in ipairs(untouched) do expired[#expired + 1] = ref end
 
 return {now, expired, due(readyKey, threshold, math.max(retry, threshold))}
