@@ -40,7 +40,7 @@ func (l *loseOnePipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 
 // A sweeper whose sweep ran in Redis but whose reply was lost enqueues the
 // expired lease it was handed at its next tick. It used to leave it to the
-// retry interval (an hour here; 5 x SWEEP_INTERVAL in a runner), so the
+// retry interval (an hour here; 2 x SWEEP_INTERVAL in a runner), so the
 // takeover came that long after LEASE_TTL + GRACE + SWEEP_INTERVAL.
 func TestSweeperEnqueuesALostHandOutAtItsNextTick(t *testing.T) {
 	t.Parallel()

@@ -231,7 +231,11 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 		logger: cfg.Logger.With("component", "cancel_watcher", "worker", cfg.ID)})
 	w.sweep = &sweeper{store: w.store, queue: w.queue, interval: cfg.SweepInterval, retention: cfg.Retention, busyEvery: retainBusyEvery,
 		opts: fence.SweepOptions{Grace: cfg.Grace, Threshold: cfg.ReadyThreshold, Limit: 200,
-			Retry: max(5*cfg.SweepInterval, cfg.Grace)},
+			// Two ticks: long enough that a hand-out is enqueued and
+			// claimed before another sweeper repeats it, short enough
+			// that a sweeper whose link fails right after it swept (its
+			// reply lost) delays a takeover by little more than a tick.
+			Retry: max(2*cfg.SweepInterval, cfg.Grace)},
 		log: cfg.Logger.With("component", "sweeper", "worker", cfg.ID), m: cfg.Metrics,
 		adTTL: max(10*cfg.SweepInterval, 5*time.Second), hb: w.hb}
 	if cfg.ScheduleInterval > 0 {
