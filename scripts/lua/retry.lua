@@ -13,7 +13,7 @@ counters (terminal: the SUCCEEDED nodes; failed; cancel flag and reason)
 reset and its time to live (retention) removed.
 
 A FAILED run the retention packed into one key (retain.lua) is written
-back as its keys (lib/unpack.lua restoreRun) in the step that re-runs it,
+back as its keys (lib/restore.lua) in the step that re-runs it,
 and only then: a refused retry leaves it packed.
 
 A run is retried only while it is still its thread's active run (a run
@@ -64,6 +64,7 @@ local firstNode = 6 -- KEYS[firstNode + i] is node i's hash, ARGV[6 + i] its id
 
 --@include pack
 --@include unpack
+--@include restore
 
 local r = rcall('HMGET', runKey, 'status', 'retry:' .. retryID)
 local packed -- the packed run's string, when its keys are packed
