@@ -32,11 +32,15 @@ type Op struct {
 	End     string  `json:"end,omitempty"`  // fail, expire, release: retrying, failed or cancelled
 }
 
-// OpNext is the dependent a commit claimed for its caller in the same step.
+// OpNext is the node a commit claimed for its caller in the same step: a
+// dependent (a chain's continuation), or a node of another run it took
+// from the queue (Continue.Take), whose thread and run it then names.
 type OpNext struct {
-	Node  string `json:"node"`
-	Epoch int64  `json:"epoch"`
-	Claim string `json:"claim"`
+	Thread string `json:"thread,omitempty"` // "": the commit's own
+	Run    string `json:"run,omitempty"`    // "": the commit's own
+	Node   string `json:"node"`
+	Epoch  int64  `json:"epoch"`
+	Claim  string `json:"claim"`
 }
 
 // observe reports one finished call to Options.Observer, if any; call it

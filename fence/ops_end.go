@@ -21,8 +21,11 @@ type Committed struct {
 	// left: dependents still READY, the continuation still held.
 	Replay bool
 	// Next is the dependent claimed for the caller by the commit itself
-	// (Continue), or nil.
+	// (Continue), or the node it took from the queue (Taken), or nil.
 	Next *Claimed
+	// Taken: Next is a node of another run taken from the queue
+	// (Continue.Take), not a dependent.
+	Taken bool
 	// ThreadQueued: the run, of a thread, has ended and a run waits in the
 	// thread's queue, read in the same atomic step: Promote has one to
 	// start. False for a run without a thread, or with nothing queued.
@@ -40,6 +43,16 @@ type Continue struct {
 	TTL     time.Duration // the continuation's lease
 	Queues  []string      // queues the caller serves
 	Kinds   []string      // kinds the caller runs
+	// Take names the Asynq queue the commit may take the caller's next
+	// node from when it continues with no dependent: the oldest due READY
+	// node of the committed node's shard in that queue, whose delivery
+	// still waits near the queue's head, is claimed in the same step and
+	// its task removed (counted as processed, as Asynq's done would). A
+	// drain of one-node runs then costs one script call a node, as a
+	// chain does. Only on a single server (the queue's keys are in another
+	// slot of a cluster), and only nodes with no limits; ignored on a
+	// cluster. Empty: take none.
+	Take string
 }
 
 // Commit records result (JSON text) and moves the node to SUCCEEDED, if and
@@ -79,6 +92,9 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 		o.Replay = out.Replay
 		if out.Next != nil {
 			o.Next = &OpNext{Node: out.Next.Node, Epoch: out.Next.Epoch, Claim: out.Next.ClaimID}
+			if out.Taken {
+				o.Next.Thread, o.Next.Run = out.Next.Thread, out.Next.Run
+			}
 		}
 	})
 	claimID := ""
@@ -91,9 +107,16 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	// commit.lua's own retention leaves (docs/performance.md).
 	retainMS := int64(0)
 	keys := s.endKeys(l)
+	take, day, expireAt := "", "", int64(0)
+	if claimID != "" && cont.Take != "" && !s.onCluster() {
+		// Asynq's key names and its processed count's day and time to
+		// live (its internal/base and rdb, v0.26).
+		now := time.Now().UTC()
+		take, day, expireAt = "asynq:{"+cont.Take+"}:", now.Format("2006-01-02"), now.Add(90*24*time.Hour).Unix()
+	}
 	args := []any{l.Node, l.Owner, l.Epoch, l.ClaimID, string(result), Ref(l.Thread, l.Run, ""), s.maxlen,
 		claimID, ms(cont.TTL), "," + strings.Join(cont.Queues, ",") + ",", "," + strings.Join(cont.Kinds, ",") + ",", retainMS,
-		sp.arg()}
+		sp.arg(), take, s.keys.index(ShardOf(l.Thread), ""), day, expireAt}
 	for _, d := range dependents {
 		keys = append(keys, s.keys.Node(l.Thread, l.Run, d))
 		args = append(args, d)
@@ -132,7 +155,23 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	}
 	out = Committed{RunStatus: asString(r[0]), Replay: code == 2, ThreadQueued: asInt(r[1]) == 1}
 	rest := r[2:]
-	if asInt(rest[0]) == 1 {
+	switch asInt(rest[0]) {
+	case 3: // a node taken from the queue, of another run
+		if len(rest) < 16 {
+			return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
+		}
+		n := rest[1:16]
+		rest = rest[16:]
+		ref := NodeRef{Thread: asString(n[13]), Run: asString(n[14]), Node: asString(n[0])}
+		next, err := claimed(ref, l.Owner, claimID, n[1:11], asString(n[11]), asString(n[12]))
+		if err == nil {
+			err = s.readDeps(ctx, next, nil)
+		}
+		if err != nil {
+			return out, fmt.Errorf("commit %s: taken %s: %w", l, ref, err)
+		}
+		out.Next, out.Taken = next, true
+	case 1:
 		if len(rest) < 14 {
 			return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
 		}
@@ -156,7 +195,7 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 			return out, fmt.Errorf("commit %s: continuation: %w", l, err)
 		}
 		out.Next = next
-	} else {
+	default:
 		rest = rest[1:]
 	}
 	for i := 0; i+1 < len(rest); i += 2 {

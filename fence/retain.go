@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -70,7 +72,8 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 		member string
 	}
 	var runs []finished
-	var lists []*redis.StringCmd
+	var hashes []*redis.MapStringStringCmd
+	var streams []*redis.Cmd
 	pipe = s.rdb.Pipeline()
 	for shard, c := range due {
 		members := c.Val()
@@ -89,7 +92,8 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 				continue
 			}
 			runs = append(runs, finished{NodeRef{Thread: thread, Run: run}, shard, m})
-			lists = append(lists, pipe.HGet(ctx, s.keys.Run(thread, run), "nodes"))
+			hashes = append(hashes, pipe.HGetAll(ctx, s.keys.Run(thread, run)))
+			streams = append(streams, pipe.Do(ctx, "XRANGE", s.keys.Events(thread, run), "-", "+"))
 		}
 	}
 	if len(runs) == 0 {
@@ -98,13 +102,29 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return out, fmt.Errorf("retain: %w", err)
 	}
+	ids := make([][]string, len(runs))
+	nodes := make([][]*redis.MapStringStringCmd, len(runs))
+	pack := make([]bool, len(runs)) // packed by retain.lua: read its node hashes
+	pipe = s.rdb.Pipeline()
+	for i, r := range runs {
+		_ = json.Unmarshal([]byte(hashes[i].Val()["nodes"]), &ids[i]) // a run gone already has no node keys to expire
+		if st := hashes[i].Val()["status"]; ttl != 0 && (st == "SUCCEEDED" || st == "FAILED") {
+			pack[i] = true
+			for _, id := range ids[i] {
+				nodes[i] = append(nodes[i], pipe.HGetAll(ctx, s.keys.Node(r.Thread, r.Run, id)))
+			}
+		}
+	}
+	if pipe.Len() > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return out, fmt.Errorf("retain: %w", err)
+		}
+	}
 	cmds := s.runEach(ctx, "retain", len(runs), func(i int) ([]string, []any) {
 		r := runs[i]
 		keys := []string{s.keys.Finished(r.shard), s.keys.Run(r.Thread, r.Run), s.keys.Events(r.Thread, r.Run),
 			s.keys.Packed(r.Thread, r.Run)}
-		var ids []string
-		_ = json.Unmarshal([]byte(lists[i].Val()), &ids) // a run gone already has no node keys to expire
-		for _, id := range ids {
+		for _, id := range ids[i] {
 			keys = append(keys, s.keys.Node(r.Thread, r.Run, id))
 		}
 		elsewhere := ""
@@ -114,7 +134,12 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 		case ttl >= 0:
 			elsewhere = r.Run
 		}
-		return keys, []any{retentionMs(ttl), r.member, elsewhere, len(ids)}
+		var packed []byte
+		var seen string
+		if pack[i] {
+			packed, seen = packRead(hashes[i].Val(), nodes[i], streams[i])
+		}
+		return keys, []any{retentionMs(ttl), r.member, elsewhere, len(ids[i]), packed, seen}
 	})
 	// The locator of a thread's run lives in the run id's slot: it gets its
 	// time to live once the script has retained the run (code 1), never
@@ -133,6 +158,58 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 		}
 	}
 	return out, s.expireLocators(ctx, pending, ttl)
+}
+
+// packRead packs a finished run from what RetainBatch read of it, and
+// says what retain.lua must still find for the packing to stand (the
+// stream's last entry id, then how many fields the run hash and each node
+// hash hold: "id|n|n1,n2"). When a reply cannot be read it returns ""
+// for both, and the script packs the run as it finds it.
+func packRead(run map[string]string, nodeCmds []*redis.MapStringStringCmd, stream *redis.Cmd) ([]byte, string) {
+	raw, err := stream.Slice()
+	if err != nil {
+		return nil, ""
+	}
+	events := make([]streamEntry, 0, len(raw))
+	for _, r := range raw {
+		e, ok := r.([]any)
+		if !ok || len(e) != 2 {
+			return nil, ""
+		}
+		id, ok1 := e[0].(string)
+		fields, ok2 := e[1].([]any)
+		if !ok1 || !ok2 {
+			return nil, ""
+		}
+		flat := make([]string, len(fields))
+		for j, f := range fields {
+			if flat[j], ok = f.(string); !ok {
+				return nil, ""
+			}
+		}
+		events = append(events, streamEntry{ID: id, Flat: flat})
+	}
+	nodes := make([]map[string]string, len(nodeCmds))
+	var seen strings.Builder
+	if len(events) > 0 {
+		seen.WriteString(events[len(events)-1].ID)
+	}
+	fmt.Fprintf(&seen, "|%d|", len(run))
+	for j, c := range nodeCmds {
+		if c.Err() != nil {
+			return nil, ""
+		}
+		nodes[j] = c.Val()
+		if j > 0 {
+			seen.WriteByte(',')
+		}
+		seen.WriteString(strconv.Itoa(len(nodes[j])))
+	}
+	packed, ok := packRun(run, nodes, events)
+	if !ok {
+		return nil, ""
+	}
+	return packed, seen.String()
 }
 
 // locatorDue is a bare run id in a shard's finished index.

@@ -93,7 +93,7 @@ var bindings = map[string]struct {
 	"submit":    {13, 17, true, true, 0, 1000},
 	"claim":     {5, 11, false, false, 0, 0},
 	"heartbeat": {4, 8, false, false, 0, 0},
-	"commit":    {6, 13, true, true, 0, 1},
+	"commit":    {6, 17, true, true, 0, 1},
 	"fail":      {6, 11, true, true, 0, 0},
 	"release":   {6, 7, false, false, 0, 0},
 	"cancel":    {5, 5, true, true, 0, 0},
@@ -107,7 +107,7 @@ var bindings = map[string]struct {
 	// ARGV; each namespace listed has four keys (up to 100 namespaces).
 	"promote": {8, 7, true, true, 0, 300},
 	"retry":   {6, 6, true, true, 0, 0},
-	"retain":  {4, 4, true, false, 0, 0},
+	"retain":  {4, 6, true, false, 0, 0},
 	"delete":  {5, 4, true, false, 0, 0},
 	// timeout cancels a run past its deadline (stored by submit).
 	"timeout":      {6, 5, true, true, 0, 0},

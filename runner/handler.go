@@ -39,8 +39,9 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		return fmt.Errorf("task for %s: %w", ref, ErrShutdown)
 	}
 	defer w.active.Done()
+	base := ctx
 	if tracing.Enabled() {
-		ctx = w.joinRunTrace(ctx, ref, carried)
+		ctx = w.joinRunTrace(base, ref, carried)
 	}
 
 	// One claim id for this claim and its retries: a retry after a lost
@@ -71,16 +72,37 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 	}
 	w.m.claim(outcome)
 	taskID, _ := asynq.GetTaskID(ctx)
-	// A commit may hand over the next node of a chain, already claimed:
-	// run it in this same delivery, without a queue round trip.
+	queue, _ := asynq.GetQueueName(ctx)
+	// A commit may hand over the next node of a chain, or a node it took
+	// from the queue, already claimed: run it in this same delivery,
+	// without a queue round trip.
+	taken := 0
 	for c != nil {
-		c, claimStarted = w.run(ctx, c, claimStarted, taskID)
-		if c != nil {
+		run, from := c.Run, queue
+		if taken >= takesPerDelivery {
+			from = ""
+		}
+		c, claimStarted = w.run(ctx, c, claimStarted, taskID, from)
+		switch {
+		case c == nil:
+		case c.Run == run:
 			w.m.Claims.WithLabelValues("continued").Inc()
+		default:
+			taken++
+			w.m.Claims.WithLabelValues("taken").Inc()
+			if tracing.Enabled() {
+				ctx = w.joinRunTrace(base, fence.NodeRef{Thread: c.Thread, Run: c.Run, Node: c.Node}, "")
+			}
 		}
 	}
 	return nil
 }
+
+// takesPerDelivery bounds the nodes one delivery's handler takes from its
+// queue (fence.Continue.Take) before it returns, so that Asynq's choice
+// among a worker's queues (their priorities) still decides every so often.
+// Asynq's dequeue, done and the claim then cost one node in this many.
+const takesPerDelivery = 32
 
 // refused handles a claim that did not succeed.
 func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) error {
@@ -133,8 +155,9 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 // run executes a claimed node and records its outcome under its lease. It
 // returns the successor its commit claimed for this worker, if any, with
 // when that claim started. taskID is the delivery's Asynq task, whose
-// acknowledgement a node with no dependents commits with.
-func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, taskID string) (*Claimed, time.Time) {
+// acknowledgement a node with no dependents commits with when its commit
+// does not take the next node from queue, the delivery's.
+func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, taskID, queue string) (*Claimed, time.Time) {
 	l := c.Lease
 	log := nodeLogger(w.log, l)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
@@ -206,11 +229,12 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 		log.Warn("attempt_abandoned", "reason", cause, "handler_err", runErr)
 		setOutcome(ctx, "abandoned")
 	case runErr == nil:
-		if len(c.Dependents) == 0 && w.holdCommit(ctx, taskID, log, c, result, sp) {
+		take := w.takeFrom(queue)
+		if len(c.Dependents) == 0 && take == "" && w.holdCommit(ctx, taskID, log, c, result, sp) {
 			held = true // the held commit ends the span
 			return nil, time.Time{}
 		}
-		return w.commit(wctx, nil, log, c, result, sp)
+		return w.commit(wctx, nil, log, c, result, sp, take)
 	case errors.As(runErr, &parked):
 		w.park(wctx, log, c, parked)
 	case errors.Is(cause, ErrShutdown) || (cause != nil && w.isStopping()):
@@ -286,7 +310,7 @@ func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger
 		}
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.outcomeRetry())
 		defer cancel()
-		w.commit(wctx, via, log, c, result, sp)
+		w.commit(wctx, via, log, c, result, sp, "")
 		attemptFrom(ctx).finish()
 	})
 	if !held {
@@ -295,24 +319,53 @@ func (w *Worker) holdCommit(ctx context.Context, taskID string, log *slog.Logger
 	return held
 }
 
+// takeFrom is the queue a commit may take this worker's next node from
+// (fence.Continue.Take): the delivery's, on a single server (where held
+// commits are), unless the worker is stopping or NoTake is set, and only
+// while the queue looks busy: the last take got a node, or none was tried
+// for takeProbe. A commit with nothing to take goes alone, and its task's
+// acknowledgement after it: a worker whose queue had nothing to take
+// sends a last commit with the acknowledgement instead (holdCommit), one
+// round trip for both, but for one probe in takeProbe. "": take none.
+func (w *Worker) takeFrom(queue string) string {
+	if w.acks == nil || queue == "" || w.cfg.NoTake || w.isStopping() {
+		return ""
+	}
+	if w.tookLast.Load() {
+		return queue
+	}
+	now := time.Now().UnixNano()
+	last := w.probedAt.Load()
+	if now-last < int64(takeProbe) || !w.probedAt.CompareAndSwap(last, now) {
+		return ""
+	}
+	return queue
+}
+
+// takeProbe is how often a worker whose last take got nothing tries again.
+const takeProbe = 100 * time.Millisecond
+
 // commit records the result, retrying a lost reply: a replayed commit of
 // the same claim is recognised by the script (and charges sp, the cost the
 // attempt reported, once). Its first try goes through
 // via when that is set (a held commit, with its task's acknowledgement).
-// It returns the continuation the commit claimed, if any, with the start of
-// the try that claimed it (a replay renews the continuation's lease).
-func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage, sp fence.Spend) (*Claimed, time.Time) {
+// It returns the continuation the commit claimed, or the node it took from
+// queue take ("": none), if any, with the start of the try that claimed it
+// (a replay renews its lease).
+func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage, sp fence.Spend, take string) (*Claimed, time.Time) {
 	l := c.Lease
 	var cont fence.Continue
 	if !w.isStopping() {
 		// One continuation claim id for this commit and its retries: a
-		// retry after a lost reply gets back the continuation its first
-		// try claimed.
+		// retry after a lost reply gets back the continuation (or the
+		// node taken) its first try claimed.
 		// A chain does not continue onto a paused queue: its next node
-		// is enqueued, and Asynq holds it until the queue is resumed.
+		// is enqueued, and Asynq holds it until the queue is resumed. Nor
+		// is a node taken from one (the script reads Asynq's pause).
 		cont = w.cont
 		cont.Queues = w.pause.openQueues()
 		cont.ClaimID = fence.NewClaimID()
+		cont.Take = take
 	}
 	var res fence.Committed
 	var started time.Time
@@ -333,6 +386,9 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 		log.Warn("commit_failed", "err", err)
 		setOutcome(ctx, "commit_failed")
 		return nil, time.Time{}
+	}
+	if cont.Take != "" {
+		w.tookLast.Store(res.Taken)
 	}
 	setOutcome(ctx, "committed")
 	// A Replay is this commit, whose first reply was lost; the event stream

@@ -289,14 +289,16 @@ func (a *ackWatch) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 	}
 }
 
-// watchedWorker starts a worker whose Redis client is watched by a.
+// watchedWorker starts a worker whose Redis client is watched by a. It
+// takes no node from the queue (NoTake): a commit that tries to take one
+// goes alone, and these tests count the commits that do not.
 func watchedWorker(t *testing.T, b *testBundle, a *ackWatch, kinds map[string]runner.Kind) {
 	t.Helper()
 	rdb := redis.NewClient(&redis.Options{Addr: b.srv.Addr(), MaxRetries: -1})
 	rdb.AddHook(a)
 	t.Cleanup(func() { _ = rdb.Close() })
 	cfg := noSweepConfig(b, "acker")
-	cfg.Redis = rdb
+	cfg.Redis, cfg.NoTake = rdb, true
 	b.worker(cfg, kinds)
 }
 

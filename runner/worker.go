@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hibiken/asynq"
@@ -79,6 +80,11 @@ type WorkerConfig struct {
 	// expire), each in one Write: a history for fault checkers such as
 	// cmd/chaos. Zero value: none.
 	History io.Writer
+	// NoTake turns off taking the queue's next node in a commit
+	// (fence.Continue.Take): every node of another run then comes through
+	// a delivery of its own, claimed by its handler. Taking is on by
+	// default, on a single server only.
+	NoTake bool
 	// ClaimReplicas, when above zero, makes each claim and commit wait for
 	// that many replicas to acknowledge it (Redis WAIT) before the node's
 	// handler starts or its outcome counts: a claim then survives a
@@ -190,6 +196,12 @@ type Worker struct {
 	cont  fence.Continue // what a commit may claim next for this worker
 	pause *pauseWatch    // its queues not paused: where a chain may continue
 	acks  *acks          // commits sent with their task's acknowledgement; nil on a cluster
+
+	// tookLast says whether the last commit that tried to take a node
+	// from the queue got one, and probedAt when one last tried while
+	// tookLast was false (Unix ns): takeFrom (handler.go) reads both.
+	tookLast atomic.Bool
+	probedAt atomic.Int64
 
 	// active counts running handlers. A delivery that Asynq hands over
 	// after Shutdown began (a dispatch loop stopping) is turned away,

@@ -105,6 +105,7 @@ func (s *batonScenario) start(ctx context.Context) error {
 		Queues:         weights(s.t.queues),
 		PollInterval:   s.o.poll,
 		ReadyThreshold: s.o.readyAfter,
+		NoTake:         s.o.noTake,
 		Logger:         s.log,
 	})
 	if err != nil {

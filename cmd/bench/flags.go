@@ -54,6 +54,7 @@ type options struct {
 	sweepNodes   int           // finished nodes present in the sweep section
 	scriptCalls  int           // calls of each operation in the scripts section
 	bullmq       bool          // measure BullMQ beside Asynq and baton (node and the npm package in cmd/bench/bullmq)
+	noTake       bool          // the baton worker takes no node from the queue in a commit (WorkerConfig.NoTake)
 	bullmqDir    string        // the npm package's directory; "": cmd/bench/bullmq
 	traceSample  []float64     // one more baton row per ratio, traced at that sampling
 }
@@ -169,6 +170,7 @@ func parseFlags(args []string, getenv func(string) string, stderr io.Writer) (op
 	fs.IntVar(&o.memNodes, "mem-nodes", 10000, "finished no-op nodes in the memory section (runs of one node and of k nodes)")
 	fs.IntVar(&o.scriptCalls, "script-calls", 1000, "calls of each operation in the scripts section")
 	fs.IntVar(&o.sweepNodes, "sweep-nodes", 1000000, "finished nodes present in the sweep section (copies of a finished run; about 1 GiB of Redis memory per million)")
+	fs.BoolVar(&o.noTake, "no-take", false, "baton's worker takes no node from the queue in a commit (runner.WorkerConfig.NoTake): every node comes through its own delivery, as before taking existed")
 	fs.BoolVar(&o.bullmq, "bullmq", true, "measure BullMQ in the throughput section too, in a node process (skipped, saying so, without node or the npm package)")
 	fs.StringVar(&o.bullmqDir, "bullmq-dir", "", "directory of the bench's BullMQ npm package, installed with npm ci (default: cmd/bench/bullmq)")
 	level := fs.String("log-level", "warn", "the worker's log level (debug, info, warn, error)")

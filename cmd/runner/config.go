@@ -110,6 +110,12 @@ type Config struct {
 	// (Redis WAIT, up to 1s, retried) until that many replicas hold it
 	// before the node runs or its outcome counts. Default: 0.
 	ClaimReplicas int `env:"CLAIM_REPLICAS" envDefault:"0"`
+	// TakeFromQueue lets a commit with no chain to continue claim the
+	// queue's next node of its shard for the same handler, in the same
+	// script, removing that node's waiting task (single server only; see
+	// docs/performance.md). false: every node comes through a delivery of
+	// its own. Default: true.
+	TakeFromQueue bool `env:"TAKE_FROM_QUEUE" envDefault:"true"`
 	// LimitsFile, when set, is a JSON file of fleet-wide limits the
 	// runner sets at start ({"limits": [{"name": "openai", "rate":
 	// "20/s"}]}, see docs/flow-control.md), replacing those of the same

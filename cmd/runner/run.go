@@ -90,6 +90,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		Metrics:           runner.NewMetrics(reg),
 		History:           historyOrNil(history),
 		ClaimReplicas:     cfg.ClaimReplicas,
+		NoTake:            !cfg.TakeFromQueue,
 		ScheduleInterval:  cfg.ScheduleInterval,
 		ScheduleLate:      cfg.ScheduleLate,
 		ScheduleLimits:    runner.Limits{MaxInputBytes: cfg.MaxInputBytes},

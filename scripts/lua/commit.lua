@@ -24,11 +24,29 @@ run id goes to the finished index, as retain.lua leaves it, for the
 sweep to give the locator its time to live. Runs of
 several nodes, or ended another way, go through the finished index.
 
+Taking the queue's next node: when ARGV[14] names an Asynq queue and no
+dependent was continued, the commit claims for the caller, in this same
+step, the first due READY node of this shard (the ready index) whose
+queue is that one, whose kind the caller runs, and which names no limits
+and carries no resumed wait, provided its delivery still waits in the
+queue within the last 64 pending tasks (the next to be dequeued): that
+task is removed and counted as processed, as Asynq's own done would, and
+the node is claimed as claim.lua would (epoch+1, attempt+1, lease,
+claimed event; prev_owner and end_op of an earlier attempt dropped). So a
+drain of one-node runs goes, like a chain, one script call per node
+instead of Asynq's dequeue and done plus a claim and a commit. Its keys
+are not passed: they are in this slot, named from the ready index's ref;
+the queue's keys are in another slot, so the caller asks for this only on
+a single server. A node whose delivery is not found (dequeued already, or
+not yet due) is left to its delivery. The committed node's field next
+names the taken node (ref), for a replay; packing leaves it out.
+
 A retry of an accepted commit (its reply was lost) changes nothing and
-answers as the first time, with code 2: the continuation still RUNNING under
-the continuation claim id, its lease renewed from now (as claim.lua renews
-a replayed claim), the dependents still READY, and the waiters the commit
-handed a slot to that have not claimed it yet (lib/woke.lua).
+answers as the first time, with code 2: the continuation (or the taken
+node) still RUNNING under the continuation claim id, its lease renewed from
+now (as claim.lua renews a replayed claim), the dependents still READY, and
+the waiters the commit handed a slot to that have not claimed it yet
+(lib/woke.lua).
 
 When the node has limits, the holders hash and waiters zset of each
 follow the other keys (lib/limits.lua): the claim's slots are freed and
@@ -49,7 +67,7 @@ KEYS[3]   run event stream
 KEYS[4]   lease index (zset: ref -> lease_until ms)
 KEYS[5]   ready index (zset: ref -> ms when READY)
 KEYS[6]   finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[7..] node hashes of the direct dependents, in the order of ARGV[14..];
+KEYS[7..] node hashes of the direct dependents, in the order of ARGV[18..];
           then, for a run of a thread, the thread's queue (list of waiting
           run ids); for a run without a thread, the run id's locator when
           the time to live ARGV[12] is above 0 (its slot is then this one)
@@ -70,7 +88,12 @@ ARGV[12]  time to live, ms, of the run's keys should this commit end a
           one-node run; 0: leave the run to the retention sweep
 ARGV[13]  the cost the attempt reported, a whole number from 0 to 2^40,
           or "" for none (the claim's cost stands)
-ARGV[14..] ids of the direct dependents
+ARGV[14]  key prefix of the Asynq queue to take the next node from
+          ("asynq:{QUEUE}:"), or "" to take none
+ARGV[15]  key prefix of this shard's thread keys ("PREFIX:{TAG}:")
+ARGV[16]  the processed count's day, as Asynq names it (UTC "2006-01-02")
+ARGV[17]  when that day's count expires, Unix seconds (Asynq's stats TTL)
+ARGV[18..] ids of the direct dependents
 
 Returns
   queued is 1 when the run has ended and a run waits in its thread's
@@ -85,6 +108,12 @@ Returns
         claim.lua's reply)
   {2, run_status, queued, ...}  this claim had already committed (a replay); the
         rest as for code 1
+  Where the continuation goes, a taken node may instead:
+  {..., 3, id, epoch, attempt, lease_until_ms, kind, queue, input,
+   timeout_ms, max_attempts, dependents_json, descendants_json, incarnation,
+   deps_json, thread, run, ready_id, ready_queue, ...}
+        the node id of run thread/run is RUNNING under the caller's
+        continuation claim (taken from the queue ARGV[14])
   -1   node missing
   -10  stale epoch: the node was claimed again since
   -11  not owner: same epoch, another claim id
@@ -97,7 +126,8 @@ local result, refPrefix, maxlen = ARGV[5], ARGV[6], ARGV[7]
 local contClaim, contTTL, queues, kinds = ARGV[8], tonumber(ARGV[9]), ARGV[10], ARGV[11]
 local retainTTL = tonumber(ARGV[12])
 local spendRaw = ARGV[13]
-local lastDep = 6 + #ARGV - 13 -- KEYS[7..lastDep] are the dependents
+local takeFrom, shardPrefix = ARGV[14], ARGV[15]
+local lastDep = 6 + #ARGV - 17 -- KEYS[7..lastDep] are the dependents
 --@include ref
 local threadless = threadID == runID
 -- queued says, once the run has ended, whether a run of its thread waits
@@ -127,6 +157,70 @@ local function contReply(id, d, epoch, attempt, leaseUntil)
     d[9] or '[]', d[10] or '[]', d[11] or '', d[12] or '[]'} -- defaults are not stored (submit.lua)
 end
 
+-- Taking the queue's next node (the header). A taken node is named by its
+-- ref in the ready index; its keys share this shard's tag.
+local takeFields = {'state', 'queue', 'kind', 'epoch', 'attempt', 'input', 'timeout_ms',
+  'max_attempts', 'dependents', 'descendants', 'inc', 'deps', 'claim',
+  'ready_at', 'limits', 'resume', 'prev_owner', 'end_op'}
+local function takenReply(th, rn, nd, d, e, a, lu)
+  local out = contReply(nd, d, e, a, lu)
+  out[1] = 3
+  out[#out + 1] = th
+  out[#out + 1] = rn
+  return out
+end
+-- takenAgain answers a replay with the node its first try took, while the
+-- caller's claim still holds it: the lease renewed from now.
+local function takenAgain()
+  local ref = rcall('HGET', nodeKey, 'next')
+  if not ref then return nil end
+  local th, rn, nd = string.match(ref, '^([^:]+):([^:]+):([^:]+)$')
+  if not th then return nil end
+  local nk = shardPrefix .. th .. ':node:' .. rn .. ':' .. nd
+  local d = rcall('HMGET', nk, unpack(takeFields, 1, 13))
+  if d[1] ~= 'RUNNING' or d[13] ~= contClaim then return nil end
+  local renewed = now + contTTL
+  local renewedS = int(renewed)
+  rcall('HSET', nk, 'lease_until', renewedS, 'heartbeat_at', nowS)
+  rcall('ZADD', leaseKey, renewedS, ref)
+  return takenReply(th, rn, nd, d, tonumber(d[4]), tonumber(d[5]), renewed)
+end
+local function takeNext()
+  if rcall('EXISTS', takeFrom .. 'paused') == 1 then return nil end
+  local queue = string.match(takeFrom, '^asynq:{(.*)}:$')
+  local pending = takeFrom .. 'pending'
+  for _, ref in ipairs(rcall('ZRANGEBYSCORE', readyKey, '-inf', nowS, 'LIMIT', 0, 4)) do
+    local th, rn, nd = string.match(ref, '^([^:]+):([^:]+):([^:]+)$')
+    local nk = th and (shardPrefix .. th .. ':node:' .. rn .. ':' .. nd)
+    local d = nk and rcall('HMGET', nk, unpack(takeFields))
+    if d and d[1] == 'READY' and d[2] == queue and (tonumber(d[14]) or 0) <= now
+        and (d[15] or '') == '' and (d[16] or '') == ''
+        and string.find(kinds, ',' .. d[3] .. ',', 1, true) then
+      -- Its delivery is the attempt's task (internal/delivery.TaskID).
+      local task = rn .. ':' .. nd .. ':' .. int(tonumber(d[5]) + 1)
+      if rcall('LPOS', pending, task, 'RANK', -1, 'MAXLEN', 64) then
+        rcall('LREM', pending, -1, task)
+        rcall('DEL', takeFrom .. 't:' .. task)
+        local day = takeFrom .. 'processed:' .. ARGV[16]
+        if rcall('INCR', day) == 1 then rcall('EXPIREAT', day, ARGV[17]) end
+        rcall('INCR', takeFrom .. 'processed')
+        local e, a, lu = tonumber(d[4]) + 1, tonumber(d[5]) + 1, now + contTTL
+        local eS, aS, luS = int(e), int(a), int(lu)
+        rcall('HSET', nk, 'state', 'RUNNING', 'epoch', eS, 'attempt', aS, 'owner', worker,
+          'claim', contClaim, 'lease_until', luS, 'started_at', nowS)
+        if (d[17] or '') ~= '' or (d[18] or '') ~= '' then rcall('HDEL', nk, 'prev_owner', 'end_op') end
+        rcall('ZADD', leaseKey, luS, ref)
+        rcall('ZREM', readyKey, ref)
+        rcall('XADD', shardPrefix .. th .. ':events:' .. rn, 'MAXLEN', '~', maxlen, '*', 'type', 'claimed',
+          'node', nd, 'epoch', eS, 'worker', worker, 'at', nowS, 'attempt', aS)
+        rcall('HSET', nodeKey, 'next', ref)
+        return takenReply(th, rn, nd, d, e, a, lu)
+      end
+    end
+  end
+  return nil
+end
+
 if f[1] == 'SUCCEEDED' then
   local st = rcall('HGET', runKey, 'status')
   local out = {2, st, queued(st)}
@@ -137,13 +231,14 @@ if f[1] == 'SUCCEEDED' then
       local renewed = now + contTTL
       local renewedS = int(renewed)
       rcall('HSET', KEYS[i], 'lease_until', renewedS, 'heartbeat_at', nowS)
-      rcall('ZADD', leaseKey, renewedS, refPrefix .. ARGV[i + 7])
-      cont = contReply(ARGV[i + 7], d, tonumber(d[4]), tonumber(d[5]), renewed)
+      rcall('ZADD', leaseKey, renewedS, refPrefix .. ARGV[i + 11])
+      cont = contReply(ARGV[i + 11], d, tonumber(d[4]), tonumber(d[5]), renewed)
     elseif d[1] == 'READY' then
-      ready[#ready + 1] = ARGV[i + 7]
+      ready[#ready + 1] = ARGV[i + 11]
       ready[#ready + 1] = d[2]
     end
   end
+  if cont[1] == 0 and contClaim ~= '' then cont = takenAgain() or cont end
   for _, v in ipairs(cont) do out[#out + 1] = v end
   for _, v in ipairs(ready) do out[#out + 1] = v end
 --@include woke
@@ -172,7 +267,7 @@ local cont = {0}
 local ready = {}
 if r[1] ~= '1' then
   for i = 7, lastDep do
-    local depID = ARGV[i + 7]
+    local depID = ARGV[i + 11]
     local remaining = rcall('HINCRBY', KEYS[i], 'remaining', -1)
     if remaining == 0 then
       local d = rcall('HMGET', KEYS[i], unpack(contFields, 1, 12))
@@ -224,6 +319,7 @@ if terminal >= tonumber(r[2]) then
 else
   rcall('HSET', runKey, 'terminal', int(terminal))
 end
+if cont[1] == 0 and contClaim ~= '' and takeFrom ~= '' then cont = takeNext() or cont end
 local out = {1, status, queued(status)}
 for _, v in ipairs(cont) do out[#out + 1] = v end
 for _, v in ipairs(ready) do out[#out + 1] = v end

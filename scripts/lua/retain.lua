@@ -47,6 +47,13 @@ ARGV[2] the run's member of the finished index ("thread:run:")
 ARGV[3] the run id when its locator is in another slot and needs the time
         to live; empty otherwise
 ARGV[4] how many node hashes follow KEYS[4]
+ARGV[5] the run packed by the caller from what it read of these keys
+        (fence/pack.go, this layout), or "" to pack it here
+ARGV[6] what the caller read: the stream's last entry id, then the
+        number of fields of the run hash and of each node hash
+        ("ID|N|N1,N2"); ARGV[5] is stored only if that is still so, else
+        the run is packed here. Encoding in Go, not Lua, spares Redis's one
+        thread most of a packing's cost.
 
 Returns
   1  retained
@@ -56,6 +63,7 @@ local rcall = redis.call
 local finKey, runKey, evKey, packedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local nodes = tonumber(ARGV[4]) or 0
+local given, read = ARGV[5] or '', ARGV[6] or ''
 
 --@include stream
 --@include retain_run
@@ -77,8 +85,18 @@ else
     end
   end
   if r[1] == 'SUCCEEDED' or r[1] == 'FAILED' then
-    if r[1] == 'SUCCEEDED' then slimSucceeded(runKey, nodeKeys, false) end
-    local packed = packRun(runKey, nodeKeys, evKey)
+    local packed = given
+    if packed ~= '' then
+      local last = rcall('XREVRANGE', evKey, '+', '-', 'COUNT', 1)
+      local lens = {}
+      for i, key in ipairs(nodeKeys) do lens[i] = rcall('HLEN', key) end
+      local now = ((last[1] and last[1][1]) or '') .. '|' .. rcall('HLEN', runKey) .. '|' .. table.concat(lens, ',')
+      if now ~= read then packed = '' end -- changed since it was read
+    end
+    if packed == '' then
+      if r[1] == 'SUCCEEDED' then slimSucceeded(runKey, nodeKeys, false) end
+      packed = packRun(runKey, nodeKeys, evKey)
+    end
     rcall('DEL', runKey, evKey)
     for _, key in ipairs(nodeKeys) do rcall('DEL', key) end
     if ttl > 0 then

@@ -47,13 +47,24 @@ type Op struct {
 
 // Next is the dependent a commit claimed for its caller in the same step.
 type Next struct {
-	Node  string `json:"node"`
-	Epoch int64  `json:"epoch"`
-	Claim string `json:"claim"`
+	Thread string `json:"thread,omitempty"` // "": the commit's own
+	Run    string `json:"run,omitempty"`    // "": the commit's own (a continuation)
+	Node   string `json:"node"`
+	Epoch  int64  `json:"epoch"`
+	Claim  string `json:"claim"`
 }
 
 // Key names the node an operation is about.
 func (o Op) Key() string { return o.Run + "/" + o.Node }
+
+// NextRun is the run of the node a commit claimed for its caller: its own
+// for a continuation, another for a node taken from the queue.
+func (o Op) NextRun() string {
+	if o.Next.Run != "" {
+		return o.Next.Run
+	}
+	return o.Run
+}
 
 func (o Op) String() string {
 	s := fmt.Sprintf("%s %s %s@%d/%s %s", o.Worker, o.Op, o.Key(), o.Epoch, short(o.Claim), o.Outcome)
@@ -67,7 +78,7 @@ func (o Op) String() string {
 		s += " end=" + o.End
 	}
 	if o.Next != nil {
-		s += fmt.Sprintf(" next=%s@%d/%s", o.Next.Node, o.Next.Epoch, short(o.Next.Claim))
+		s += fmt.Sprintf(" next=%s/%s@%d/%s", o.NextRun(), o.Next.Node, o.Next.Epoch, short(o.Next.Claim))
 	}
 	if o.Source != "" {
 		s += fmt.Sprintf(" [%s:%d]", o.Source, o.Line)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/batonrun/baton/fence"
 )
 
 // partition is the operations on one node.
@@ -113,7 +115,7 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 			if o.Replay {
 				call = firstTry[tryKey(o)]
 			}
-			add(o.Run+"/"+o.Next.Node, input{Op: "claim", Epoch: o.Next.Epoch, Claim: o.Next.Claim,
+			add(o.NextRun()+"/"+o.Next.Node, input{Op: "claim", Epoch: o.Next.Epoch, Claim: o.Next.Claim,
 				Owner: o.Source, Outcome: OK, Synth: "continuation of " + o.Node}, call, o.Ret, c, true)
 		case o.Outcome == Unknown || (o.Outcome == OK && o.Replay):
 			// The continuation may have been claimed without the caller
@@ -122,6 +124,22 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 				add(o.Run+"/"+d, input{Op: "claim", Claim: hiddenClaim, Owner: o.Source, Outcome: Unknown,
 					Synth: "maybe continuation of " + o.Node}, o.Call, end, c, false)
 			}
+		}
+	}
+	// A commit takes a node of its own shard from the queue
+	// (fence.Continue.Take), so one that got no reply, or whose replay
+	// named none (what its first try took may have been taken over
+	// since), may have claimed any node of that shard unheard of.
+	threadOf := map[string]string{}
+	takers := map[int][]taker{}
+	for _, o := range ops {
+		threadOf[o.Key()] = o.Thread
+		if o.Op == "commit" && o.Next != nil && o.Next.Run != "" {
+			threadOf[o.Next.Run+"/"+o.Next.Node] = o.Next.Thread
+		}
+		if o.Op == "commit" && (o.Outcome == Unknown || (o.Outcome == OK && o.Replay && o.Next == nil)) {
+			sh := fence.ShardOf(o.Thread)
+			takers[sh] = append(takers[sh], taker{source: o.Source, client: clientOf(o.Source), call: o.Call, node: o.Key()})
 		}
 	}
 	keys := make([]string, 0, len(parts))
@@ -159,10 +177,13 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 		if r == porcupine.Ok {
 			continue
 		}
-		// A killed process loses the line of what it had in flight. Try
-		// again with one phantom operation per incarnation killed while
-		// this node was in play.
-		if ph := phantoms(p, faults, clientOf, end); len(ph) > 0 {
+		// A killed process loses the line of what it had in flight, and a
+		// commit without a reply may have taken this node from the queue.
+		// Try again with one phantom operation per incarnation killed while
+		// this node was in play, and a hidden claim per such commit.
+		ph := phantoms(p, faults, clientOf, end)
+		ph = append(ph, maybeTaken(p, takers[fence.ShardOf(threadOf[k])], end)...)
+		if len(ph) > 0 {
 			withPh := append(slices.Clone(p.ops), ph...)
 			sortOps(withPh)
 			r2, info2 := porcupine.CheckOperationsVerbose(m, withPh, per)
@@ -224,6 +245,31 @@ func phantoms(p *partition, faults []Fault, clientOf func(string) int, end int64
 		out = append(out, porcupine.Operation{ClientId: clientOf(f.Source),
 			Input: input{Op: "phantom", Owner: f.Source, Outcome: Unknown, Synth: "in flight at SIGKILL"},
 			Call:  min(f.Start, p.first) - int64(time.Millisecond), Output: output{}, Return: end})
+	}
+	return out
+}
+
+// taker is a commit that may have taken a node from the queue unheard of.
+type taker struct {
+	source string
+	client int
+	call   int64
+	node   string // the committed node's key
+}
+
+// maybeTaken returns a hidden claim per commit of takers made while the
+// node was in play (from phantomReach before its first recorded operation
+// to its last): the node that commit may have taken, its effect landing at
+// any time after the call.
+func maybeTaken(p *partition, takers []taker, end int64) []porcupine.Operation {
+	var out []porcupine.Operation
+	for _, t := range takers {
+		if t.node == p.key || t.call < p.first-int64(phantomReach) || t.call > p.last {
+			continue
+		}
+		out = append(out, porcupine.Operation{ClientId: t.client,
+			Input: input{Op: "claim", Claim: hiddenClaim, Owner: t.source, Outcome: Unknown, Synth: "maybe taken by " + t.node},
+			Call:  t.call, Output: output{}, Return: end})
 	}
 	return out
 }

@@ -304,7 +304,7 @@ func checkCkptFence(in Input, cks map[ThreadNS][]*ckEvent, seen map[ThreadNS]map
 		case o.Op == "claim" && o.Outcome == OK:
 			grant(o.Run, o.Node, o.Epoch, o.Claim)
 		case o.Op == "commit" && o.Outcome == OK && o.Next != nil:
-			grant(o.Run, o.Next.Node, o.Next.Epoch, o.Next.Claim)
+			grant(o.NextRun(), o.Next.Node, o.Next.Epoch, o.Next.Claim)
 		}
 	}
 	var out []Violation

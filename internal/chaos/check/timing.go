@@ -145,8 +145,8 @@ func busySpans(ops []Op, workers []Worker) map[string][]span {
 		ended    bool
 	}
 	leases := map[string]*lease{}
-	note := func(o Op, node string, epoch, at int64, ends bool) {
-		k := fmt.Sprintf("%s %s/%s@%d", o.Source, o.Run, node, epoch)
+	note := func(o Op, run, node string, epoch, at int64, ends bool) {
+		k := fmt.Sprintf("%s %s/%s@%d", o.Source, run, node, epoch)
 		l := leases[k]
 		if l == nil {
 			l = &lease{worker: o.Worker, from: at, to: at}
@@ -161,14 +161,14 @@ func busySpans(ops []Op, workers []Worker) map[string][]span {
 		switch o.Op {
 		case "claim":
 			if o.Outcome == OK {
-				note(o, o.Node, o.Epoch, o.Call, false)
+				note(o, o.Run, o.Node, o.Epoch, o.Call, false)
 			}
 		case "heartbeat":
-			note(o, o.Node, o.Epoch, o.Call, false)
+			note(o, o.Run, o.Node, o.Epoch, o.Call, false)
 		case "commit", "fail", "release", "expire":
-			note(o, o.Node, o.Epoch, o.Call, true)
+			note(o, o.Run, o.Node, o.Epoch, o.Call, true)
 			if o.Op == "commit" && o.Outcome == OK && o.Next != nil {
-				note(o, o.Next.Node, o.Next.Epoch, o.Call, false)
+				note(o, o.NextRun(), o.Next.Node, o.Next.Epoch, o.Call, false)
 			}
 		}
 	}
@@ -223,7 +223,7 @@ func renewals(ops []Op) map[string]int64 {
 			note(o.Run, o.Node, o.Epoch, o.Ret)
 		case "commit":
 			if o.Next != nil {
-				note(o.Run, o.Next.Node, o.Next.Epoch, o.Ret)
+				note(o.NextRun(), o.Next.Node, o.Next.Epoch, o.Ret)
 			}
 		}
 	}
