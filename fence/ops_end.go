@@ -145,7 +145,12 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 		replay, err := s.packedFence(ctx, l, "commit", fmt.Errorf("commit %s: %w", l, err))
 		if replay { // this claim's commit; its run has ended and was packed since
 			s.freeClustered(ctx, l, sp, true)
-			return Committed{RunStatus: "SUCCEEDED", Replay: true}, nil
+			out = Committed{RunStatus: "SUCCEEDED", Replay: true}
+			if take != "" {
+				out.Next = s.takenAgain(ctx, l, claimID, cont)
+				out.Taken = out.Next != nil
+			}
+			return out, nil
 		}
 		return Committed{}, err
 	}
@@ -203,6 +208,40 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 		out.Queues = append(out.Queues, asString(rest[i+1]))
 	}
 	return out, nil
+}
+
+// takenAgain answers the replay of a commit whose run was packed since its
+// first try: the node that try took from the queue (the packed node's
+// field next), claimed again under the continuation's claim id, which
+// claim.lua recognises as a retried claim while the taker still holds it.
+// nil when the commit took none, or the node has moved on since (taken
+// over, ended); then its lease ran out, and the sweeper handed it on.
+func (s *Store) takenAgain(ctx context.Context, l Lease, claimID string, cont Continue) *Claimed {
+	b, err := s.rdb.Get(ctx, s.keys.Packed(l.Thread, l.Run)).Bytes()
+	if err != nil {
+		return nil
+	}
+	p, err := unpackRun(b)
+	if err != nil {
+		return nil
+	}
+	var ids []string
+	_ = json.Unmarshal([]byte(p.Run["nodes"]), &ids)
+	for i, id := range ids {
+		if id != l.Node || i >= len(p.Nodes) {
+			continue
+		}
+		thread, run, node, ok := ParseRef(p.Nodes[i]["next"])
+		if !ok {
+			return nil
+		}
+		c, err := s.ClaimKinds(ctx, NodeRef{Thread: thread, Run: run, Node: node}, l.Owner, claimID, cont.Kinds, cont.TTL, cont.TTL)
+		if err != nil {
+			return nil
+		}
+		return c
+	}
+	return nil
 }
 
 // endKeys are the fixed keys of the scripts that can end a node (commit,

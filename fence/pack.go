@@ -156,14 +156,12 @@ func (p *packer) event(flat []string) {
 }
 
 // What retention drops from a SUCCEEDED run's hashes (lib/retain_run.lua
-// slimSucceeded, the sweep's list), and from every packed node (pack.lua:
-// next, a commit's pointer for its replay).
+// slimSucceeded, the sweep's list).
 var (
 	slimRun  = map[string]bool{"id": true, "thread": true, "failed": true, "cancel": true, "updated_at": true}
 	slimNode = map[string]bool{"id": true, "run": true, "thread": true, "remaining": true, "lease_until": true,
 		"heartbeat_at": true, "end_op": true, "ready_at": true, "inc": true, "progress": true, "updated_at": true,
-		"created_at": true, "next": true}
-	packedNodeDrop = map[string]bool{"next": true}
+		"created_at": true}
 )
 
 // packRun packs a finished run read from its keys as retain.lua would,
@@ -174,7 +172,7 @@ func packRun(run map[string]string, nodes []map[string]string, events []streamEn
 	if err != nil {
 		base = 0
 	}
-	runDrop, nodeDrop := map[string]bool(nil), packedNodeDrop
+	runDrop, nodeDrop := map[string]bool(nil), map[string]bool(nil)
 	if run["status"] == "SUCCEEDED" {
 		runDrop, nodeDrop = slimRun, slimNode
 	}

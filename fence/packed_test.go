@@ -71,7 +71,7 @@ func packAndCompare(t *testing.T, ctx context.Context, rdb redis.UniversalClient
 	require.NotEmpty(t, seen)
 	fromGo, err := unpackRun(goPacked)
 	require.NoError(t, err)
-	runDrop, nodeDrop := map[string]bool{}, packedNodeDrop
+	runDrop, nodeDrop := map[string]bool{}, map[string]bool{}
 	if runHash["status"] == "SUCCEEDED" {
 		runDrop, nodeDrop = slimRun, slimNode
 	}

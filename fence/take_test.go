@@ -175,3 +175,46 @@ func TestCommitTakesOnlyWhatItMay(t *testing.T) {
 		require.Equal(t, "READY", tb.nodeInfo(t, runs[5], "a").State)
 	})
 }
+
+// A commit retried after a lost reply hands back the node its first try
+// took even when the retention packed the committed run in between: the
+// packed node keeps the pointer, and the taken node is claimed again under
+// the same claim, as a retried claim is. Once another worker has taken the
+// node over, the retry hands back nothing.
+func TestCommitReplayAfterPackingHandsBackTheTakenNode(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		runs := sameShard("packed", 3)
+		for _, r := range runs {
+			tb.submit(t, spec(r, node("a")))
+		}
+		deliver(t, tb, runs[1])
+		first := tb.claim(t, runs[0], "a", "w", longTTL)
+		cont := takeAll()
+		cont.TTL = shortTTL
+		res, err := tb.store.CommitContinue(tb.ctx, first.Lease, []byte(`1`), nil, cont)
+		require.NoError(t, err)
+		require.Equal(t, runs[1], res.Next.Run)
+		n, err := tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "the committed run is packed")
+
+		again, err := tb.store.CommitContinue(tb.ctx, first.Lease, []byte(`1`), nil, cont)
+		require.NoError(t, err)
+		require.True(t, again.Replay)
+		require.True(t, again.Taken)
+		require.Equal(t, runs[1], again.Next.Run)
+		require.Equal(t, res.Next.Epoch, again.Next.Epoch, "the same claim, not a new one")
+		require.Equal(t, cont.ClaimID, again.Next.ClaimID)
+		require.Len(t, ofType(tb.events(t, runs[1]), "claimed"), 1)
+
+		// Taken over since: nothing to hand back.
+		tb.advance(t, pastExpiry)
+		_, err = tb.store.Claim(tb.ctx, ref(runs[1], "a"), "other", longTTL, grace)
+		require.NoError(t, err)
+		again, err = tb.store.CommitContinue(tb.ctx, first.Lease, []byte(`1`), nil, cont)
+		require.NoError(t, err)
+		require.True(t, again.Replay)
+		require.Nil(t, again.Next)
+	})
+}

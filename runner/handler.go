@@ -155,8 +155,9 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 // run executes a claimed node and records its outcome under its lease. It
 // returns the successor its commit claimed for this worker, if any, with
 // when that claim started. taskID is the delivery's Asynq task, whose
-// acknowledgement a node with no dependents commits with when its commit
-// does not take the next node from queue, the delivery's.
+// acknowledgement a node with no dependents commits with, unless its
+// commit may take the next node from queue, the delivery's (takeFrom; ""
+// takes none).
 func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, taskID, queue string) (*Claimed, time.Time) {
 	l := c.Lease
 	log := nodeLogger(w.log, l)

@@ -39,7 +39,9 @@ are not passed: they are in this slot, named from the ready index's ref;
 the queue's keys are in another slot, so the caller asks for this only on
 a single server. A node whose delivery is not found (dequeued already, or
 not yet due) is left to its delivery. The committed node's field next
-names the taken node (ref), for a replay; packing leaves it out.
+names the taken node (ref), for a replay; packing keeps it, for a replay
+that finds the run packed (fence's commit claims it again then, with the
+continuation claim id, as a retried claim).
 
 A retry of an accepted commit (its reply was lost) changes nothing and
 answers as the first time, with code 2: the continuation (or the taken

@@ -3,8 +3,7 @@
 -- than its three kinds of keys: each key costs Redis 100-150 B of its own
 -- (its entry, name, time to live) before any data, and a stream or a hash
 -- more again. fence/packed.go reads it back, value for value: every hash
--- field (but a node's next, below) and every stream entry (id, fields in
--- order) comes back as stored,
+-- field and every stream entry (id, fields in order) comes back as stored,
 -- whatever its name, so a field added to a script later is kept without a
 -- change here. A script includes it after defining rcall.
 --
@@ -159,19 +158,7 @@ local function packRun(runKey, nodeKeys, evKey)
   packVarint(packBase)
   packRecord(run)
   packVarint(#nodeKeys)
-  for _, key in ipairs(nodeKeys) do
-    -- A node's field next (commit.lua: the node its commit took from the
-    -- queue, read only by a replay of that commit) is not kept.
-    local node = rcall('HGETALL', key)
-    for i = 1, #node, 2 do
-      if node[i] == 'next' then
-        table.remove(node, i)
-        table.remove(node, i)
-        break
-      end
-    end
-    packRecord(node)
-  end
+  for _, key in ipairs(nodeKeys) do packRecord(rcall('HGETALL', key)) end
   local events = rcall('XRANGE', evKey, '-', '+')
   packVarint(#events)
   for _, e in ipairs(events) do
