@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
@@ -32,10 +31,9 @@ type Config struct {
 // Client submits, inspects and cancels runs. It is safe for concurrent use.
 type Client struct {
 	store  *fence.Store
-	asynq  *asynq.Client
-	queue  delivery.Enqueuer // over asynq, with no Inspector
+	queue  delivery.Enqueuer
 	limits spec.Limits
-	// rdb, when set, is the one server the client's Asynq client enqueues
+	// rdb, when set, is the one server the client enqueues deliveries on
 	// through a tripClient: a run's submit then carries the enqueue of its
 	// first node (trip.go). Nil on a cluster.
 	rdb redis.UniversalClient
@@ -70,12 +68,11 @@ func New(cfg Config) (*Client, error) {
 		limits: cfg.Limits.WithDefaults(),
 	}
 	if _, cluster := cfg.Redis.(*redis.ClusterClient); cluster {
-		c.asynq = asynq.NewClientFromRedisClient(cfg.Redis)
+		c.queue = delivery.New(cfg.Redis)
 	} else {
 		c.rdb = cfg.Redis
-		c.asynq = asynq.NewClientFromRedisClient(tripClient{cfg.Redis})
+		c.queue = delivery.New(tripClient{cfg.Redis})
 	}
-	c.queue = delivery.Enqueuer{Client: c.asynq}
 	// A cancel that frees a limit slot handed to one of the run's nodes
 	// hands it on; the next waiter's delivery is enqueued here, at once.
 	c.store.SetWake(func(ctx context.Context, woken []fence.Woken) {
@@ -86,8 +83,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Close releases the Asynq client. The Redis client stays open.
-func (c *Client) Close() error { return c.asynq.Close() }
+// Close releases what the client holds of its own: nothing today, since
+// it enqueues through Config.Redis, which stays open. Call it all the
+// same; a later client may hold more.
+func (c *Client) Close() error { return nil }
 
 // Store returns the fence store the client uses.
 func (c *Client) Store() *fence.Store { return c.store }

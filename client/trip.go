@@ -6,14 +6,14 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A run's submit and the Asynq enqueue of its first node share one round
-// trip. Asynq has no way to take a command of baton's along, but its
-// client enqueues with one EVALSHA through the redis client it is given,
-// and a context reaches that call. So the Client gives Asynq a tripClient,
-// and Submit hands fence a submitTrip as the submit script's Scripter:
+// A run's submit and the enqueue of its first node's delivery share one
+// round trip. The delivery enqueuer (internal/delivery) enqueues with one
+// EVALSHA through the redis client it is given, and a context reaches
+// that call. So the Client gives it a tripClient, and Submit hands fence a
+// submitTrip as the submit script's Scripter:
 //
-//	fence: submit script --EvalSha--> submitTrip: Asynq enqueue (ctx carries the script)
-//	         --EvalSha--> tripClient: one pipeline [submit script, Asynq's enqueue]
+//	fence: submit script --EvalSha--> submitTrip: enqueue (ctx carries the script)
+//	         --EvalSha--> tripClient: one pipeline [submit script, enqueue script]
 //
 // The submit comes first on the one connection, so the node's task is
 // never there before the node: a worker that dequeues it at once finds it
@@ -35,7 +35,7 @@ type carried struct {
 
 type carriedKey struct{}
 
-// tripClient is the redis client the Client's Asynq client uses: an
+// tripClient is the redis client the Client's enqueuer uses: an
 // EVALSHA made under a context carrying a command sends that command
 // first, in the same pipeline; any other call goes as it is.
 type tripClient struct{ redis.UniversalClient }
@@ -63,7 +63,7 @@ type submitTrip struct {
 	// delivered says the first node's task was enqueued after its node
 	// was stored: in the same pipeline, behind a script that ran.
 	delivered bool
-	// early says the script did not run in the trip while Asynq's enqueue
+	// early says the script did not run in the trip while the enqueue
 	// may have: the task may have come before its node, and a worker may
 	// have taken it and found nothing to claim.
 	early bool
@@ -86,8 +86,8 @@ func (t *submitTrip) EvalSha(ctx context.Context, sha string, keys []string, arg
 	cr := &carried{cmd: redis.NewCmd(ctx, argv...)}
 	enqueueErr := t.enqueue(context.WithValue(ctx, carriedKey{}, cr))
 	if !cr.sent {
-		// Asynq failed before its EVALSHA, or no longer enqueues with
-		// one (then its task came first): the script goes alone, and
+		// The enqueue failed before its EVALSHA, or no longer enqueues
+		// with one (then its task came first): the script goes alone, and
 		// Submit enqueues the node after it.
 		t.early = enqueueErr == nil
 		_ = t.UniversalClient.Process(ctx, cr.cmd)

@@ -11,12 +11,11 @@ import (
 )
 
 // enqueuer is the runtime's handle on internal/delivery, which puts nodes
-// on Asynq for the client and the runtime alike; the sweeper calls it by
+// on Asynq's queues for the client and the runtime alike; the sweeper calls it by
 // the names it had before the client moved out of this package.
 type enqueuer struct{ delivery.Enqueuer }
 
-// newEnqueuer returns an enqueuer over rdb with an Inspector, as the
-// sweeper's redelivery needs.
+// newEnqueuer returns an enqueuer over rdb.
 func newEnqueuer(rdb redis.UniversalClient) enqueuer { return enqueuer{delivery.New(rdb)} }
 
 func (e enqueuer) enqueue(ctx context.Context, n fence.NodeRef, queue string, nextAttempt int64, processAt time.Time) error {

@@ -72,7 +72,7 @@ func TestSweeperEnqueuesALostHandOutAtItsNextTick(t *testing.T) {
 	}
 
 	q := newEnqueuer(rdb)
-	t.Cleanup(func() { _ = q.Client.Close() })
+	insp := asynq.NewInspectorFromRedisClient(rdb)
 	m := NewMetrics(nil)
 	s := &sweeper{store: lossy, queue: q, interval: time.Hour, log: slog.New(slog.NewTextHandler(io.Discard, nil)), m: m,
 		opts: fence.SweepOptions{Grace: grace, Threshold: time.Hour, Limit: 10, Retry: time.Hour},
@@ -82,7 +82,7 @@ func TestSweeperEnqueuesALostHandOutAtItsNextTick(t *testing.T) {
 	s.sweepNodes(ctx)
 	require.False(t, lose.armed.Load(), "the sweep ran and its reply was lost")
 	pending := func() []string {
-		tasks, err := q.Inspector.ListPendingTasks("default")
+		tasks, err := insp.ListPendingTasks("default")
 		if errors.Is(err, asynq.ErrQueueNotFound) {
 			return nil
 		}

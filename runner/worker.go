@@ -375,7 +375,6 @@ func (w *Worker) Shutdown() {
 	w.sweep.withdraw(wctx)
 	wcancel()
 	w.srv.shutdown()
-	_ = w.queue.Client.Close()
 	w.log.Info("worker_stopped")
 }
 
@@ -423,7 +422,6 @@ func (w *Worker) Kill() {
 	w.pause.wait()
 	w.sweep.wait()
 	w.srv.shutdown()
-	_ = w.queue.Client.Close()
 }
 
 func (w *Worker) isStopping() bool {

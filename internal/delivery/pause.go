@@ -13,7 +13,7 @@ import (
 // web UI. Asynq delivers nothing from a paused queue; the runtime does not
 // continue a chain onto one either. A test pins it against Asynq's
 // Inspector.
-func PausedKey(queue string) string { return "asynq:{" + queue + "}:paused" }
+func PausedKey(queue string) string { return queuePrefix(queue) + "paused" }
 
 // Pause pauses queue as Asynq's Inspector.PauseQueue does (the key holds
 // the time of the pause, Unix seconds) and reports whether it was running

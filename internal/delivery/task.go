@@ -2,13 +2,15 @@ package delivery
 
 import (
 	"context"
+	_ "embed" // enqueue.lua
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 	"time"
 
-	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/fence"
@@ -66,24 +68,44 @@ func RunTraceFrom(ctx context.Context) tracing.Carrier {
 }
 
 // TaskID is deterministic per node attempt ("run:node:attempt"), so a second
-// enqueue of the same attempt is refused by Asynq instead of stacking a
-// duplicate.
+// enqueue of the same attempt is refused instead of stacking a duplicate.
 func TaskID(n fence.NodeRef, attempt int64) string {
 	return n.Run + ":" + n.Node + ":" + strconv.FormatInt(attempt, 10)
 }
 
-// Enqueuer puts node deliveries on Asynq. Client is all that enqueues;
-// Inspector, which only RedeliverStuck reads, may be nil where nothing
-// redelivers (a submitting client).
+//go:embed enqueue.lua
+var enqueueSrc string
+
+// enqueueScript writes a task as Asynq's client does (enqueue.lua).
+var enqueueScript = redis.NewScript(enqueueSrc)
+
+// EnqueueScript returns the enqueue script's source, as Redis runs it: a
+// tool that names the scripts it sees (the benchmark's round-trip
+// counter) hashes it.
+func EnqueueScript() string { return enqueueSrc }
+
+// Enqueuer puts node deliveries on Asynq's queues. It writes Asynq's task
+// records itself, one script per task (see asynq.go), so that a program
+// that only submits runs links neither Asynq nor the protobuf runtime;
+// Asynq's servers deliver what it writes. Make one with New.
 type Enqueuer struct {
-	Client    *asynq.Client
-	Inspector *asynq.Inspector
+	rdb redis.UniversalClient
+	// published holds the queues this Enqueuer added to asynq:queues on a
+	// Redis Cluster, where that set is in another slot than the task and
+	// is written apart, once per queue, before the queue's first task.
+	// Nil on one server: the enqueue script adds the name itself.
+	published *sync.Map
 }
 
-// New returns an Enqueuer over rdb with an Inspector, as the runtime's
-// sweeper needs.
+// New returns an Enqueuer over rdb. The enqueue script goes through rdb
+// (EVALSHA, and EVAL when Redis lacks it), so a client can carry it in a
+// pipeline of its own (package client's submit does).
 func New(rdb redis.UniversalClient) Enqueuer {
-	return Enqueuer{Client: asynq.NewClientFromRedisClient(rdb), Inspector: asynq.NewInspectorFromRedisClient(rdb)}
+	e := Enqueuer{rdb: rdb}
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		e.published = &sync.Map{}
+	}
+	return e
 }
 
 // Enqueue delivers the node's next attempt (nextAttempt = stored attempt +
@@ -105,31 +127,39 @@ func (e Enqueuer) EnqueueNew(ctx context.Context, n fence.NodeRef, queue string,
 }
 
 // EnqueueAs enqueues a delivery of n under the task id id, reporting
-// whether it is new (false: a task of that id is there already).
+// whether it is new (false: a task of that id is there already, as
+// Asynq's client refuses it). A task due later than Redis's clock waits
+// in the queue's scheduled set until processAt (zero: due now).
 func (e Enqueuer) EnqueueAs(ctx context.Context, id string, n fence.NodeRef, queue string, processAt time.Time) (bool, error) {
+	if strings.TrimSpace(queue) == "" {
+		return false, errors.New("delivery: queue name is empty")
+	}
+	if id == "" {
+		return false, errors.New("delivery: task id is empty")
+	}
 	p := payload{Thread: n.Thread, Run: n.Run, Node: n.Node}
 	if tracing.Enabled() {
 		p.Trace = string(RunTraceFrom(ctx)) // the run's trace context, when it has one
 	}
 	b, _ := json.Marshal(p) // cannot fail: strings only
-	opts := []asynq.Option{
-		asynq.TaskID(id),
-		asynq.Queue(queue),
-		// Asynq retries only when baton's state could not be reached;
-		// node attempts are counted by baton, not here.
-		asynq.MaxRetry(1000),
-		// Node timeouts are baton's; this only keeps Asynq's 30-minute
-		// default from cancelling a long node.
-		asynq.Timeout(7 * 24 * time.Hour),
+	keys := []string{taskKey(queue, id), pendingKey(queue), scheduledKey(queue)}
+	if e.published == nil {
+		keys = append(keys, allQueues)
+	} else if _, ok := e.published.Load(queue); !ok {
+		if err := e.rdb.SAdd(ctx, allQueues, queue).Err(); err != nil {
+			return false, fmt.Errorf("publish queue %s: %w", queue, err)
+		}
+		e.published.Store(queue, true)
 	}
+	var due int64
 	if !processAt.IsZero() {
-		opts = append(opts, asynq.ProcessAt(processAt))
+		due = max(processAt.UnixMilli(), 0)
 	}
-	_, err := e.Client.EnqueueContext(ctx, asynq.NewTask(TaskType, b), opts...)
-	if errors.Is(err, asynq.ErrTaskIDConflict) {
-		return false, nil
+	n1, err := enqueueScript.Run(ctx, e.rdb, keys, id, taskMessage(id, queue, b), due, queue, fence.NewClaimID()).Int()
+	if err != nil {
+		return false, fmt.Errorf("enqueue task %s on queue %s: %w", id, queue, err)
 	}
-	return err == nil, err
+	return n1 == 1, nil
 }
 
 // RedeliverStuck handles a node the sweeper finds due although its
@@ -141,12 +171,15 @@ func (e Enqueuer) EnqueueAs(ctx context.Context, id string, n fence.NodeRef, que
 // enqueued, at most one per window. It reports whether it enqueued one.
 func (e Enqueuer) RedeliverStuck(ctx context.Context, n fence.NodeRef, queue string, attempt int64, window time.Duration) (bool, error) {
 	id := TaskID(n, attempt)
-	info, err := e.Inspector.GetTaskInfo(queue, id)
-	if errors.Is(err, asynq.ErrTaskNotFound) || errors.Is(err, asynq.ErrQueueNotFound) {
+	state, err := e.rdb.HGet(ctx, taskKey(queue, id), "state").Result()
+	if errors.Is(err, redis.Nil) {
 		return false, nil // gone since: the next sweep enqueues it afresh
 	}
-	if err != nil || info.State != asynq.TaskStateActive {
-		return false, err
+	if err != nil {
+		return false, fmt.Errorf("read task %s on queue %s: %w", id, queue, err)
+	}
+	if state != "active" {
+		return false, nil
 	}
 	slot := time.Now().UnixMilli() / max(window.Milliseconds(), 1)
 	return e.EnqueueAs(ctx, id+"~"+strconv.FormatInt(slot, 10), n, queue, time.Time{})

@@ -1,0 +1,65 @@
+package delivery
+
+import (
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+// Asynq's Redis layout (v0.26, internal/base), which Enqueuer writes and
+// RedeliverStuck reads without linking Asynq: its client pulls in the
+// reflection-based protobuf runtime, a quarter of the enqueue binary's
+// size. enqueue_test.go holds each of these against Asynq itself: a task
+// written here is read back by Asynq's Inspector and run by its Server,
+// and its message is byte for byte the one Asynq's client writes.
+
+// allQueues is the set of every queue name Asynq has seen.
+const allQueues = "asynq:queues"
+
+// queuePrefix starts every key of queue: one hash tag per queue, so a
+// task's keys share a Redis Cluster slot.
+func queuePrefix(queue string) string { return "asynq:{" + queue + "}:" }
+
+func taskKey(queue, id string) string  { return queuePrefix(queue) + "t:" + id }
+func pendingKey(queue string) string   { return queuePrefix(queue) + "pending" }
+func scheduledKey(queue string) string { return queuePrefix(queue) + "scheduled" }
+
+// The fields of Asynq's TaskMessage (internal/proto/asynq.proto) that a
+// node delivery sets; the others keep their zero value, which proto3
+// leaves out.
+const (
+	msgType    protowire.Number = 1
+	msgPayload protowire.Number = 2
+	msgID      protowire.Number = 3
+	msgQueue   protowire.Number = 4
+	msgRetry   protowire.Number = 5
+	msgTimeout protowire.Number = 8
+)
+
+// Asynq retries a delivery only when baton's state could not be reached
+// (node attempts are counted by baton, not by Asynq), and a node's timeout
+// is baton's: taskTimeout only keeps Asynq's 30-minute default from
+// cancelling a long node. No deadline is set.
+const (
+	taskMaxRetry = 1000
+	taskTimeout  = 7 * 24 * 3600 // seconds
+)
+
+// taskMessage encodes a node delivery as Asynq's TaskMessage, fields in
+// number order as the protobuf runtime writes them.
+func taskMessage(id, queue string, payload []byte) []byte {
+	b := make([]byte, 0, 32+len(TaskType)+len(payload)+len(id)+len(queue))
+	b = protowire.AppendTag(b, msgType, protowire.BytesType)
+	b = protowire.AppendString(b, TaskType)
+	if len(payload) > 0 {
+		b = protowire.AppendTag(b, msgPayload, protowire.BytesType)
+		b = protowire.AppendBytes(b, payload)
+	}
+	b = protowire.AppendTag(b, msgID, protowire.BytesType)
+	b = protowire.AppendString(b, id)
+	b = protowire.AppendTag(b, msgQueue, protowire.BytesType)
+	b = protowire.AppendString(b, queue)
+	b = protowire.AppendTag(b, msgRetry, protowire.VarintType)
+	b = protowire.AppendVarint(b, taskMaxRetry)
+	b = protowire.AppendTag(b, msgTimeout, protowire.VarintType)
+	b = protowire.AppendVarint(b, taskTimeout)
+	return b
+}
