@@ -17,7 +17,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/protobuf/encoding/protowire"
-	"google.golang.org/protobuf/proto"
 )
 
 // ExporterConfig says where and how an Exporter sends spans. The zero
@@ -83,10 +82,7 @@ func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpa
 	if len(spans) == 0 || e.stopped.Load() {
 		return nil
 	}
-	body, err := proto.Marshal(toTracesData(spans))
-	if err != nil {
-		return fmt.Errorf("tracing: encode %d spans: %w", len(spans), err)
-	}
+	body := encodeTraces(spans)
 	if e.cfg.Gzip {
 		var b bytes.Buffer
 		zw := gzip.NewWriter(&b)

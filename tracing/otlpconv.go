@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"encoding/binary"
 	"math"
 	"time"
 
@@ -10,20 +11,20 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
-	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
-	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
-	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/encoding/protowire"
 )
 
 // The OTLP/HTTP body of a traces export is an ExportTraceServiceRequest
 // (opentelemetry/proto/collector/trace/v1): one field, `repeated
 // ResourceSpans resource_spans = 1`. TracesData
 // (opentelemetry/proto/trace/v1) is the same single field with the same
-// number and type, so its encoding is byte for byte a valid export
-// request. baton builds TracesData because the collector package's Go
-// bindings import gRPC (their gateway and service stubs), which would
-// double the binaries' size; otlp_test.go decodes what we send as an
-// ExportTraceServiceRequest to hold the claim.
+// number and type. baton writes that message with protowire alone, from
+// the field numbers of the OTLP protos (opentelemetry-proto v1: trace,
+// common and resource), not with their generated Go bindings: those link
+// the reflection-based protobuf runtime, which made up a sixth of the
+// enqueue binary, and the collector package's bindings import gRPC too.
+// otlp_test.go decodes what we send with the real protos, as an
+// ExportTraceServiceRequest, to hold the claim field by field.
 
 // The span flags' bits 8 and 9 (SpanFlags in trace.proto): whether the
 // parent's (or a link's) remoteness is known, and whether it is remote.
@@ -32,19 +33,100 @@ const (
 	flagIsRemote    uint32 = 0x200
 )
 
-// toTracesData groups spans by resource and instrumentation scope, in the
-// order they first appear, and converts them to OTLP.
-func toTracesData(spans []sdktrace.ReadOnlySpan) *tracepb.TracesData {
+// Field numbers, by message, of the OTLP protos.
+const (
+	// TracesData / ExportTraceServiceRequest
+	tdResourceSpans protowire.Number = 1
+	// ResourceSpans
+	rsResource   protowire.Number = 1
+	rsScopeSpans protowire.Number = 2
+	rsSchemaURL  protowire.Number = 3
+	// Resource
+	resAttributes protowire.Number = 1
+	// ScopeSpans
+	ssScope     protowire.Number = 1
+	ssSpans     protowire.Number = 2
+	ssSchemaURL protowire.Number = 3
+	// InstrumentationScope
+	scName       protowire.Number = 1
+	scVersion    protowire.Number = 2
+	scAttributes protowire.Number = 3
+	// Span
+	spTraceID           protowire.Number = 1
+	spSpanID            protowire.Number = 2
+	spTraceState        protowire.Number = 3
+	spParentSpanID      protowire.Number = 4
+	spName              protowire.Number = 5
+	spKind              protowire.Number = 6
+	spStart             protowire.Number = 7
+	spEnd               protowire.Number = 8
+	spAttributes        protowire.Number = 9
+	spDroppedAttributes protowire.Number = 10
+	spEvents            protowire.Number = 11
+	spDroppedEvents     protowire.Number = 12
+	spLinks             protowire.Number = 13
+	spDroppedLinks      protowire.Number = 14
+	spStatus            protowire.Number = 15
+	spFlags             protowire.Number = 16
+	// Span.Event
+	evTime              protowire.Number = 1
+	evName              protowire.Number = 2
+	evAttributes        protowire.Number = 3
+	evDroppedAttributes protowire.Number = 4
+	// Span.Link
+	lkTraceID           protowire.Number = 1
+	lkSpanID            protowire.Number = 2
+	lkTraceState        protowire.Number = 3
+	lkAttributes        protowire.Number = 4
+	lkDroppedAttributes protowire.Number = 5
+	lkFlags             protowire.Number = 6
+	// Status
+	stMessage protowire.Number = 2
+	stCode    protowire.Number = 3
+	// KeyValue, KeyValueList, ArrayValue
+	kvKey    protowire.Number = 1
+	kvValue  protowire.Number = 2
+	kvValues protowire.Number = 1 // KeyValueList.values and ArrayValue.values
+	// AnyValue, a oneof: the field set is sent even when its value is zero
+	avString protowire.Number = 1
+	avBool   protowire.Number = 2
+	avInt    protowire.Number = 3
+	avDouble protowire.Number = 4
+	avArray  protowire.Number = 5
+	avKVList protowire.Number = 6
+	avBytes  protowire.Number = 7
+)
+
+// The enums' OTLP values: Span.SpanKind and Status.StatusCode.
+const (
+	kindInternal uint64 = 1
+	kindServer   uint64 = 2
+	kindClient   uint64 = 3
+	kindProducer uint64 = 4
+	kindConsumer uint64 = 5
+
+	statusOK    uint64 = 1
+	statusError uint64 = 2
+)
+
+// encodeTraces groups spans by resource and instrumentation scope, in the
+// order they first appear, and encodes them as an OTLP TracesData.
+func encodeTraces(spans []sdktrace.ReadOnlySpan) []byte {
 	type scopeKey struct {
 		name, version, schema string
 		attrs                 attribute.Distinct
 	}
-	type group struct {
-		rs     *tracepb.ResourceSpans
-		scopes map[scopeKey]*tracepb.ScopeSpans
+	type scopeGroup struct {
+		scope instrumentation.Scope
+		spans []sdktrace.ReadOnlySpan
 	}
-	out := &tracepb.TracesData{}
-	byRes := map[*resource.Resource]*group{}
+	type resGroup struct {
+		res    *resource.Resource
+		scopes []*scopeGroup
+		byKey  map[scopeKey]*scopeGroup
+	}
+	var groups []*resGroup
+	byRes := map[*resource.Resource]*resGroup{}
 	for _, s := range spans {
 		if s == nil {
 			continue
@@ -52,114 +134,134 @@ func toTracesData(spans []sdktrace.ReadOnlySpan) *tracepb.TracesData {
 		res := s.Resource()
 		g := byRes[res]
 		if g == nil {
-			g = &group{rs: &tracepb.ResourceSpans{Resource: toResource(res)}, scopes: map[scopeKey]*tracepb.ScopeSpans{}}
-			if res != nil {
-				g.rs.SchemaUrl = res.SchemaURL()
-			}
+			g = &resGroup{res: res, byKey: map[scopeKey]*scopeGroup{}}
 			byRes[res] = g
-			out.ResourceSpans = append(out.ResourceSpans, g.rs)
+			groups = append(groups, g)
 		}
 		sc := s.InstrumentationScope()
 		k := scopeKey{sc.Name, sc.Version, sc.SchemaURL, sc.Attributes.Equivalent()}
-		ss := g.scopes[k]
-		if ss == nil {
-			ss = &tracepb.ScopeSpans{Scope: toScope(sc), SchemaUrl: sc.SchemaURL}
-			g.scopes[k] = ss
-			g.rs.ScopeSpans = append(g.rs.ScopeSpans, ss)
+		sg := g.byKey[k]
+		if sg == nil {
+			sg = &scopeGroup{scope: sc}
+			g.byKey[k] = sg
+			g.scopes = append(g.scopes, sg)
 		}
-		ss.Spans = append(ss.Spans, toSpan(s))
+		sg.spans = append(sg.spans, s)
 	}
-	return out
-}
 
-func toResource(r *resource.Resource) *resourcepb.Resource {
-	if r == nil {
-		return &resourcepb.Resource{}
+	var b []byte
+	for _, g := range groups {
+		var rs, r int
+		b, rs = begin(b, tdResourceSpans)
+		b, r = begin(b, rsResource) // present even when empty, as before
+		if g.res != nil {
+			b = appendKeyValues(b, resAttributes, g.res.Attributes())
+		}
+		b = end(b, r)
+		for _, sg := range g.scopes {
+			var ss, sc int
+			b, ss = begin(b, rsScopeSpans)
+			b, sc = begin(b, ssScope)
+			b = appendString(b, scName, sg.scope.Name)
+			b = appendString(b, scVersion, sg.scope.Version)
+			b = appendKeyValues(b, scAttributes, sg.scope.Attributes.ToSlice())
+			b = end(b, sc)
+			for _, s := range sg.spans {
+				b = appendSpan(b, s)
+			}
+			b = appendString(b, ssSchemaURL, sg.scope.SchemaURL)
+			b = end(b, ss)
+		}
+		if g.res != nil {
+			b = appendString(b, rsSchemaURL, g.res.SchemaURL())
+		}
+		b = end(b, rs)
 	}
-	return &resourcepb.Resource{Attributes: toKeyValues(r.Attributes())}
+	return b
 }
 
-func toScope(s instrumentation.Scope) *commonpb.InstrumentationScope {
-	return &commonpb.InstrumentationScope{Name: s.Name, Version: s.Version, Attributes: toKeyValues(s.Attributes.ToSlice())}
-}
-
-func toSpan(s sdktrace.ReadOnlySpan) *tracepb.Span {
+func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
 	sc, parent := s.SpanContext(), s.Parent()
 	tid, sid := sc.TraceID(), sc.SpanID()
-	out := &tracepb.Span{
-		TraceId:                tid[:],
-		SpanId:                 sid[:],
-		TraceState:             sc.TraceState().String(),
-		Flags:                  uint32(sc.TraceFlags()) | flagHasIsRemote,
-		Name:                   s.Name(),
-		Kind:                   toKind(s.SpanKind()),
-		StartTimeUnixNano:      unixNano(s.StartTime()),
-		EndTimeUnixNano:        unixNano(s.EndTime()),
-		Attributes:             toKeyValues(s.Attributes()),
-		DroppedAttributesCount: count(s.DroppedAttributes()),
-		DroppedEventsCount:     count(s.DroppedEvents()),
-		DroppedLinksCount:      count(s.DroppedLinks()),
-		Status:                 toStatus(s.Status()),
-	}
+	flags := uint32(sc.TraceFlags()) | flagHasIsRemote
+	b, sp := begin(b, ssSpans)
+	b = appendBytes(b, spTraceID, tid[:])
+	b = appendBytes(b, spSpanID, sid[:])
+	b = appendString(b, spTraceState, sc.TraceState().String())
 	if parent.SpanID().IsValid() {
 		pid := parent.SpanID()
-		out.ParentSpanId = pid[:]
+		b = appendBytes(b, spParentSpanID, pid[:])
 		if parent.IsRemote() {
-			out.Flags |= flagIsRemote
-		}
-	}
-	for _, e := range s.Events() {
-		out.Events = append(out.Events, &tracepb.Span_Event{
-			TimeUnixNano:           unixNano(e.Time),
-			Name:                   e.Name,
-			Attributes:             toKeyValues(e.Attributes),
-			DroppedAttributesCount: count(e.DroppedAttributeCount),
-		})
-	}
-	for _, l := range s.Links() {
-		lt, ls := l.SpanContext.TraceID(), l.SpanContext.SpanID()
-		flags := uint32(l.SpanContext.TraceFlags()) | flagHasIsRemote
-		if l.SpanContext.IsRemote() {
 			flags |= flagIsRemote
 		}
-		out.Links = append(out.Links, &tracepb.Span_Link{
-			TraceId:                lt[:],
-			SpanId:                 ls[:],
-			TraceState:             l.SpanContext.TraceState().String(),
-			Attributes:             toKeyValues(l.Attributes),
-			DroppedAttributesCount: count(l.DroppedAttributeCount),
-			Flags:                  flags,
-		})
 	}
-	return out
+	b = appendString(b, spName, s.Name())
+	b = appendVarint(b, spKind, kind(s.SpanKind()))
+	b = appendFixed64(b, spStart, unixNano(s.StartTime()))
+	b = appendFixed64(b, spEnd, unixNano(s.EndTime()))
+	b = appendKeyValues(b, spAttributes, s.Attributes())
+	b = appendVarint(b, spDroppedAttributes, count(s.DroppedAttributes()))
+	for _, e := range s.Events() {
+		var ev int
+		b, ev = begin(b, spEvents)
+		b = appendFixed64(b, evTime, unixNano(e.Time))
+		b = appendString(b, evName, e.Name)
+		b = appendKeyValues(b, evAttributes, e.Attributes)
+		b = appendVarint(b, evDroppedAttributes, count(e.DroppedAttributeCount))
+		b = end(b, ev)
+	}
+	b = appendVarint(b, spDroppedEvents, count(s.DroppedEvents()))
+	for _, l := range s.Links() {
+		lt, ls := l.SpanContext.TraceID(), l.SpanContext.SpanID()
+		lflags := uint32(l.SpanContext.TraceFlags()) | flagHasIsRemote
+		if l.SpanContext.IsRemote() {
+			lflags |= flagIsRemote
+		}
+		var lk int
+		b, lk = begin(b, spLinks)
+		b = appendBytes(b, lkTraceID, lt[:])
+		b = appendBytes(b, lkSpanID, ls[:])
+		b = appendString(b, lkTraceState, l.SpanContext.TraceState().String())
+		b = appendKeyValues(b, lkAttributes, l.Attributes)
+		b = appendVarint(b, lkDroppedAttributes, count(l.DroppedAttributeCount))
+		b = appendFixed32(b, lkFlags, lflags)
+		b = end(b, lk)
+	}
+	b = appendVarint(b, spDroppedLinks, count(s.DroppedLinks()))
+	b = appendStatus(b, s.Status())
+	b = appendFixed32(b, spFlags, flags)
+	return end(b, sp)
 }
 
-func toKind(k trace.SpanKind) tracepb.Span_SpanKind {
+func kind(k trace.SpanKind) uint64 {
 	switch k {
 	case trace.SpanKindInternal:
-		return tracepb.Span_SPAN_KIND_INTERNAL
+		return kindInternal
 	case trace.SpanKindServer:
-		return tracepb.Span_SPAN_KIND_SERVER
+		return kindServer
 	case trace.SpanKindClient:
-		return tracepb.Span_SPAN_KIND_CLIENT
+		return kindClient
 	case trace.SpanKindProducer:
-		return tracepb.Span_SPAN_KIND_PRODUCER
+		return kindProducer
 	case trace.SpanKindConsumer:
-		return tracepb.Span_SPAN_KIND_CONSUMER
+		return kindConsumer
 	}
-	return tracepb.Span_SPAN_KIND_UNSPECIFIED
+	return 0 // SPAN_KIND_UNSPECIFIED
 }
 
-// toStatus maps the Go API's codes (Unset 0, Error 1, Ok 2) to OTLP's
-// (UNSET 0, OK 1, ERROR 2); the description belongs to an error only.
-func toStatus(s sdktrace.Status) *tracepb.Status {
+// appendStatus maps the Go API's codes (Unset 0, Error 1, Ok 2) to OTLP's
+// (UNSET 0, OK 1, ERROR 2); the description belongs to an error only. The
+// status is sent even when unset.
+func appendStatus(b []byte, s sdktrace.Status) []byte {
+	b, st := begin(b, spStatus)
 	switch s.Code {
 	case codes.Error:
-		return &tracepb.Status{Code: tracepb.Status_STATUS_CODE_ERROR, Message: s.Description}
+		b = appendString(b, stMessage, s.Description)
+		b = appendVarint(b, stCode, statusError)
 	case codes.Ok:
-		return &tracepb.Status{Code: tracepb.Status_STATUS_CODE_OK}
+		b = appendVarint(b, stCode, statusOK)
 	}
-	return &tracepb.Status{}
+	return end(b, st)
 }
 
 func unixNano(t time.Time) uint64 {
@@ -169,56 +271,124 @@ func unixNano(t time.Time) uint64 {
 	return uint64(t.UnixNano())
 }
 
-func count(n int) uint32 {
-	if n < 0 {
-		return 0
-	}
-	return uint32(min(n, math.MaxUint32))
+func count(n int) uint64 {
+	return uint64(min(max(n, 0), math.MaxUint32))
 }
 
-func toKeyValues(kvs []attribute.KeyValue) []*commonpb.KeyValue {
-	if len(kvs) == 0 {
-		return nil
-	}
-	out := make([]*commonpb.KeyValue, 0, len(kvs))
+func appendKeyValues(b []byte, num protowire.Number, kvs []attribute.KeyValue) []byte {
 	for _, kv := range kvs {
-		out = append(out, &commonpb.KeyValue{Key: string(kv.Key), Value: toAnyValue(kv.Value)})
+		var at int
+		b, at = begin(b, num)
+		b = appendString(b, kvKey, string(kv.Key))
+		b = appendAnyValue(b, kvValue, kv.Value)
+		b = end(b, at)
 	}
-	return out
+	return b
 }
 
-func toAnyValue(v attribute.Value) *commonpb.AnyValue {
+// appendAnyValue appends v as the AnyValue field num; a value of no type
+// is an AnyValue with nothing set (EMPTY).
+func appendAnyValue(b []byte, num protowire.Number, v attribute.Value) []byte {
+	b, av := begin(b, num)
 	switch v.Type() {
 	case attribute.BOOL:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: v.AsBool()}}
+		b = protowire.AppendTag(b, avBool, protowire.VarintType)
+		b = protowire.AppendVarint(b, protowire.EncodeBool(v.AsBool()))
 	case attribute.INT64:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: v.AsInt64()}}
+		b = protowire.AppendTag(b, avInt, protowire.VarintType)
+		b = protowire.AppendVarint(b, uint64(v.AsInt64()))
 	case attribute.FLOAT64:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: v.AsFloat64()}}
+		b = protowire.AppendTag(b, avDouble, protowire.Fixed64Type)
+		b = protowire.AppendFixed64(b, math.Float64bits(v.AsFloat64()))
 	case attribute.STRING:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_StringValue{StringValue: v.AsString()}}
+		b = protowire.AppendTag(b, avString, protowire.BytesType)
+		b = protowire.AppendString(b, v.AsString())
 	case attribute.BYTESLICE:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_BytesValue{BytesValue: v.AsByteSlice()}}
+		b = protowire.AppendTag(b, avBytes, protowire.BytesType)
+		b = protowire.AppendBytes(b, v.AsByteSlice())
 	case attribute.BOOLSLICE:
-		return array(v.AsBoolSlice(), attribute.BoolValue)
+		b = appendArray(b, v.AsBoolSlice(), attribute.BoolValue)
 	case attribute.INT64SLICE:
-		return array(v.AsInt64Slice(), attribute.Int64Value)
+		b = appendArray(b, v.AsInt64Slice(), attribute.Int64Value)
 	case attribute.FLOAT64SLICE:
-		return array(v.AsFloat64Slice(), attribute.Float64Value)
+		b = appendArray(b, v.AsFloat64Slice(), attribute.Float64Value)
 	case attribute.STRINGSLICE:
-		return array(v.AsStringSlice(), attribute.StringValue)
+		b = appendArray(b, v.AsStringSlice(), attribute.StringValue)
 	case attribute.SLICE:
-		return array(v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
+		b = appendArray(b, v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
 	case attribute.MAP:
-		return &commonpb.AnyValue{Value: &commonpb.AnyValue_KvlistValue{KvlistValue: &commonpb.KeyValueList{Values: toKeyValues(v.AsMap())}}}
+		var kl int
+		b, kl = begin(b, avKVList)
+		b = appendKeyValues(b, kvValues, v.AsMap())
+		b = end(b, kl)
 	}
-	return &commonpb.AnyValue{} // EMPTY: a value that is not set
+	return end(b, av)
 }
 
-func array[T any](xs []T, val func(T) attribute.Value) *commonpb.AnyValue {
-	vals := make([]*commonpb.AnyValue, len(xs))
-	for i, x := range xs {
-		vals[i] = toAnyValue(val(x))
+// appendArray appends an AnyValue's array_value holding xs.
+func appendArray[T any](b []byte, xs []T, val func(T) attribute.Value) []byte {
+	b, arr := begin(b, avArray)
+	for _, x := range xs {
+		b = appendAnyValue(b, kvValues, val(x))
 	}
-	return &commonpb.AnyValue{Value: &commonpb.AnyValue_ArrayValue{ArrayValue: &commonpb.ArrayValue{Values: vals}}}
+	return end(b, arr)
+}
+
+// begin starts the message field num; end, given what begin returned,
+// closes it by putting its length in front of it.
+func begin(b []byte, num protowire.Number) ([]byte, int) {
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return b, len(b)
+}
+
+func end(b []byte, start int) []byte {
+	n := len(b) - start
+	var l [binary.MaxVarintLen64]byte
+	size := protowire.AppendVarint(l[:0], uint64(n))
+	b = append(b, size...) // room for the length
+	copy(b[start+len(size):], b[start:start+n])
+	copy(b[start:], size)
+	return b
+}
+
+// The scalar fields of proto3: a zero value is not sent.
+
+func appendString(b []byte, num protowire.Number, s string) []byte {
+	if s == "" {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
+	if len(v) == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	return protowire.AppendBytes(b, v)
+}
+
+func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, v)
+}
+
+func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.Fixed32Type)
+	return protowire.AppendFixed32(b, v)
 }
