@@ -6,8 +6,8 @@ import (
 
 // Asynq's Redis layout (v0.26, internal/base), which Enqueuer writes and
 // RedeliverStuck reads without linking Asynq: its client pulls in the
-// reflection-based protobuf runtime, a quarter of the enqueue binary's
-// size. enqueue_test.go holds each of these against Asynq itself: a task
+// reflection-based protobuf runtime, which with the OTLP protos made up
+// 1.8 MB of the 14.2 MB enqueue binary. enqueue_test.go holds each of these against Asynq itself: a task
 // written here is read back by Asynq's Inspector and run by its Server,
 // and its message is byte for byte the one Asynq's client writes.
 
