@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/internal/delivery"
 	"github.com/batonrun/baton/scripts/lua"
 )
 
@@ -52,6 +53,8 @@ func newRTCounter() *rtCounter {
 		src, _ := lua.Source(name) // as Redis runs it, includes expanded
 		c.scripts[sha1Hex(src)] = "baton:" + name
 	}
+	// baton's nodes go on Asynq's queues through a script of its own.
+	c.scripts[sha1Hex(delivery.EnqueueScript())] = "baton:enqueue"
 	return c
 }
 
