@@ -13,8 +13,9 @@ one is scheduled at its due second.
 KEYS[1] the task hash: asynq:{<queue>}:t:<id>
 KEYS[2] the queue's pending list: asynq:{<queue>}:pending
 KEYS[3] the queue's scheduled set: asynq:{<queue>}:scheduled
-KEYS[4] the set of queue names, asynq:queues; absent on a Redis Cluster,
-        where it lives in another slot and the caller adds the name itself
+KEYS[4] the set of queue names, asynq:queues; absent once the caller has
+        added this queue's name, and on a Redis Cluster, where the set
+        lives in another slot and the caller adds the name itself
 
 ARGV[1] the task id
 ARGV[2] the task message (Asynq's TaskMessage, protobuf-encoded)

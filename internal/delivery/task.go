@@ -90,22 +90,21 @@ func EnqueueScript() string { return enqueueSrc }
 // Asynq's servers deliver what it writes. Make one with New.
 type Enqueuer struct {
 	rdb redis.UniversalClient
-	// published holds the queues this Enqueuer added to asynq:queues on a
-	// Redis Cluster, where that set is in another slot than the task and
-	// is written apart, once per queue, before the queue's first task.
-	// Nil on one server: the enqueue script adds the name itself.
+	// published holds the queues this Enqueuer added to asynq:queues, as
+	// Asynq's client remembers them: the name is written with a queue's
+	// first task, not with every task. On one server the enqueue script
+	// adds it; on a Redis Cluster, where that set is in another slot than
+	// the task, it is added apart, before the task.
 	published *sync.Map
+	cluster   bool
 }
 
 // New returns an Enqueuer over rdb. The enqueue script goes through rdb
 // (EVALSHA, and EVAL when Redis lacks it), so a client can carry it in a
 // pipeline of its own (package client's submit does).
 func New(rdb redis.UniversalClient) Enqueuer {
-	e := Enqueuer{rdb: rdb}
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		e.published = &sync.Map{}
-	}
-	return e
+	_, cluster := rdb.(*redis.ClusterClient)
+	return Enqueuer{rdb: rdb, published: &sync.Map{}, cluster: cluster}
 }
 
 // Enqueue delivers the node's next attempt (nextAttempt = stored attempt +
@@ -143,13 +142,16 @@ func (e Enqueuer) EnqueueAs(ctx context.Context, id string, n fence.NodeRef, que
 	}
 	b, _ := json.Marshal(p) // cannot fail: strings only
 	keys := []string{taskKey(queue, id), pendingKey(queue), scheduledKey(queue)}
-	if e.published == nil {
-		keys = append(keys, allQueues)
-	} else if _, ok := e.published.Load(queue); !ok {
+	_, known := e.published.Load(queue)
+	switch {
+	case known:
+	case e.cluster:
 		if err := e.rdb.SAdd(ctx, allQueues, queue).Err(); err != nil {
 			return false, fmt.Errorf("publish queue %s: %w", queue, err)
 		}
 		e.published.Store(queue, true)
+	default:
+		keys = append(keys, allQueues)
 	}
 	var due int64
 	if !processAt.IsZero() {
@@ -158,6 +160,9 @@ func (e Enqueuer) EnqueueAs(ctx context.Context, id string, n fence.NodeRef, que
 	n1, err := enqueueScript.Run(ctx, e.rdb, keys, id, taskMessage(id, queue, b), due, queue, fence.NewClaimID()).Int()
 	if err != nil {
 		return false, fmt.Errorf("enqueue task %s on queue %s: %w", id, queue, err)
+	}
+	if n1 == 1 && !known {
+		e.published.Store(queue, true)
 	}
 	return n1 == 1, nil
 }
