@@ -44,8 +44,7 @@ func takeAll() fence.Continue {
 // deliver puts run's node "a" on the default queue, as submit does.
 func deliver(t *testing.T, tb *testBundle, run string) {
 	t.Helper()
-	q := delivery.Enqueuer{Client: asynq.NewClientFromRedisClient(tb.be.Client)}
-	require.NoError(t, q.Enqueue(tb.ctx, ref(run, "a"), "default", 1, time.Time{}))
+	require.NoError(t, delivery.New(tb.be.Client).Enqueue(tb.ctx, ref(run, "a"), "default", 1, time.Time{}))
 }
 
 // A commit that continues with no dependent takes the queue's next node of
