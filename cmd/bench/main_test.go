@@ -100,8 +100,9 @@ func TestSmallRun(t *testing.T) {
 		`asynq +chain k=5 +200 `, `baton +chain k=5 +200 `} {
 		require.Regexp(t, row, stdout)
 	}
-	// Baton's drain spends asynq's two round trips plus a claim and a commit.
-	require.Regexp(t, `evalsha baton:claim +1\.000`, stdout)
+	// Baton's drain commits every node once, and claims at most one a node:
+	// a commit may take the queue's next node (runner.WorkerConfig.NoTake).
+	require.Regexp(t, `evalsha baton:claim +(0\.\d{3}|1\.000)`, stdout)
 	require.Regexp(t, `evalsha baton:commit +1\.000`, stdout)
 	// How much CPU the host took: a share of 0–100%, in the text and the JSON.
 	require.Regexp(t, `host CPU steal during the drains: \d+%–\d+% of the machine's CPU time`, stdout)

@@ -28,6 +28,7 @@ func TestDefaults(t *testing.T) {
 		MaxInputBytes:   1 << 20,
 		MaxSpecBytes:    8 << 20,
 		Prefix:          "baton",
+		TakeFromQueue:   true,
 		Retention:       7 * 24 * time.Hour,
 		ReadyThreshold:  15 * time.Second,
 

@@ -44,6 +44,7 @@ const envHelp = `Environment (default in brackets):
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
   CLAIM_REPLICAS      [0] replicas that must acknowledge each claim and commit (WAIT) before it counts
+  TAKE_FROM_QUEUE     [true] a commit may claim the queue's next node of its shard itself (one server)
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
   LIMITS_FILE         [none] JSON file of fleet-wide limits set at start (docs/flow-control.md)
   TRACE_URL           [none] a tracing UI's URL with {trace_id}: the run view links to each run's trace

@@ -155,17 +155,25 @@ local function packDictionary() return { -- @dict
   'http', 'reason', 'prev_owner', 'retried',
 } end -- @enddict
 
-local packIndex, packNext, packOut = {}, 0, {}
+local packIndex, packNext, packOut, packN = {}, 0, {}, 0
+local packChar = string.char
 
+-- packVarint appends n. Most are headers and small numbers under 128, one
+-- byte: they take no table of their own.
 local function packVarint(n)
+  packN = packN + 1
+  if n < 128 then
+    packOut[packN] = packChar(n)
+    return
+  end
   local b = {}
   while n >= 128 do
     local low = n % 128
-    b[#b + 1] = string.char(low + 128)
+    b[#b + 1] = packChar(low + 128)
     n = (n - low) / 128
   end
-  b[#b + 1] = string.char(n)
-  packOut[#packOut + 1] = table.concat(b)
+  b[#b + 1] = packChar(n)
+  packOut[packN] = table.concat(b)
 end
 
 local function packZigzag(n)
@@ -175,11 +183,24 @@ end
 
 local packBase = 0
 
+local packByte, packFind, packSub = string.byte, string.find, string.sub
+
 local function packValue(v)
   local ref = packIndex[v]
-  if ref then packVarint(ref * 2 + 1) return end
+  if ref then
+    if ref < 64 then -- the header in one byte, no call
+      packN = packN + 1
+      packOut[packN] = packChar(ref * 2 + 1)
+    else
+      packVarint(ref * 2 + 1)
+    end
+    return
+  end
   local n = #v
-  if n <= 15 and (v == '0' or string.find(v, '^%-?[1-9]%d*$')) then
+  local c = packByte(v, 1) or 0
+  -- A decimal integer starts with a digit or "-": only such a text is
+  -- matched against the pattern.
+  if n <= 15 and (c == 45 or (c >= 48 and c <= 57)) and (v == '0' or packFind(v, '^%-?[1-9]%d*$')) then
     local x = tonumber(v)
     if x >= 1e12 and packBase > 0 then
       packVarint((packZigzag(x - packBase) * 4 + 3) * 2)
@@ -188,14 +209,16 @@ local function packValue(v)
     end
     return
   end
-  if n >= 8 and n % 2 == 0 and not string.find(v, '[^0-9a-f]') then
+  if n >= 8 and n % 2 == 0 and not packFind(v, '[^0-9a-f]') then
     packVarint((n / 2 * 4 + 1) * 2)
     local b = {}
-    for i = 1, n, 2 do b[#b + 1] = string.char(tonumber(string.sub(v, i, i + 1), 16)) end
-    packOut[#packOut + 1] = table.concat(b)
+    for i = 1, n, 2 do b[#b + 1] = tonumber(packSub(v, i, i + 1), 16) end
+    packN = packN + 1
+    packOut[packN] = packChar(unpack(b))
   else
     packVarint(n * 8)
-    packOut[#packOut + 1] = v
+    packN = packN + 1
+    packOut[packN] = v
   end
   packIndex[v] = packNext
   packNext = packNext + 1
@@ -238,7 +261,8 @@ local function packRun(runKey, nodeKeys, evKey)
   for i = 1, #run, 2 do
     if run[i] == 'created_at' then packBase = tonumber(run[i + 1]) or 0 end
   end
-  packOut[#packOut + 1] = string.char(1)
+  packN = packN + 1
+  packOut[packN] = packChar(1)
   packVarint(packBase)
   packRecord(run)
   packVarint(#nodeKeys)
