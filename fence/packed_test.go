@@ -3,6 +3,8 @@ package fence
 import (
 	"context"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,6 +398,54 @@ func TestRetentionPacksWhatIsStoredNow(t *testing.T) {
 					require.Equal(t, "stale_rejected", got.Events[4].Values["type"])
 				}
 			}
+		})
+	}
+}
+
+// The retention slims a SUCCEEDED run the same whether it packs the run in
+// Go (pack.go's lists) or retain.lua packs it (lib/retain_run.lua's): the
+// two keep the same fields of the run hash and of the node hash.
+func TestRetentionSlimsAlikeInGoAndLua(t *testing.T) {
+	t.Parallel()
+	for _, be := range redistest.Backends(t) {
+		t.Run(be.Name, func(t *testing.T) {
+			t.Parallel()
+			ctx := t.Context()
+			s := New(be.Client, nil)
+			n := NodeSpec{ID: "a", Kind: "noop", Queue: "default", Input: "null",
+				Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 2}
+			names := map[string][2][]string{}
+			for _, run := range []string{"ingo", "inlua"} {
+				_, err := s.Submit(ctx, SubmitArgs{Run: run, Digest: "d", Nodes: []NodeSpec{n}})
+				require.NoError(t, err)
+				c, err := s.Claim(ctx, NodeRef{Thread: run, Run: run, Node: "a"}, "w", time.Minute, time.Second)
+				require.NoError(t, err)
+				_, err = s.Commit(ctx, c.Lease, []byte(`1`), nil)
+				require.NoError(t, err)
+				k := s.keys
+				var packed []byte
+				var seen string
+				if run == "ingo" {
+					runHash, err := be.Client.HGetAll(ctx, k.Run(run, run)).Result()
+					require.NoError(t, err)
+					nodes := []*redis.MapStringStringCmd{be.Client.HGetAll(ctx, k.Node(run, run, "a"))}
+					packed, seen = packRead(runHash, nodes, be.Client.Do(ctx, "XRANGE", k.Events(run, run), "-", "+"))
+					require.NotEmpty(t, packed)
+				}
+				keys := []string{k.Finished(ShardOf(run)), k.Run(run, run), k.Events(run, run), k.Packed(run, run),
+					k.Node(run, run, "a"), k.Locator(run)}
+				code, err := s.scripts["retain"].Run(ctx, be.Client, keys, 60000, Ref(run, run, ""), "", 1, packed, seen).Int()
+				require.NoError(t, err)
+				require.Equal(t, 1, code)
+				stored, err := be.Client.Get(ctx, k.Packed(run, run)).Bytes()
+				require.NoError(t, err)
+				got, err := unpackRun(stored)
+				require.NoError(t, err)
+				require.Len(t, got.Nodes, 1)
+				names[run] = [2][]string{slices.Sorted(maps.Keys(got.Run)), slices.Sorted(maps.Keys(got.Nodes[0]))}
+			}
+			require.Equal(t, names["inlua"][0], names["ingo"][0], "run hash fields kept")
+			require.Equal(t, names["inlua"][1], names["ingo"][1], "node hash fields kept")
 		})
 	}
 }
