@@ -200,10 +200,18 @@ func (v *value) describe() string {
 // otherwise expand to billions.
 const maxExpanded = 1 << 21
 
-// specDecoder fills a Run from a document, collecting every problem.
+// specDecoder reads a parsed document into a Run in three steps: the
+// checks of the text no schema can see (duplicate and malformed keys,
+// values JSON has no form for, the size once YAML aliases are expanded),
+// then the run spec's JSON Schema (schema.go), which decides everything
+// else a document can get wrong, then encoding/json, which cannot fail on
+// what the schema accepted.
 type specDecoder struct {
 	p        problems
 	expanded int
+	// reported holds the field paths the text checks filed a problem
+	// under; the schema's problems there say the same again.
+	reported map[string]bool
 }
 
 // step counts one more value; false once the spec is too large.
@@ -215,149 +223,228 @@ func (d *specDecoder) step() bool {
 	return d.expanded < maxExpanded
 }
 
-var (
-	runFields   = []string{"id", "thread", "multitask", "nodes", "start_at", "start_in", "timeout", "notify"}
-	nodeFields  = []string{"id", "kind", "deps", "input", "max_attempts", "timeout", "queue", "retry", "limits"}
-	retryFields = []string{"backoff", "base", "max", "jitter"}
-)
+func (d *specDecoder) addAt(v *value, field, msg string) {
+	if d.reported == nil {
+		d.reported = map[string]bool{}
+	}
+	d.reported[field] = true
+	d.p.addAt(v.line, v.col, field, msg)
+}
 
-func (d *specDecoder) spec(root *value) *Run {
-	s := &Run{}
-	if root.kind != vObject {
-		d.p.addAt(root.line, root.col, "spec", `want an object with "nodes", got `+root.describe())
-		return s
+// run decodes a document: nil and the problems in d.p when it is not a
+// run spec.
+func (d *specDecoder) run(root *value) *Run {
+	inst := d.instance(root, "")
+	failed := validate(root, inst, d) // schema.go
+	if !d.p.empty() {
+		d.alsoGoChecks(root, inst, failed)
+		return nil
 	}
-	f := d.fields(root, "", runFields)
-	s.ID = d.str("id", f["id"])
-	s.Thread = d.str("thread", f["thread"])
-	s.Multitask = d.str("multitask", f["multitask"])
-	if v := f["start_at"]; v != nil && v.kind != vNull {
-		if at := d.str("start_at", v); at != "" {
-			t, err := time.Parse(time.RFC3339Nano, at)
-			if err != nil {
-				d.p.addAt(v.line, v.col, "start_at", quote(at)+`: want an RFC 3339 time such as "2025-06-01T12:00:00Z"`)
-			} else {
-				s.StartAt = &t
-			}
-		}
-	}
-	s.StartIn = d.timeout("start_in", f["start_in"])
-	s.Timeout = d.timeout("timeout", f["timeout"])
-	s.Notify = d.notify("notify", f["notify"]) // notify.go
-	if v := f["nodes"]; v != nil {
-		switch v.kind {
-		case vNull:
-		case vList:
-			for i, e := range v.list {
-				if !d.step() {
-					break
-				}
-				s.Nodes = append(s.Nodes, d.node(fmt.Sprintf("nodes[%d]", i), e))
-			}
-		default:
-			d.wrongType("nodes", v, "a list")
-		}
+	s, err := decodeRun(root, inst)
+	if err != nil { // not reached: the schema accepted it
+		d.p.add("spec", "the schema accepts what the decoder refuses; please report it: "+quote(err.Error()))
+		return nil
 	}
 	return s
 }
 
-func (d *specDecoder) node(path string, v *value) Node {
-	var n Node
-	if v.kind != vObject {
-		d.wrongType(path, v, "an object")
-		return n
+// decodeRun fills a Run from a document's instance with encoding/json.
+func decodeRun(root *value, inst any) (*Run, error) {
+	b, err := json.Marshal(inst)
+	s := &Run{}
+	if err == nil {
+		err = json.Unmarshal(b, s)
 	}
-	f := d.fields(v, path, nodeFields)
-	n.ID = d.str(path+".id", f["id"])
-	n.Kind = d.str(path+".kind", f["kind"])
-	n.Queue = d.str(path+".queue", f["queue"])
-	if dv := f["deps"]; dv != nil {
-		switch dv.kind {
-		case vNull:
-		case vList:
-			for i, e := range dv.list {
-				if !d.step() {
-					break
-				}
-				field := fmt.Sprintf("%s.deps[%d]", path, i)
-				if e.kind != vString {
-					d.wrongType(field, e, "a string")
-				}
-				n.Deps = append(n.Deps, e.text)
+	if err != nil {
+		return nil, err
+	}
+	// Inputs are kept as written (JSON) or as converted (YAML), not
+	// re-encoded: instance left them out.
+	if nodes := root.member("nodes"); nodes != nil {
+		for i, n := range nodes.list {
+			if in := n.member("input"); in != nil && i < len(s.Nodes) {
+				s.Nodes[i].Input = in.raw
 			}
+		}
+	}
+	return s, nil
+}
+
+// alsoGoChecks adds, to a document the schema refused, the problems of
+// the checks only Go makes (dependency references, duplicate node ids),
+// so that a spec's problems are all listed at once: it decodes what is
+// left once every value that cannot be decoded (at the instance locations
+// in failed) is taken out, and files Validate's problems at fields no
+// other problem names or holds.
+func (d *specDecoder) alsoGoChecks(root *value, inst any, failed [][]string) {
+	top, ok := inst.(map[string]any)
+	if !ok {
+		return
+	}
+	for _, loc := range failed {
+		drop(top, loc)
+	}
+	s, err := decodeRun(root, top)
+	if err != nil {
+		return
+	}
+	named := func(field string) bool {
+		for _, p := range d.p.list {
+			f := p.err.Field
+			if field == f || strings.HasPrefix(field, f+".") || strings.HasPrefix(field, f+"[") {
+				return true
+			}
+		}
+		return false
+	}
+	const huge = math.MaxInt32 // the caller's limits are applied later
+	var goP problems
+	s.check(Limits{MaxInputBytes: huge, MaxNodes: huge, MaxSpecBytes: huge}, &goP)
+	for _, p := range goP.list {
+		if !named(p.err.Field) {
+			d.p.add(p.err.Field, p.err.Msg)
+		}
+	}
+	d.p.dropped += goP.dropped
+}
+
+// drop takes the value at loc out of an instance: a member is deleted, a
+// list's element becomes null.
+func drop(v any, loc []string) {
+	for i, seg := range loc {
+		last := i == len(loc)-1
+		switch x := v.(type) {
+		case map[string]any:
+			if last {
+				delete(x, seg)
+				return
+			}
+			v = x[seg]
+		case []any:
+			j, err := strconv.Atoi(seg)
+			if err != nil || j < 0 || j >= len(x) {
+				return
+			}
+			if last {
+				x[j] = nil
+				return
+			}
+			v = x[j]
 		default:
-			d.wrongType(path+".deps", dv, "a list of node ids")
+			return
 		}
 	}
-	n.Input = d.input(path+".input", f["input"])
-	n.MaxAttempts = d.attempts(path+".max_attempts", f["max_attempts"])
-	n.Timeout = d.timeout(path+".timeout", f["timeout"])
-	n.Retry = d.retry(path+".retry", f["retry"])
-	n.Limits = d.limits(path+".limits", f["limits"]) // limits.go
-	return n
 }
 
-// retry reads a node's retry policy: an object of optional fields.
-func (d *specDecoder) retry(path string, v *value) *RetryPolicy {
-	if v == nil || v.kind == vNull {
-		return nil
-	}
-	if v.kind != vObject {
-		d.wrongType(path, v, `an object such as {"backoff": "fixed", "base": "1s"}`)
-		return nil
-	}
-	f := d.fields(v, path, retryFields)
-	r := &RetryPolicy{Backoff: d.str(path+".backoff", f["backoff"]),
-		Base: d.timeout(path+".base", f["base"]), Max: d.timeout(path+".max", f["max"])}
-	if j := f["jitter"]; j != nil && j.kind != vNull {
-		if j.kind != vBool {
-			d.wrongType(path+".jitter", j, "true or false")
-		} else {
-			b := strings.EqualFold(j.text, "true")
-			r.Jitter = &b
-		}
-	}
-	return r
-}
-
-// fields checks an object's keys against known ones (exactly: "ID" is not
-// "id") and returns the values of those present. Key problems are about
-// the document's text, so they are filed under "spec", naming the key's
-// path and position.
-func (d *specDecoder) fields(v *value, path string, known []string) map[string]*value {
-	out := make(map[string]*value, len(known))
-	first := make(map[string]*member, len(v.members))
+// member is an object's value for key, nil if there is none.
+func (v *value) member(key string) *value {
 	for i := range v.members {
-		m := &v.members[i]
-		if !d.step() {
-			break
+		if m := &v.members[i]; m.key == key && m.bad == "" {
+			return m.val
 		}
-		kp := keyPath(path, m.key)
-		if m.bad != "" {
-			d.p.addAt(m.line, m.col, "spec", kp+": "+m.bad)
-			continue
-		}
-		if f, dup := first[m.key]; dup {
-			d.p.addAt(m.line, m.col, "spec", fmt.Sprintf("%s: duplicate key (first at line %d, column %d)", kp, f.line, f.col))
-			continue
-		}
-		first[m.key] = m
-		if isKnown(known, m.key) {
-			out[m.key] = m.val
-			continue
-		}
-		d.p.addAt(m.line, m.col, "spec", kp+": unknown field; "+suggest(m.key, known))
 	}
-	return out
+	return nil
 }
 
-func isKnown(known []string, key string) bool {
-	for _, k := range known {
-		if k == key {
-			return true
-		}
+// instance is the document as JSON's data model, as the schema reads it:
+// objects as maps, numbers as json.Number in a form encoding/json reads
+// into an int when they are whole. A node's input stands as null (the
+// schema allows any value there); it is checked to have a JSON form and
+// kept in v.raw. The text checks file their problems here.
+func (d *specDecoder) instance(v *value, path string) any {
+	if !d.step() {
+		return nil
 	}
-	return false
+	if v.opaque {
+		d.input(path, v)
+		return nil
+	}
+	switch v.kind {
+	case vBool:
+		return strings.EqualFold(v.text, "true")
+	case vNumber:
+		n, msg := jsonNumber(v)
+		if msg != "" {
+			d.addAt(v, fieldName(path), msg)
+			return nil
+		}
+		return n
+	case vString:
+		return v.text
+	case vList:
+		out := make([]any, 0, len(v.list))
+		for i, e := range v.list {
+			out = append(out, d.instance(e, fmt.Sprintf("%s[%d]", path, i)))
+		}
+		return out
+	case vObject:
+		out := make(map[string]any, len(v.members))
+		first := make(map[string]*member, len(v.members))
+		for i := range v.members {
+			m := &v.members[i]
+			kp := keyPath(path, m.key)
+			switch f, dup := first[m.key]; {
+			case m.bad != "":
+				d.p.addAt(m.line, m.col, "spec", kp+": "+m.bad)
+			case dup:
+				d.p.addAt(m.line, m.col, "spec", fmt.Sprintf("%s: duplicate key (first at line %d, column %d)", kp, f.line, f.col))
+			default:
+				first[m.key] = m
+				out[m.key] = d.instance(m.val, kp)
+			}
+		}
+		return out
+	case vOther:
+		d.addAt(v, fieldName(path), "a value tagged "+quote(v.tag)+", which JSON has no form for")
+	}
+	return nil
+}
+
+// fieldName is a problem's field for a value's path: "spec" for the
+// document itself.
+func fieldName(path string) string {
+	if path == "" {
+		return "spec"
+	}
+	return path
+}
+
+// jsonNumber writes a number as JSON does: a whole number as an integer
+// (YAML's 0x10 is 16, 2.0 is 2), one too large for a float64 as 1e999 with
+// its sign, so that the schema's bounds refuse it; msg is set for NaN.
+func jsonNumber(v *value) (json.Number, string) {
+	if _, err := strconv.ParseInt(v.num, 10, 64); err == nil {
+		return json.Number(v.num), ""
+	}
+	f, err := strconv.ParseFloat(v.num, 64)
+	switch {
+	case math.IsNaN(f) || (err != nil && !errors.Is(err, strconv.ErrRange)):
+		return "", quote(v.text) + " is not a number"
+	case math.IsInf(f, 1):
+		return "1e999", ""
+	case math.IsInf(f, -1):
+		return "-1e999", ""
+	case f == math.Trunc(f) && math.Abs(f) < 1<<63:
+		return json.Number(strconv.FormatInt(int64(f), 10)), ""
+	}
+	return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), ""
+}
+
+// input keeps a node's input in v.raw: as written in JSON, converted from
+// YAML.
+func (d *specDecoder) input(field string, v *value) {
+	if v.yaml == nil {
+		return
+	}
+	raw, msg, line := yamlToJSON(v.yaml)
+	switch {
+	case msg == "":
+		v.raw = raw
+	case line > 0: // the library's line is the closer one
+		d.addAt(&value{line: line}, field, msg)
+	default:
+		d.addAt(v, field, msg)
+	}
 }
 
 var plainKey = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
@@ -416,97 +503,17 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-func (d *specDecoder) wrongType(field string, v *value, want string) {
-	msg := "want " + want + ", got " + v.describe()
-	if want == "a string" && (v.kind == vNumber || v.kind == vBool) {
-		msg += "; quote it: " + quote(v.text)
-	}
-	d.p.addAt(v.line, v.col, field, msg)
-}
-
-// str reads an optional string; null is the same as absent.
-func (d *specDecoder) str(field string, v *value) string {
-	if v == nil || v.kind == vNull {
-		return ""
-	}
-	if v.kind != vString {
-		d.wrongType(field, v, "a string")
-		return ""
-	}
-	return v.text
-}
-
-func (d *specDecoder) input(field string, v *value) json.RawMessage {
-	switch {
-	case v == nil:
-		return nil
-	case v.raw != nil:
-		return v.raw
-	case v.yaml != nil:
-		raw, msg, line := yamlToJSON(v.yaml)
-		switch {
-		case msg == "":
-		case line > 0: // the library's line is the closer one
-			d.p.addAt(line, 0, field, msg)
-		default:
-			d.p.addAt(v.line, v.col, field, msg)
-		}
-		return raw
-	}
-	d.p.addAt(v.line, v.col, field, "want any JSON value") // not reached: parsers keep inputs opaque
-	return nil
-}
-
-// attempts reads max_attempts: a whole number. Validate checks its range;
-// here only what does not fit an int is refused.
-func (d *specDecoder) attempts(field string, v *value) int {
-	if v == nil || v.kind == vNull {
-		return 0
-	}
-	if v.kind != vNumber {
-		d.wrongType(field, v, "a number")
-		return 0
-	}
-	if n, err := strconv.ParseInt(v.num, 10, 32); err == nil {
-		return int(n)
-	}
-	f, err := strconv.ParseFloat(v.num, 64)
-	switch {
-	case err != nil && !errors.Is(err, strconv.ErrRange), math.IsNaN(f):
-		d.p.addAt(v.line, v.col, field, quote(v.text)+" is not a number")
-	case f != math.Trunc(f):
-		d.p.addAt(v.line, v.col, field, clip(v.text)+": want a whole number")
-	case f > math.MaxInt32:
-		d.p.addAt(v.line, v.col, field, clip(v.text)+" is too large, want 1 to 1000 (0: default)")
-	case f < math.MinInt32:
-		d.p.addAt(v.line, v.col, field, clip(v.text)+" is too small, want 1 to 1000 (0: default)")
-	default:
-		return int(f)
-	}
-	return 0
-}
-
-func (d *specDecoder) timeout(field string, v *value) Duration {
-	if v == nil || v.kind == vNull {
-		return 0
-	}
-	var (
-		t   Duration
-		msg string
-	)
+// durationMessage is what is wrong with a duration as written, "" if
+// nothing is: a string as Go reads durations, a number as seconds.
+func durationMessage(v *value) string {
+	var msg string
 	switch v.kind {
 	case vString:
-		t, msg = durationOf(v.text)
+		_, msg = durationOf(v.text)
 	case vNumber:
-		t, msg = secondsOf(v.num, v.text)
-	default:
-		d.wrongType(field, v, `a duration such as "90s" or a number of seconds`)
-		return 0
+		_, msg = secondsOf(v.num, v.text)
 	}
-	if msg != "" {
-		d.p.addAt(v.line, v.col, field, msg)
-	}
-	return t
+	return msg
 }
 
 // durationSyntax is what time.ParseDuration reads; a string that matches

@@ -46,49 +46,6 @@ func (u *LimitUse) UnmarshalJSON(b []byte) error {
 // MaxLimitCost bounds a node's cost for a rate.
 const MaxLimitCost = 1 << 40
 
-var limitFields = []string{"name", "cost"}
-
-// limits reads a node's "limits": a list of names or {"name", "cost"}.
-func (d *specDecoder) limits(path string, v *value) []LimitUse {
-	if v == nil || v.kind == vNull {
-		return nil
-	}
-	if v.kind != vList {
-		d.wrongType(path, v, `a list of limit names such as ["openai", "tenant:{thread}"]`)
-		return nil
-	}
-	var out []LimitUse
-	for i, e := range v.list {
-		if !d.step() {
-			break
-		}
-		field := fmt.Sprintf("%s[%d]", path, i)
-		switch e.kind {
-		case vString:
-			out = append(out, LimitUse{Name: e.text})
-		case vObject:
-			f := d.fields(e, field, limitFields)
-			u := LimitUse{Name: d.str(field+".name", f["name"])}
-			if c := f["cost"]; c != nil && c.kind != vNull {
-				if c.kind != vNumber {
-					d.wrongType(field+".cost", c, "a whole number")
-				} else if n, err := strconv.ParseInt(c.num, 10, 64); err != nil {
-					d.p.addAt(c.line, c.col, field+".cost", clip(c.text)+": want a whole number from 1 to 2^40")
-				} else {
-					u.Cost = n
-					if n == 0 {
-						u.Cost = -1 // refused by Validate: 0 is not a cost
-					}
-				}
-			}
-			out = append(out, u)
-		default:
-			d.wrongType(field, e, `a limit name or {"name": ..., "cost": N}`)
-		}
-	}
-	return out
-}
-
 // checkLimits validates a node's limit entries as written: names with
 // well-formed templates, and costs.
 func checkLimits(f string, n Node, bad func(field, format string, a ...any)) {
@@ -96,7 +53,7 @@ func checkLimits(f string, n Node, bad func(field, format string, a ...any)) {
 	for j, u := range n.Limits {
 		field := fmt.Sprintf("%s.limits[%d]", f, j)
 		if u.Cost < 0 || u.Cost > MaxLimitCost {
-			bad(field+".cost", "%d, want 1 to 2^40", u.Cost)
+			bad(field+".cost", "%d: want 1 to 2^40", u.Cost)
 		}
 		if u.Name == "" {
 			bad(field, "empty limit name")
@@ -106,17 +63,24 @@ func checkLimits(f string, n Node, bad func(field, format string, a ...any)) {
 			bad(field, "duplicate limit %s (also limits[%d])", quote(u.Name), k)
 		}
 		seen[u.Name] = j
-		// The literal parts must be a limit name once templates are
-		// filled in with an id: check with each template as "x".
-		lit, msg := expandLimit(u.Name, func(string) (string, string) { return "x", "" })
-		if msg != "" {
+		if msg := limitNameProblem(u.Name); msg != "" {
 			bad(field, "%s", msg)
-			continue
-		}
-		if err := ids.ValidateLimitKey(field, lit); err != nil {
-			bad(field, "%s", strings.TrimPrefix(err.Error(), field+": "))
 		}
 	}
+}
+
+// limitNameProblem is what is wrong with a limit name as written, "" if
+// nothing is: its literal parts must be a limit name once its templates
+// are filled in with an id, so it is checked with each template as "x".
+func limitNameProblem(name string) string {
+	lit, msg := expandLimit(name, func(string) (string, string) { return "x", "" })
+	if msg != "" {
+		return msg
+	}
+	if err := ids.ValidateLimitKey("", lit); err != nil {
+		return strings.TrimPrefix(err.Error(), ": "+ids.ErrInvalid.Error()+": ")
+	}
+	return ""
 }
 
 // expandLimit fills in a limit name's templates with what fill returns; a

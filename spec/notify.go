@@ -17,8 +17,6 @@ type Notify struct {
 // MaxNotifyURLBytes caps a webhook URL.
 const MaxNotifyURLBytes = 2048
 
-var notifyFields = []string{"url"}
-
 // check files every problem of a spec's notify under its field.
 func (n *Notify) check(bad func(field, format string, a ...any)) {
 	if n == nil {
@@ -52,17 +50,4 @@ func (n *Notify) url() string {
 		return ""
 	}
 	return n.URL
-}
-
-// notify reads a spec's notify object.
-func (d *specDecoder) notify(path string, v *value) *Notify {
-	if v == nil || v.kind == vNull {
-		return nil
-	}
-	if v.kind != vObject {
-		d.wrongType(path, v, `an object such as {"url": "https://hooks.example.com/baton"}`)
-		return nil
-	}
-	f := d.fields(v, path, notifyFields)
-	return &Notify{URL: d.str(path+".url", f["url"])}
 }

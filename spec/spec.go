@@ -11,8 +11,6 @@ import (
 	"path"
 	"strings"
 	"time"
-
-	"github.com/batonrun/baton/fence/ids"
 )
 
 // Run is a run as submitted: a DAG of nodes.
@@ -122,6 +120,9 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		v   Duration
 		msg string
 	)
+	if string(b) == "null" { // as absent, the convention of encoding/json
+		return nil
+	}
 	if len(b) > 0 && b[0] == '"' {
 		var s string
 		if err := json.Unmarshal(b, &s); err != nil {
@@ -235,8 +236,8 @@ func ParseAs(data []byte, format Format) (*Run, error) {
 		return nil, err
 	}
 	var d specDecoder
-	s := d.spec(root)
-	if !d.p.empty() {
+	s := d.run(root)
+	if s == nil {
 		return nil, d.p.err()
 	}
 	s.textBytes = len(data)
@@ -302,10 +303,16 @@ func (s *Run) Validate(lim Limits) error {
 		return err // nothing else is worth reading in a spec that large
 	}
 	var p problems
+	s.check(lim, &p)
+	return p.err()
+}
+
+// check files the spec's problems in p.
+func (s *Run) check(lim Limits, p *problems) {
 	bad := p.addf
 	badID := func(field, id string) {
-		if err := ids.Validate(field, id); err != nil {
-			bad(field, "%s", strings.TrimPrefix(err.Error(), field+": "))
+		if msg := idProblem(id); msg != "" {
+			bad(field, "%s", msg)
 		}
 	}
 	if s.ID != "" {
@@ -318,10 +325,10 @@ func (s *Run) Validate(lim Limits) error {
 	case "":
 	case "reject", "enqueue", "interrupt", "rollback":
 		if s.Thread == "" {
-			bad("multitask", "needs a thread")
+			bad("thread", "multitask needs a thread")
 		}
 	default:
-		bad("multitask", "%s is not a strategy (reject, enqueue, interrupt or rollback)", quote(s.Multitask))
+		bad("multitask", "%s: not a strategy: want reject, enqueue, interrupt or rollback", quote(s.Multitask))
 	}
 	if s.StartAt != nil && s.StartIn != 0 {
 		bad("start_in", "set start_at or start_in, not both")
@@ -359,7 +366,7 @@ func (s *Run) Validate(lim Limits) error {
 			bad(f+".input", "%d bytes, at most %d", len(n.Input), lim.MaxInputBytes)
 		}
 		if n.MaxAttempts < 0 || n.MaxAttempts > 1000 {
-			bad(f+".max_attempts", "%d, want 1 to 1000 (0: default)", n.MaxAttempts)
+			bad(f+".max_attempts", "%d: want 1 to 1000 (0: default)", n.MaxAttempts)
 		}
 		if n.Timeout < 0 {
 			bad(f+".timeout", "negative")
@@ -369,7 +376,7 @@ func (s *Run) Validate(lim Limits) error {
 			switch r.Backoff {
 			case "", "exponential", "fixed":
 			default:
-				bad(f+".retry.backoff", "%s, want exponential or fixed", quote(r.Backoff))
+				bad(f+".retry.backoff", "%s: want exponential or fixed", quote(r.Backoff))
 			}
 			if r.Base < 0 {
 				bad(f+".retry.base", "negative")
@@ -409,7 +416,6 @@ func (s *Run) Validate(lim Limits) error {
 			bad("nodes", "dependency cycle: %s", cyclePath(cycle))
 		}
 	}
-	return p.err()
 }
 
 // cyclePath writes a cycle of node ids, eliding the middle of a long one.

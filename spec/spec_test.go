@@ -32,15 +32,16 @@ func TestSpecErrorsNameTheField(t *testing.T) {
 		{"self dep", `{"nodes":[{"id":"a","kind":"noop","deps":["a"]}]}`, []string{"nodes[0].deps[0]"}},
 		{"cycle", `{"nodes":[{"id":"a","kind":"noop","deps":["c"]},{"id":"b","kind":"noop","deps":["a"]},{"id":"c","kind":"noop","deps":["b"]}]}`, []string{"nodes"}},
 		{"oversized input", `{"nodes":[{"id":"a","kind":"noop","input":` + big + `}]}`, []string{"nodes[0].input"}},
-		{"multitask without thread", `{"multitask":"reject","nodes":[{"id":"a","kind":"noop"}]}`, []string{"multitask"}},
+		{"multitask without thread", `{"multitask":"reject","nodes":[{"id":"a","kind":"noop"}]}`, []string{"thread"}},
 		{"unknown multitask", `{"thread":"t","multitask":"queue","nodes":[{"id":"a","kind":"noop"}]}`, []string{"multitask"}},
 		{"several at once", `{"id":"{x}","nodes":[{"id":"","kind":""},{"id":"b","kind":"noop","deps":["q"]}]}`,
 			[]string{"id", "nodes[0].id", "nodes[0].kind", "nodes[1].deps[0]"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := spec.Parse([]byte(tc.spec))
-			require.NoError(t, err)
-			err = s.Validate(spec.Limits{MaxInputBytes: 1000})
+			s, err := spec.Parse([]byte(tc.spec)) // the schema's problems, with Go's
+			if err == nil {
+				err = s.Validate(spec.Limits{MaxInputBytes: 1000})
+			}
 			require.ErrorIs(t, err, spec.ErrInvalid)
 			var got []string
 			for _, e := range unjoin(err) {

@@ -58,7 +58,7 @@ func TestEnqueueLinksNoAsynqNorProtobufReflection(t *testing.T) {
 const maxEnqueueBytes = 12_530_000
 
 // The enqueue binary, built as make build builds it (stripped, trimmed
-// paths), stays within issue 32's size. The build is deterministic for
+// paths, no inlining), stays within issue 32's size. The build is deterministic for
 // one toolchain, so this does not flake; -short skips it (a link takes
 // seconds).
 func TestEnqueueBinarySize(t *testing.T) {
@@ -67,7 +67,7 @@ func TestEnqueueBinarySize(t *testing.T) {
 	}
 	t.Parallel()
 	bin := filepath.Join(t.TempDir(), "enqueue")
-	out, err := exec.Command("go", "build", "-buildvcs=auto", "-trimpath", "-ldflags=-s -w", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-buildvcs=auto", "-trimpath", "-ldflags=-s -w", "-gcflags=all=-l", "-o", bin, ".").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	fi, err := os.Stat(bin)
 	require.NoError(t, err)

@@ -93,7 +93,7 @@ func TestSubmitInvalidSpecExits2NamingTheField(t *testing.T) {
 		{name: "spec over MAX_SPEC_BYTES", spec: big, env: []string{"MAX_INPUT_BYTES=64", "MAX_SPEC_BYTES=100"},
 			want: []string{"stdin: spec: more than 100 bytes, at most 100 (MAX_SPEC_BYTES)"}},
 		{name: "every problem at once", spec: `{"nodes": [{"id": "a", "kind": ""}, {"id": "b", "kind": "noop", "deps": ["z"], "max_attempts": -1}]}`,
-			want: []string{"nodes[0].kind: missing", `nodes[1].deps[0]: unknown node "z"`, "nodes[1].max_attempts: -1"}},
+			want: []string{"nodes[0].kind: empty", `nodes[1].deps[0]: unknown node "z"`, "nodes[1].max_attempts: -1"}},
 		{name: "unknown field", spec: `{"nodes": [{"id": "a", "kind": "noop", "max_atempts": 2}]}`,
 			want: []string{"spec: ", "max_atempts"}},
 		{name: "not a spec", spec: "\x00\x01 ::: [", want: []string{"spec: "}},
