@@ -6,11 +6,16 @@
 //	                                (Validate, then     (client converts each node
 //	                                 defaults, digest)   with fence.NodeSpec(n))
 //
-// Every problem is reported at once, each an *Error naming its field (and
-// line and column where the text has them), all matching ErrInvalid; no
-// Go type name reaches a message. A spec that parses is still checked as a
-// whole by Validate (ids, kinds, the DAG's cycles and references, limits),
-// and Compile always validates first, so nothing unvalidated is stored.
+// A document is judged by the run spec's JSON Schema (run.schema.json,
+// served by the API and read by editors), with a JSON Schema library:
+// what the schema accepts is what Parse accepts. Go adds only what a
+// schema cannot express (schema.go says what). Every problem is reported
+// at once, each an *Error naming its field (and line and column where the
+// text has them), all matching ErrInvalid, in the schema's words; no Go
+// type name reaches a message. A Run built in Go is checked by Validate,
+// which makes the same checks on its fields (a test holds it to the
+// schema), and Compile always validates first, so nothing unvalidated is
+// stored.
 //
 // The package also holds what a spec means once stored: a node's retry
 // policy and the delay it gives (RetryDelay), and the {"$dep": ...} input
@@ -18,8 +23,9 @@
 // what a runner does are read in one place.
 //
 // spec imports no Redis, no Asynq and no other baton package but the id
-// rule (fence/ids): an editor plugin, a linter or a test can use it alone,
-// and its tests need no server. Above it sit package client, which submits
+// rule (fence/ids), and of libraries only YAML and the JSON Schema
+// validator: an editor plugin, a linter or a test can use it alone, and
+// its tests need no server. Above it sit package client, which submits
 // what it compiles, and the worker runtime (package runner), which reads
 // what it stored.
 package spec

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
@@ -99,15 +101,20 @@ var schemaCannotSee = map[string]string{
 	"long-cycle.json":     "a dependency cycle",
 }
 
-// The schema and the parser agree on which specs are valid: every spec of
+// The published schema, read as an editor or a linter reads it (without
+// baton's formats), agrees with baton on which specs are valid, and so does
+// Validate on a Run built in Go from the same values: every spec of
 // testdata/specs, the examples' specs and the cases below is accepted by
-// both or refused by both, but for the checks only Go can make (listed in
-// schemaCannotSee and marked goOnly below). A change to one that is not
-// made to the other fails here.
+// all three or refused by all three, but for the checks only Go can make
+// (listed in schemaCannotSee and marked goOnly below). A rule added to the
+// schema and not to Validate, which Go programs that build a Run rely on,
+// fails here.
 func TestSchemaAgreesWithParser(t *testing.T) {
 	t.Parallel()
 	sch := compileSchema(t)
-	check := func(t *testing.T, name string, data []byte, format spec.Format, goOnly bool) {
+	// zeroIsUnset: the spec's refused value is a zero, which a Run built
+	// in Go cannot tell from an unset field ("cost": 0).
+	check := func(t *testing.T, name string, data []byte, format spec.Format, goOnly, zeroIsUnset bool) {
 		t.Helper()
 		var goErr error
 		s, err := spec.ParseAs(data, format)
@@ -122,12 +129,34 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		schemaErr := err
 		switch {
 		case goOnly:
-			require.Error(t, goErr, "%s: the parser refuses it", name)
+			require.Error(t, goErr, "%s: baton refuses it", name)
 			require.NoError(t, schemaErr, "%s: marked as beyond a schema, but the schema refuses it too: unmark it", name)
 		case goErr == nil:
-			require.NoError(t, schemaErr, "%s: the parser accepts it, the schema refuses it", name)
+			require.NoError(t, schemaErr, "%s: baton accepts it, the schema refuses it", name)
 		default:
-			require.Error(t, schemaErr, "%s: the parser refuses it (%v), the schema accepts it", name, goErr)
+			require.Error(t, schemaErr, "%s: baton refuses it (%v), the schema accepts it", name, goErr)
+		}
+		// The same values as a Run built in Go, where they fit its types
+		// (encoding/json reads "ID" as "id": a key's spelling is the
+		// document's, not a value's).
+		j, err := json.Marshal(inst)
+		if err != nil || zeroIsUnset || keyProblem(schemaErr) || filepath.Base(name) == "duplicate-keys.json" {
+			return
+		}
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		var r spec.Run
+		if dec.Decode(&r) != nil {
+			return
+		}
+		structErr := r.Validate(spec.Limits{})
+		if structErr == nil {
+			_, structErr = r.Compile(spec.Limits{})
+		}
+		if goOnly || schemaErr != nil {
+			require.Error(t, structErr, "%s: Validate accepts as a Run what the schema refuses", name)
+		} else {
+			require.NoError(t, structErr, "%s: Validate refuses as a Run what the schema accepts", name)
 		}
 	}
 	var files []string
@@ -140,7 +169,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)
 		_, goOnly := schemaCannotSee[filepath.Base(f)]
-		check(t, f, data, spec.FormatOf(f), goOnly)
+		check(t, f, data, spec.FormatOf(f), goOnly, false)
 	}
 
 	node := `{"id": "a", "kind": "noop"}`
@@ -151,8 +180,8 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		return `{` + fields + `"nodes": [` + node + `]}`
 	}
 	for _, tc := range []struct {
-		spec   string
-		goOnly bool
+		spec                string
+		goOnly, zeroIsUnset bool
 	}{
 		{spec: run(`"id": ""`)}, {spec: run(`"id": "r.1_x-Y"`)}, {spec: run(`"id": ".."`)},
 		{spec: run(`"id": "a b"`)}, {spec: run(`"id": "` + strings.Repeat("x", 128) + `"`)},
@@ -200,7 +229,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": "openai"}]}`},
 		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": ["a b"]}]}`},
 		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": ["{bogus}"]}]}`},
-		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": [{"name": "x", "cost": 0}]}]}`},
+		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": [{"name": "x", "cost": 0}]}]}`, zeroIsUnset: true},
 		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": [{"name": "x", "costs": 2}]}]}`},
 		{spec: `{"nodes": [{"id": "a", "kind": "noop", "limits": ["x", "x"]}]}`},
 		{spec: `{"id": "r", "nodes": [{"id": "a", "kind": "noop", "limits": ["t:{input.t}"]}]}`, goOnly: true},
@@ -216,6 +245,27 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		{spec: "start_at: 2030-01-02T03:04:05Z\nnodes:\n  - {id: a, kind: noop}\n"},
 		{spec: "nodes:\n  - {id: a, kind: noop, max_attempts: 0x10}\n"},
 	} {
-		check(t, tc.spec[:min(len(tc.spec), 120)], []byte(tc.spec), spec.Auto, tc.goOnly)
+		check(t, tc.spec[:min(len(tc.spec), 120)], []byte(tc.spec), spec.Auto, tc.goOnly, tc.zeroIsUnset)
 	}
+}
+
+// keyProblem reports whether a schema error names an unknown key.
+func keyProblem(err error) bool {
+	var v *jsonschema.ValidationError
+	if !errors.As(err, &v) {
+		return false
+	}
+	var walk func(e *jsonschema.ValidationError) bool
+	walk = func(e *jsonschema.ValidationError) bool {
+		if _, ok := e.ErrorKind.(*kind.AdditionalProperties); ok {
+			return true
+		}
+		for _, c := range e.Causes {
+			if walk(c) {
+				return true
+			}
+		}
+		return false
+	}
+	return walk(v)
 }
