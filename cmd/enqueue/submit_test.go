@@ -186,3 +186,35 @@ func TestSubmitRefusesLooseJSON(t *testing.T) {
 	r := b.run(t, "", "status", "a")
 	require.Equal(t, 1, r.code, "nothing was stored: %s", r.stdout)
 }
+
+// Every refused spec of the spec suite (spec/testdata/specs/bad) is refused
+// by enqueue submit with exit 2 and exactly the problems its .err file
+// lists, a line each, naming the file: the schema's words reach the CLI
+// unchanged.
+func TestSubmitRefusesTheSpecSuiteInItsWords(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	files, err := filepath.Glob(filepath.Join("..", "..", "spec", "testdata", "specs", "bad", "*"))
+	require.NoError(t, err)
+	n := 0
+	for _, f := range files {
+		if strings.HasSuffix(f, ".err") {
+			continue
+		}
+		n++
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			t.Parallel()
+			want, err := os.ReadFile(f + ".err")
+			require.NoError(t, err)
+			r := b.run(t, "", "submit", f)
+			require.Equal(t, 2, r.code, "stderr: %s", r.stderr)
+			require.Empty(t, r.stdout)
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(string(want)), "\n") {
+				lines = append(lines, "enqueue: "+f+": "+l)
+			}
+			require.Equal(t, strings.Join(lines, "\n"), strings.TrimSpace(r.stderr))
+		})
+	}
+	require.Greater(t, n, 10)
+}

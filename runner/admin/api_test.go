@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -174,6 +176,40 @@ func TestBadInput(t *testing.T) {
 			fields = append(fields, p.Field)
 		}
 		assert.ElementsMatch(t, []string{"id", "nodes[0].kind", "nodes[1].deps[0]", "nodes[1].max_attempts"}, fields)
+	})
+
+	// Every refused spec of the spec suite gets exactly the problems its
+	// .err file lists, as the CLI prints them: one judge, one set of words.
+	t.Run("the spec suite's problems", func(t *testing.T) {
+		t.Parallel()
+		files, err := filepath.Glob(filepath.Join("..", "..", "spec", "testdata", "specs", "bad", "*.err"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files)
+		for _, golden := range files {
+			f := strings.TrimSuffix(golden, ".err")
+			body, err := os.ReadFile(f)
+			require.NoError(t, err)
+			want, err := os.ReadFile(golden)
+			require.NoError(t, err)
+			req := b.request(t, "POST", "/v1/runs", string(body))
+			switch filepath.Ext(f) { // as enqueue submit tells formats apart
+			case ".json":
+				req.Header.Set("Content-Type", "application/json")
+			case ".yaml":
+				req.Header.Set("Content-Type", "application/yaml")
+			default:
+				req.Header.Del("Content-Type")
+			}
+			resp, raw := send(t, req)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", f, raw)
+			var e admin.ErrorBody
+			require.NoError(t, json.Unmarshal(raw, &e), f)
+			var got []string
+			for _, p := range e.Problems {
+				got = append(got, p.Field+": "+p.Message)
+			}
+			assert.Equal(t, strings.TrimSpace(string(want)), strings.Join(got, "\n"), f)
+		}
 	})
 
 	cases := []struct {
