@@ -197,8 +197,13 @@ func (v *value) describe() string {
 
 // maxExpanded bounds the values a spec expands to. Only YAML aliases can
 // make it larger than the document, and a few lines of aliases can
-// otherwise expand to billions.
+// otherwise expand to billions: a document of n bytes may expand to
+// 16n + 65536 values (a node list sharing one anchor of defaults is far
+// below that), and none to more than maxExpanded.
 const maxExpanded = 1 << 21
+
+// expansionLimit is maxExpanded for a document of n bytes.
+func expansionLimit(n int) int { return min(maxExpanded, 16*n+1<<16) }
 
 // specDecoder reads a parsed document into a Run in three steps: the
 // checks of the text no schema can see (duplicate and malformed keys,
@@ -209,6 +214,7 @@ const maxExpanded = 1 << 21
 type specDecoder struct {
 	p        problems
 	expanded int
+	limit    int // expansionLimit of the document
 	// reported holds the field paths the text checks filed a problem
 	// under; the schema's problems there say the same again.
 	reported map[string]bool
@@ -217,10 +223,10 @@ type specDecoder struct {
 // step counts one more value; false once the spec is too large.
 func (d *specDecoder) step() bool {
 	d.expanded++
-	if d.expanded == maxExpanded {
-		d.p.addf("spec", "more than %d values once YAML aliases are expanded", maxExpanded)
+	if d.expanded == d.limit {
+		d.p.addf("spec", "more than %d values once YAML aliases are expanded", d.limit)
 	}
-	return d.expanded < maxExpanded
+	return d.expanded < d.limit
 }
 
 func (d *specDecoder) addAt(v *value, field, msg string) {

@@ -235,7 +235,7 @@ func ParseAs(data []byte, format Format) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	var d specDecoder
+	d := specDecoder{limit: expansionLimit(len(data))}
 	s := d.run(root)
 	if s == nil {
 		return nil, d.p.err()

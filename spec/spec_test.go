@@ -142,6 +142,19 @@ func TestSpecYAMLAliasesAreBounded(t *testing.T) {
 	_, err := spec.Parse([]byte(doc))
 	require.ErrorContains(t, err, "once YAML aliases are expanded")
 	checkSpecError(t, err)
+
+	// Nine lines that expand to a billion: the bound is 16 values a byte
+	// (and 65536), so a small document cannot make the API allocate much,
+	// even where the aliases sit under keys the schema refuses.
+	var bomb strings.Builder
+	bomb.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&bomb, "a%d: &a%d [%s]\n", i, i, strings.TrimSuffix(strings.Repeat(fmt.Sprintf("*a%d, ", i-1), 10), ", "))
+	}
+	bomb.WriteString("nodes: [{id: a, kind: noop}]\n")
+	_, err = spec.Parse([]byte(bomb.String()))
+	require.ErrorContains(t, err, fmt.Sprintf("more than %d values once YAML aliases are expanded", 16*bomb.Len()+65536))
+	checkSpecError(t, err)
 }
 
 // Timeouts read by encoding/json (a Run decoded directly) get the same
