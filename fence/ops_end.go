@@ -23,8 +23,9 @@ type Committed struct {
 	// Next is the dependent claimed for the caller by the commit itself
 	// (Continue), or the node it took from the queue (Taken), or nil.
 	Next *Claimed
-	// Taken: Next is a node of another run taken from the queue
-	// (Continue.Take), not a dependent.
+	// Taken: Next is a node taken from the queue (Continue.Take), of
+	// another run or of this one (a wide run's next root), not a
+	// dependent.
 	Taken bool
 	// ThreadQueued: the run, of a thread, has ended and a run waits in the
 	// thread's queue, read in the same atomic step: Promote has one to
@@ -161,7 +162,7 @@ func (s *Store) commit(ctx context.Context, via redis.Scripter, l Lease, result 
 	out = Committed{RunStatus: asString(r[0]), Replay: code == 2, ThreadQueued: asInt(r[1]) == 1}
 	rest := r[2:]
 	switch asInt(rest[0]) {
-	case 3: // a node taken from the queue, of another run
+	case 3: // a node taken from the queue, of this run or another
 		if len(rest) < 16 {
 			return Committed{}, fmt.Errorf("commit %s: unexpected reply %v", l, v)
 		}

@@ -82,15 +82,16 @@ func (w *Worker) process(ctx context.Context, t *asynq.Task) error {
 		if taken >= takesPerDelivery {
 			from = ""
 		}
-		c, claimStarted = w.run(ctx, c, claimStarted, taskID, from)
+		var took bool
+		c, claimStarted, took = w.run(ctx, c, claimStarted, taskID, from)
 		switch {
 		case c == nil:
-		case c.Run == run:
+		case !took:
 			w.m.Claims.WithLabelValues("continued").Inc()
-		default:
+		default: // from the queue: a node of another run, or a wide run's next root
 			taken++
 			w.m.Claims.WithLabelValues("taken").Inc()
-			if tracing.Enabled() {
+			if c.Run != run && tracing.Enabled() {
 				ctx = w.joinRunTrace(base, fence.NodeRef{Thread: c.Thread, Run: c.Run, Node: c.Node}, "")
 			}
 		}
@@ -158,7 +159,7 @@ func (w *Worker) refused(ctx context.Context, ref fence.NodeRef, err error) erro
 // acknowledgement a node with no dependents commits with, unless its
 // commit may take the next node from queue, the delivery's (takeFrom; ""
 // takes none).
-func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, taskID, queue string) (*Claimed, time.Time) {
+func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, taskID, queue string) (next *Claimed, started time.Time, taken bool) {
 	l := c.Lease
 	log := nodeLogger(w.log, l)
 	task := NewTask(l, c.Kind, c.Input, c.Timeout)
@@ -192,7 +193,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 	lost := w.hb.finish(a)
 	cause := context.Cause(hctx)
 	if errors.Is(cause, errKilled) {
-		return nil, time.Time{} // a simulated crash writes nothing
+		return nil, time.Time{}, false // a simulated crash writes nothing
 	}
 	if at != nil {
 		at.err = runErr
@@ -233,7 +234,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 		take := w.takeFrom(queue)
 		if len(c.Dependents) == 0 && take == "" && w.holdCommit(ctx, taskID, log, c, result, sp) {
 			held = true // the held commit ends the span
-			return nil, time.Time{}
+			return nil, time.Time{}, false
 		}
 		return w.commit(wctx, nil, log, c, result, sp, take)
 	case errors.As(runErr, &parked):
@@ -243,7 +244,7 @@ func (w *Worker) run(ctx context.Context, c *Claimed, claimStarted time.Time, ta
 	default:
 		w.fail(wctx, log, c, runErr, errors.Is(cause, ErrRunCancelled), sp)
 	}
-	return nil, time.Time{}
+	return nil, time.Time{}, false
 }
 
 // Claimed is what a successful claim hands the runtime.
@@ -353,7 +354,7 @@ const takeProbe = 100 * time.Millisecond
 // It returns the continuation the commit claimed, or the node it took from
 // queue take ("": none), if any, with the start of the try that claimed it
 // (a replay renews its lease).
-func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage, sp fence.Spend, take string) (*Claimed, time.Time) {
+func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logger, c *Claimed, result json.RawMessage, sp fence.Spend, take string) (next *Claimed, started time.Time, taken bool) {
 	l := c.Lease
 	var cont fence.Continue
 	if !w.isStopping() {
@@ -369,7 +370,6 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 		cont.Take = take
 	}
 	var res fence.Committed
-	var started time.Time
 	err := retry(ctx, func() error {
 		var err error
 		started = time.Now()
@@ -381,12 +381,12 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 		w.m.StaleRejected.WithLabelValues("commit").Inc()
 		log.Warn("stale_write_rejected", "op", "commit", "err", err)
 		staleRejected(ctx, "commit", l, err)
-		return nil, time.Time{}
+		return nil, time.Time{}, false
 	case err != nil:
 		// The lease will expire and another worker will run the node again.
 		log.Warn("commit_failed", "err", err)
 		setOutcome(ctx, "commit_failed")
-		return nil, time.Time{}
+		return nil, time.Time{}, false
 	}
 	if cont.Take != "" {
 		w.tookLast.Store(res.Taken)
@@ -418,7 +418,7 @@ func (w *Worker) commit(ctx context.Context, via redis.Scripter, log *slog.Logge
 			log.Warn("enqueue_failed", "dependent", id, "err", err) // the sweeper delivers it
 		}
 	}
-	return res.Next, started
+	return res.Next, started, res.Taken
 }
 
 func (w *Worker) fail(ctx context.Context, log *slog.Logger, c *Claimed, runErr error, cancelled bool, sp fence.Spend) {

@@ -31,7 +31,7 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_claims_total",
-			Help: "Claims by outcome: claimed, takeover, continued (claimed by the predecessor's commit), taken (claimed from the queue by the commit of a node of another run), busy, done, blocked, not_due, wrong_kind (refused: this worker lacks the node's kind), expired, missing, error."}, []string{"outcome"}),
+			Help: "Claims by outcome: claimed, takeover, continued (claimed by the predecessor's commit), taken (claimed from the queue by a commit: a node of another run, or of the same run that is not its dependent), busy, done, blocked, not_due, wrong_kind (refused: this worker lacks the node's kind), expired, missing, error."}, []string{"outcome"}),
 		Commits: prometheus.NewCounter(prometheus.CounterOpts{Name: "baton_commits_total",
 			Help: "Nodes committed as SUCCEEDED by this worker."}),
 		StaleRejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "baton_stale_writes_rejected_total",

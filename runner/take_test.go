@@ -3,6 +3,7 @@ package runner_test
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,4 +54,35 @@ func TestBusyWorkerTakesTheQueuesNextNode(t *testing.T) {
 		q, err := insp.GetQueueInfo("default")
 		return err == nil && q.Size == 0 && q.Processed == n
 	})
+}
+
+// A wide run's independent nodes are taken from the queue by one another's
+// commits: they count as taken, not as continued, and a delivery takes at
+// most 32 of them before Asynq chooses again.
+func TestBusyWorkerTakesAWideRunsNextRoot(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 40
+	var nodes []string
+	for i := range n {
+		nodes = append(nodes, fmt.Sprintf(`{"id":"n%d","kind":"work"}`, i))
+	}
+	id := b.submit(`{"id":"wide","nodes":[` + strings.Join(nodes, ",") + `]}`)
+	rec := newRecorder()
+	m := runner.NewMetrics(nil)
+	cfg := b.fastConfig("w1")
+	cfg.Metrics, cfg.Concurrency = m, 1
+	b.worker(cfg, map[string]runner.Kind{"work": rec})
+
+	info := b.waitRun(id, 15*time.Second)
+	require.Equal(t, "SUCCEEDED", info.Status)
+	for _, nd := range info.Nodes {
+		require.Equal(t, int64(1), nd.Epoch, nd.ID)
+	}
+	claimed := counterValue(t, m.Claims.WithLabelValues("claimed"))
+	taken := counterValue(t, m.Claims.WithLabelValues("taken"))
+	require.Equal(t, float64(n), claimed+taken, "each node claimed once, by a delivery or by a commit's take")
+	require.Zero(t, counterValue(t, m.Claims.WithLabelValues("continued")), "no node of this run is another's dependent")
+	require.GreaterOrEqual(t, taken, 32.0)
+	require.GreaterOrEqual(t, claimed, 2.0, "after 32 takes the handler returns, and Asynq delivers again")
 }
