@@ -34,9 +34,12 @@ func TestStartInDelaysTheRunOnRedisClock(t *testing.T) {
 	past := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
 	id = b.submit(`{"id": "now-1", "start_at": "` + past + `", "nodes": [{"id": "a", "kind": "rec"}]}`)
 	require.Equal(t, "SUCCEEDED", b.waitRun(id, 10*time.Second).Status)
-	s, err := runner.ParseSpec([]byte(`{"start_at": "` + past + `", "start_in": "1s", "nodes": [{"id": "a", "kind": "rec"}]}`))
-	require.NoError(t, err)
-	_, err = b.client.Submit(context.Background(), s)
+	_, err := runner.ParseSpec([]byte(`{"start_at": "` + past + `", "start_in": "1s", "nodes": [{"id": "a", "kind": "rec"}]}`))
+	require.ErrorIs(t, err, runner.ErrInvalidSpec)
+	require.ErrorContains(t, err, "start_at or start_in")
+	at := time.Now().Add(-time.Hour)
+	_, err = b.client.Submit(context.Background(), &runner.RunSpec{StartAt: &at, StartIn: runner.Duration(time.Second),
+		Nodes: []runner.NodeSpec{{ID: "a", Kind: "rec"}}}) // a Run built in Go
 	require.ErrorIs(t, err, runner.ErrInvalidSpec)
 	require.ErrorContains(t, err, "start_at or start_in")
 }
