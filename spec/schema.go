@@ -146,7 +146,7 @@ func leaves(e *jsonschema.ValidationError) []*jsonschema.ValidationError {
 func (d *specDecoder) schemaProblem(root *value, e *jsonschema.ValidationError) {
 	v, path := locate(root, e.InstanceLocation)
 	if v == nil { // not reached: the instance was built from root
-		d.p.add(fieldName(path), e.Error())
+		d.p.add(fieldName(path), ruleBroken(e))
 		return
 	}
 	field := fieldName(path)
@@ -201,11 +201,17 @@ func (d *specDecoder) schemaProblem(root *value, e *jsonschema.ValidationError) 
 			if s := v.shown(); s != "" {
 				msg = s + ": " + msg
 			}
-		default:
-			msg = e.Error() // a rule with no words of its own: TestSchemaHasWords
+		default: // not reached: every rule has words (TestSchemaHasWords)
+			msg = ruleBroken(e)
 		}
 		d.p.addAt(v.line, v.col, field, msg)
 	}
+}
+
+// ruleBroken names the schema rule a value breaks, for a rule without
+// words of its own.
+func ruleBroken(e *jsonschema.ValidationError) string {
+	return "breaks the run spec schema's " + strings.Join(e.ErrorKind.KeywordPath(), "/") + " rule"
 }
 
 // lastName is a path's last part: "deps" of "nodes[1].deps".
