@@ -58,9 +58,9 @@ func TestEnqueueLinksNoAsynqNorProtobufReflection(t *testing.T) {
 const maxEnqueueBytes = 12_530_000
 
 // The enqueue binary, built as make build builds it (stripped, trimmed
-// paths, no inlining), stays within issue 32's size. The build is deterministic for
-// one toolchain, so this does not flake; -short skips it (a link takes
-// seconds).
+// paths, no inlining), stays within issue 32's size. The build is
+// deterministic for one toolchain, so this does not flake; -short skips
+// it (a link takes seconds).
 func TestEnqueueBinarySize(t *testing.T) {
 	if testing.Short() {
 		t.Skip("links a binary")
