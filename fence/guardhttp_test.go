@@ -57,7 +57,7 @@ func TestGuardHTTP(t *testing.T) {
 		{name: "bad epoch", guard: seeded, headers: []string{"pay/charge@0/c"},
 			status: http.StatusBadRequest, errText: "not a positive integer"},
 		{name: "bad claim id", guard: seeded, headers: []string{"pay/charge@3/a{b}"},
-			status: http.StatusBadRequest, errText: "fence: invalid id"},
+			status: http.StatusBadRequest, errText: "invalid id"},
 		{name: "repeated header", guard: seeded, headers: []string{"pay/charge@3/c3", "pay/charge@4/c4"},
 			status: http.StatusBadRequest, errText: "more than one"},
 		{name: "guard unavailable", guard: down, headers: []string{"pay/charge@3/c3"},

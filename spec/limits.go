@@ -78,7 +78,7 @@ func limitNameProblem(name string) string {
 		return msg
 	}
 	if err := ids.ValidateLimitKey("", lit); err != nil {
-		return strings.TrimPrefix(err.Error(), ": "+ids.ErrInvalid.Error()+": ")
+		return idMessage(err)
 	}
 	return ""
 }
@@ -148,7 +148,7 @@ func compileLimits(f string, n Node, run, thread string) (string, error) {
 			return "", &Error{Field: field, Msg: msg}
 		}
 		if err := ids.ValidateLimitKey(field, key); err != nil {
-			return "", &Error{Field: field, Msg: strings.TrimPrefix(err.Error(), field+": ")}
+			return "", &Error{Field: field, Msg: idMessage(err)}
 		}
 		if seen[key] {
 			return "", &Error{Field: field, Msg: fmt.Sprintf("%s names limit %s twice", quote(u.Name), quote(key))}

@@ -169,7 +169,7 @@ func (s *Schedule) Validate(lim Limits) error {
 		errs = append(errs, &Error{Field: field, Msg: fmt.Sprintf(format, a...)})
 	}
 	if err := ids.Validate("name", s.Name); err != nil {
-		bad("name", "%s", strings.TrimPrefix(err.Error(), "name: "))
+		bad("name", "%s", idMessage(err))
 	} else if len(s.Name) > MaxScheduleName {
 		bad("name", "%d bytes, at most %d (each tick's run id is cron.NAME.TICK)", len(s.Name), MaxScheduleName)
 	}

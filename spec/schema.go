@@ -284,9 +284,19 @@ func explain(def string, v *value) string {
 // "empty", "\" \" at byte 1 (allowed: ...)"; "" if nothing is.
 func idProblem(id string) string {
 	if err := ids.Validate("", id); err != nil {
-		return strings.TrimPrefix(err.Error(), ": "+ids.ErrInvalid.Error()+": ")
+		return idMessage(err)
 	}
 	return ""
+}
+
+// idMessage is an error of package ids without its field and the
+// "invalid id" it wraps: the problem's field already says which id.
+func idMessage(err error) string {
+	s := err.Error()
+	if _, rest, ok := strings.Cut(s, ids.ErrInvalid.Error()+": "); ok {
+		return rest
+	}
+	return s
 }
 
 // locate finds the value at a schema error's instance location and its

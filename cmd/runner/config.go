@@ -211,7 +211,7 @@ func (c Config) validate(skip map[string]bool) error {
 	}
 	if c.RunnerID != "" {
 		if err := fence.ValidateID("RUNNER_ID", c.RunnerID); err != nil {
-			bad("RUNNER_ID", "%q: %s", c.RunnerID, strings.TrimPrefix(err.Error(), "RUNNER_ID: "))
+			bad("RUNNER_ID", "%q: %s", c.RunnerID, strings.TrimPrefix(err.Error(), "RUNNER_ID: "+fence.ErrInvalidID.Error()+": "))
 		}
 	}
 	if err := admin.CheckTraceURL(c.TraceURL); err != nil {

@@ -12,8 +12,9 @@ import (
 )
 
 // ErrInvalid: an id is empty, too long or holds a character outside
-// [A-Za-z0-9._-] (fence.ErrInvalid is the same error).
-var ErrInvalid = errors.New("fence: invalid id")
+// [A-Za-z0-9._-] (fence.ErrInvalidID is the same error). Its text names
+// no package: it reaches users ("thread: invalid id: ...").
+var ErrInvalid = errors.New("invalid id")
 
 // MaxLen is the longest accepted ID in bytes. IDs become parts of Redis
 // keys and Asynq task IDs, so their size is capped.
