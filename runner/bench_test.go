@@ -20,6 +20,7 @@ import (
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
+	"github.com/batonrun/baton/tracing/otelsdk"
 )
 
 // BenchmarkWorkerNoop is baton's end-to-end throughput: b.N one-node runs of
@@ -48,7 +49,7 @@ func BenchmarkWorkerNoopTraced(b *testing.B) {
 	b.Cleanup(sink.Close)
 	for _, ratio := range []float64{0.1, 1} {
 		b.Run(fmt.Sprintf("sampled=%g%%", ratio*100), func(b *testing.B) {
-			exp, err := tracing.NewExporter(tracing.ExporterConfig{URL: sink.URL + "/v1/traces"})
+			exp, err := otelsdk.NewExporter(tracing.ExporterConfig{URL: sink.URL + "/v1/traces"})
 			if err != nil {
 				b.Fatal(err)
 			}

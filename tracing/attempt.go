@@ -7,8 +7,6 @@ import (
 	"math/rand/v2"
 
 	"go.opentelemetry.io/otel/attribute"
-
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -68,7 +66,14 @@ func AttemptLink(span trace.Span, run, node string, epoch, other int64, reason s
 // IDGenerator returns the generator of span and trace ids that derives a
 // node attempt's span id (WithAttempt, AttemptSpanID) and draws every
 // other id at random.
-func IDGenerator() sdktrace.IDGenerator { return idGenerator{} }
+// It is an sdktrace.IDGenerator (this package does not import the SDK).
+func IDGenerator() IDs { return idGenerator{} }
+
+// IDs draws trace and span ids: IDGenerator's result.
+type IDs interface {
+	NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID)
+	NewSpanID(ctx context.Context, tid trace.TraceID) trace.SpanID
+}
 
 type idGenerator struct{}
 

@@ -7,7 +7,13 @@
 // from the first runner that claims a node of it, stored with the run
 // likewise.
 //
-// Tracing is off until Setup (the runner and enqueue binaries call it)
-// or Use turns it on; while off, baton's hot path does not touch
+// This package does not import the OpenTelemetry SDK: it holds the trace
+// context's handling, the environment's settings (FromEnv) and the OTLP
+// exporter (Exporter, fed SpanData). Package tracing/otelsdk sets up the
+// SDK for the runner; package tracing/clitrace is the enqueue CLI's own
+// small tracer, so that the CLI does not link the SDK.
+//
+// Tracing is off until otelsdk.Setup or clitrace.Setup (the runner and
+// enqueue binaries call them) or Use turns it on; while off, baton's hot path does not touch
 // OpenTelemetry at all (one atomic load per node attempt).
 package tracing

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
 
@@ -52,8 +51,6 @@ type Exporter struct {
 	stopped atomic.Bool
 }
 
-var _ sdktrace.SpanExporter = (*Exporter)(nil)
-
 // errExporterConfig prefixes the errors of a bad ExporterConfig.
 var errExporterConfig = errors.New("tracing: exporter config")
 
@@ -76,9 +73,9 @@ func NewExporter(cfg ExporterConfig) (*Exporter, error) {
 	return &Exporter{cfg: cfg, client: &http.Client{Transport: tr}}, nil
 }
 
-// ExportSpans sends spans as one request, retried while the collector
-// asks for it and the timeout allows.
-func (e *Exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+// Export sends spans as one request, retried while the collector asks
+// for it and the timeout allows.
+func (e *Exporter) Export(ctx context.Context, spans []SpanData) error {
 	if len(spans) == 0 || e.stopped.Load() {
 		return nil
 	}

@@ -7,9 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
 )
@@ -111,34 +108,32 @@ const (
 
 // encodeTraces groups spans by resource and instrumentation scope, in the
 // order they first appear, and encodes them as an OTLP TracesData.
-func encodeTraces(spans []sdktrace.ReadOnlySpan) []byte {
+func encodeTraces(spans []SpanData) []byte {
 	type scopeKey struct {
 		name, version, schema string
 		attrs                 attribute.Distinct
 	}
 	type scopeGroup struct {
-		scope instrumentation.Scope
-		spans []sdktrace.ReadOnlySpan
+		scope InstrumentationScope
+		spans []*SpanData
 	}
 	type resGroup struct {
-		res    *resource.Resource
+		res    *Resource
 		scopes []*scopeGroup
 		byKey  map[scopeKey]*scopeGroup
 	}
 	var groups []*resGroup
-	byRes := map[*resource.Resource]*resGroup{}
-	for _, s := range spans {
-		if s == nil {
-			continue
-		}
-		res := s.Resource()
+	byRes := map[*Resource]*resGroup{}
+	for i := range spans {
+		s := &spans[i]
+		res := s.Resource
 		g := byRes[res]
 		if g == nil {
 			g = &resGroup{res: res, byKey: map[scopeKey]*scopeGroup{}}
 			byRes[res] = g
 			groups = append(groups, g)
 		}
-		sc := s.InstrumentationScope()
+		sc := s.Scope
 		k := scopeKey{sc.Name, sc.Version, sc.SchemaURL, sc.Attributes.Equivalent()}
 		sg := g.byKey[k]
 		if sg == nil {
@@ -155,7 +150,7 @@ func encodeTraces(spans []sdktrace.ReadOnlySpan) []byte {
 		b, rs = begin(b, tdResourceSpans)
 		b, r = begin(b, rsResource) // present even when empty, as before
 		if g.res != nil {
-			b = appendKeyValues(b, resAttributes, g.res.Attributes())
+			b = appendKeyValues(b, resAttributes, g.res.Attributes)
 		}
 		b = end(b, r)
 		for _, sg := range g.scopes {
@@ -173,15 +168,15 @@ func encodeTraces(spans []sdktrace.ReadOnlySpan) []byte {
 			b = end(b, ss)
 		}
 		if g.res != nil {
-			b = appendString(b, rsSchemaURL, g.res.SchemaURL())
+			b = appendString(b, rsSchemaURL, g.res.SchemaURL)
 		}
 		b = end(b, rs)
 	}
 	return b
 }
 
-func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
-	sc, parent := s.SpanContext(), s.Parent()
+func appendSpan(b []byte, s *SpanData) []byte {
+	sc, parent := s.SpanContext, s.Parent
 	tid, sid := sc.TraceID(), sc.SpanID()
 	flags := uint32(sc.TraceFlags()) | flagHasIsRemote
 	b, sp := begin(b, ssSpans)
@@ -195,23 +190,23 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
 			flags |= flagIsRemote
 		}
 	}
-	b = appendString(b, spName, s.Name())
-	b = appendVarint(b, spKind, kind(s.SpanKind()))
-	b = appendFixed64(b, spStart, unixNano(s.StartTime()))
-	b = appendFixed64(b, spEnd, unixNano(s.EndTime()))
-	b = appendKeyValues(b, spAttributes, s.Attributes())
-	b = appendVarint(b, spDroppedAttributes, count(s.DroppedAttributes()))
-	for _, e := range s.Events() {
+	b = appendString(b, spName, s.Name)
+	b = appendVarint(b, spKind, kind(s.Kind))
+	b = appendFixed64(b, spStart, unixNano(s.Start))
+	b = appendFixed64(b, spEnd, unixNano(s.End))
+	b = appendKeyValues(b, spAttributes, s.Attributes)
+	b = appendVarint(b, spDroppedAttributes, count(s.DroppedAttributes))
+	for _, e := range s.Events {
 		var ev int
 		b, ev = begin(b, spEvents)
 		b = appendFixed64(b, evTime, unixNano(e.Time))
 		b = appendString(b, evName, e.Name)
 		b = appendKeyValues(b, evAttributes, e.Attributes)
-		b = appendVarint(b, evDroppedAttributes, count(e.DroppedAttributeCount))
+		b = appendVarint(b, evDroppedAttributes, count(e.DroppedAttributes))
 		b = end(b, ev)
 	}
-	b = appendVarint(b, spDroppedEvents, count(s.DroppedEvents()))
-	for _, l := range s.Links() {
+	b = appendVarint(b, spDroppedEvents, count(s.DroppedEvents))
+	for _, l := range s.Links {
 		lt, ls := l.SpanContext.TraceID(), l.SpanContext.SpanID()
 		lflags := uint32(l.SpanContext.TraceFlags()) | flagHasIsRemote
 		if l.SpanContext.IsRemote() {
@@ -223,12 +218,12 @@ func appendSpan(b []byte, s sdktrace.ReadOnlySpan) []byte {
 		b = appendBytes(b, lkSpanID, ls[:])
 		b = appendString(b, lkTraceState, l.SpanContext.TraceState().String())
 		b = appendKeyValues(b, lkAttributes, l.Attributes)
-		b = appendVarint(b, lkDroppedAttributes, count(l.DroppedAttributeCount))
+		b = appendVarint(b, lkDroppedAttributes, count(l.DroppedAttributes))
 		b = appendFixed32(b, lkFlags, lflags)
 		b = end(b, lk)
 	}
-	b = appendVarint(b, spDroppedLinks, count(s.DroppedLinks()))
-	b = appendStatus(b, s.Status())
+	b = appendVarint(b, spDroppedLinks, count(s.DroppedLinks))
+	b = appendStatus(b, s.StatusCode, s.StatusDescription)
 	b = appendFixed32(b, spFlags, flags)
 	return end(b, sp)
 }
@@ -252,11 +247,11 @@ func kind(k trace.SpanKind) uint64 {
 // appendStatus maps the Go API's codes (Unset 0, Error 1, Ok 2) to OTLP's
 // (UNSET 0, OK 1, ERROR 2); the description belongs to an error only. The
 // status is sent even when unset.
-func appendStatus(b []byte, s sdktrace.Status) []byte {
+func appendStatus(b []byte, code codes.Code, desc string) []byte {
 	b, st := begin(b, spStatus)
-	switch s.Code {
+	switch code {
 	case codes.Error:
-		b = appendString(b, stMessage, s.Description)
+		b = appendString(b, stMessage, desc)
 		b = appendVarint(b, stCode, statusError)
 	case codes.Ok:
 		b = appendVarint(b, stCode, statusOK)

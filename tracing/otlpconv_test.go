@@ -7,9 +7,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
-	"go.opentelemetry.io/otel/sdk/resource"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	collectortrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
@@ -20,25 +17,25 @@ import (
 // protos into the groups it was sent in, each span whole and in order.
 func TestEncodeTracesGroupsALargeBatch(t *testing.T) {
 	t.Parallel()
-	resA := resource.NewSchemaless(attribute.String("service.name", "a"))
-	resB := resource.NewSchemaless(attribute.String("service.name", strings.Repeat("b", 200)))
-	scopes := []instrumentation.Scope{{Name: "s0"}, {Name: "s1", Version: "v1"}, {Name: "s2"}}
-	var stubs tracetest.SpanStubs
+	resA := &Resource{Attributes: []attribute.KeyValue{attribute.String("service.name", "a")}}
+	resB := &Resource{Attributes: []attribute.KeyValue{attribute.String("service.name", strings.Repeat("b", 200))}}
+	scopes := []InstrumentationScope{{Name: "s0"}, {Name: "s1", Version: "v1"}, {Name: "s2"}}
+	var spans []SpanData
 	for i := range 600 {
 		res := resA
 		if i%2 == 1 {
 			res = resB
 		}
-		stubs = append(stubs, tracetest.SpanStub{
+		spans = append(spans, SpanData{
 			Name: fmt.Sprintf("span-%d", i),
 			SpanContext: trace.NewSpanContext(trace.SpanContextConfig{
 				TraceID: trace.TraceID{1, byte(i >> 8), byte(i)}, SpanID: trace.SpanID{2, byte(i >> 8), byte(i)}}),
-			Attributes:           []attribute.KeyValue{attribute.String("v", strings.Repeat("x", i*40)), attribute.Int("i", i)},
-			Resource:             res,
-			InstrumentationScope: scopes[i%3],
+			Attributes: []attribute.KeyValue{attribute.String("v", strings.Repeat("x", i*40)), attribute.Int("i", i)},
+			Resource:   res,
+			Scope:      scopes[i%3],
 		})
 	}
-	b := encodeTraces(stubs.Snapshots())
+	b := encodeTraces(spans)
 	got := &collectortrace.ExportTraceServiceRequest{}
 	require.NoError(t, proto.Unmarshal(b, got))
 	require.Empty(t, got.ProtoReflect().GetUnknown())

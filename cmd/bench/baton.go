@@ -14,6 +14,7 @@ import (
 
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
+	"github.com/batonrun/baton/tracing/otelsdk"
 )
 
 // batonScenario is one runner.Worker running no-op nodes: every node is
@@ -133,7 +134,7 @@ func (s *batonScenario) stop() {
 
 // startTracing turns tracing on for this row: the submits' and the
 // worker's spans go, at s.sample (parent-based, as the runner's default
-// sampler), through the SDK's batch processor and OTLP/HTTP exporter (tracing.Exporter) to a
+// sampler), through the SDK's batch processor and OTLP/HTTP exporter (otelsdk.Exporter) to a
 // local endpoint that reads and drops them, so the row pays what an
 // exporting runner pays.
 func (s *batonScenario) startTracing(ctx context.Context) error {
@@ -141,7 +142,7 @@ func (s *batonScenario) startTracing(ctx context.Context) error {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/x-protobuf")
 	}))
-	exp, err := tracing.NewExporter(tracing.ExporterConfig{URL: s.sink.URL + "/v1/traces"})
+	exp, err := otelsdk.NewExporter(tracing.ExporterConfig{URL: s.sink.URL + "/v1/traces"})
 	if err != nil {
 		s.sink.Close()
 		return fmt.Errorf("tracing: %w", err)

@@ -53,6 +53,19 @@ func TestEnqueueLinksNoAsynqNorProtobufReflection(t *testing.T) {
 	}
 }
 
+// enqueue records its submit span with its own tracer (tracing/clitrace)
+// and links no part of the OpenTelemetry SDK: its code and package
+// initialisation cost a megabyte and every call's start-up.
+func TestEnqueueLinksNoOpenTelemetrySDK(t *testing.T) {
+	t.Parallel()
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	for _, dep := range strings.Fields(string(out)) {
+		require.False(t, strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk"), "enqueue links %s", dep)
+		require.NotEqual(t, "github.com/batonrun/baton/tracing/otelsdk", dep)
+	}
+}
+
 // maxEnqueueBytes is issue 32's bound: 30% under the 17.9 MB the enqueue
 // binary had, built as make build builds it.
 const maxEnqueueBytes = 12_530_000

@@ -12,6 +12,7 @@ import (
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/spec"
 	"github.com/batonrun/baton/tracing"
+	"github.com/batonrun/baton/tracing/clitrace"
 )
 
 // submit reads a run spec, validates it before touching Redis, stores it
@@ -56,7 +57,7 @@ func (a *app) submit(ctx context.Context, args []string) error {
 	// The run is one trace from its submit span on, exported when the
 	// OTEL_* variables ask for it; a bad traceparent is a warning, never a
 	// refused submit.
-	stopTracing := tracing.Setup(ctx, "baton-enqueue", a.log)
+	stopTracing := clitrace.Setup(ctx, "baton-enqueue", a.log)
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		defer cancel()

@@ -23,7 +23,7 @@ import (
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/admin"
 	"github.com/batonrun/baton/runner/kinds"
-	"github.com/batonrun/baton/tracing"
+	"github.com/batonrun/baton/tracing/otelsdk"
 )
 
 // adminStopTimeout bounds how long in-flight admin requests may take to
@@ -52,7 +52,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	defer rdb.Close()
 	// Node attempts are spans of their run's trace when the OTEL_*
 	// variables ask for it; otherwise tracing costs nothing.
-	stopTracing := tracing.Setup(ctx, "baton-runner", log)
+	stopTracing := otelsdk.Setup(ctx, "baton-runner", log)
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

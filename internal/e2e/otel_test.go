@@ -27,6 +27,7 @@ import (
 
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/tracing"
+	"github.com/batonrun/baton/tracing/otelsdk"
 )
 
 // span is one span as an OTLP/HTTP receiver got it.
@@ -181,7 +182,7 @@ const otelChildEnv = "BATON_TEST_OTEL_CHILD"
 func otelChild() int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	ctx := context.Background()
-	stop := tracing.Setup(ctx, "exec-child", log)
+	stop := otelsdk.Setup(ctx, "exec-child", log)
 	ctx, ok := tracing.Join(ctx, os.Getenv("TRACEPARENT"), os.Getenv("TRACESTATE"))
 	if !ok || !tracing.Enabled() {
 		fmt.Fprintf(os.Stderr, "child: no trace to join (TRACEPARENT=%q, tracing on: %v)\n", os.Getenv("TRACEPARENT"), tracing.Enabled())

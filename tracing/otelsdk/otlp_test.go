@@ -1,4 +1,4 @@
-package tracing
+package otelsdk
 
 import (
 	"compress/gzip"
@@ -28,6 +28,8 @@ import (
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/batonrun/baton/tracing"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 )
@@ -122,11 +124,11 @@ func arr(vs ...*commonpb.AnyValue) *commonpb.AnyValue {
 func TestExporterSendsEveryFieldOfASpan(t *testing.T) {
 	t.Parallel()
 	c := newCollector(t, false)
-	exp, err := NewExporter(ExporterConfig{URL: c.srv.URL + "/v1/traces"})
+	exp, err := NewExporter(tracing.ExporterConfig{URL: c.srv.URL + "/v1/traces"})
 	require.NoError(t, err)
 
 	res := resource.NewWithAttributes("https://opentelemetry.io/schemas/1.26.0", attribute.String("service.name", "svc"), attribute.Int("pid", 7))
-	scope := instrumentation.Scope{Name: Scope, Version: "v1.2.3", SchemaURL: "https://example/schema", Attributes: attribute.NewSet(attribute.Bool("lib", true))}
+	scope := instrumentation.Scope{Name: tracing.Scope, Version: "v1.2.3", SchemaURL: "https://example/schema", Attributes: attribute.NewSet(attribute.Bool("lib", true))}
 	ts, err := trace.ParseTraceState("vendor=x,other=y")
 	require.NoError(t, err)
 	tid := trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36}
@@ -205,7 +207,7 @@ func TestExporterSendsEveryFieldOfASpan(t *testing.T) {
 		}},
 		SchemaUrl: "https://opentelemetry.io/schemas/1.26.0",
 		ScopeSpans: []*tracepb.ScopeSpans{{
-			Scope: &commonpb.InstrumentationScope{Name: Scope, Version: "v1.2.3", Attributes: []*commonpb.KeyValue{
+			Scope: &commonpb.InstrumentationScope{Name: tracing.Scope, Version: "v1.2.3", Attributes: []*commonpb.KeyValue{
 				{Key: "lib", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_BoolValue{BoolValue: true}}},
 			}},
 			SchemaUrl: "https://example/schema",
@@ -259,7 +261,7 @@ func TestExporterRetriesWhatTheCollectorAsksFor(t *testing.T) {
 	t.Parallel()
 	c := newCollector(t, false)
 	c.answer = []func(http.ResponseWriter){status(http.StatusServiceUnavailable, "0"), status(http.StatusTooManyRequests, ""), status(http.StatusBadGateway, "")}
-	exp, err := NewExporter(ExporterConfig{URL: c.srv.URL + "/v1/traces", Gzip: true, Headers: map[string]string{"Api-Key": "secret"}, Timeout: 10 * time.Second})
+	exp, err := NewExporter(tracing.ExporterConfig{URL: c.srv.URL + "/v1/traces", Gzip: true, Headers: map[string]string{"Api-Key": "secret"}, Timeout: 10 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, exp.ExportSpans(context.Background(), tracetest.SpanStubs{{Name: "a"}}.Snapshots()))
 	reqs, bodies := c.got()
@@ -280,7 +282,7 @@ func TestExporterRetriesAreBoundedByTheTimeout(t *testing.T) {
 	for range 50 {
 		c.answer = append(c.answer, status(http.StatusServiceUnavailable, "60"))
 	}
-	exp, err := NewExporter(ExporterConfig{URL: c.srv.URL + "/v1/traces", Timeout: 200 * time.Millisecond})
+	exp, err := NewExporter(tracing.ExporterConfig{URL: c.srv.URL + "/v1/traces", Timeout: 200 * time.Millisecond})
 	require.NoError(t, err)
 	begin := time.Now()
 	err = exp.ExportSpans(context.Background(), tracetest.SpanStubs{{Name: "a"}}.Snapshots())
@@ -294,7 +296,7 @@ func TestExporterRetriesAreBoundedByTheTimeout(t *testing.T) {
 	for range 200 {
 		c2.answer = append(c2.answer, status(http.StatusGatewayTimeout, ""))
 	}
-	exp2, err := NewExporter(ExporterConfig{URL: c2.srv.URL + "/v1/traces", Timeout: 700 * time.Millisecond})
+	exp2, err := NewExporter(tracing.ExporterConfig{URL: c2.srv.URL + "/v1/traces", Timeout: 700 * time.Millisecond})
 	require.NoError(t, err)
 	begin = time.Now()
 	require.ErrorContains(t, exp2.ExportSpans(context.Background(), tracetest.SpanStubs{{Name: "a"}}.Snapshots()), "504")
@@ -319,7 +321,7 @@ func TestExporterReportsFailuresItDoesNotRetry(t *testing.T) {
 		func(w http.ResponseWriter) { w.WriteHeader(http.StatusBadRequest); _, _ = w.Write(rpcStatus) },
 		func(w http.ResponseWriter) { _, _ = w.Write(resp) },
 	}
-	exp, err := NewExporter(ExporterConfig{URL: c.srv.URL + "/v1/traces"})
+	exp, err := NewExporter(tracing.ExporterConfig{URL: c.srv.URL + "/v1/traces"})
 	require.NoError(t, err)
 	spans := tracetest.SpanStubs{{Name: "a"}}.Snapshots()
 	require.ErrorContains(t, exp.ExportSpans(context.Background(), spans), "HTTP 400 Bad Request: span name too long")
@@ -335,7 +337,7 @@ func TestExporterReportsFailuresItDoesNotRetry(t *testing.T) {
 	require.NoError(t, exp.Shutdown(context.Background()))
 	require.NoError(t, exp.ExportSpans(context.Background(), spans), "after shutdown, spans are dropped")
 
-	_, err = NewExporter(ExporterConfig{URL: "collector:4318"})
+	_, err = NewExporter(tracing.ExporterConfig{URL: "collector:4318"})
 	require.ErrorContains(t, err, `URL "collector:4318"`)
 }
 
@@ -371,9 +373,9 @@ func TestSetupExportsWithTheEnvironmentsSettings(t *testing.T) {
 	})
 	log, buf := bufLogger()
 	stop := Setup(context.Background(), "baton-test", log)
-	require.True(t, Enabled(), buf.String())
+	require.True(t, tracing.Enabled(), buf.String())
 	require.NotContains(t, buf.String(), "level=WARN")
-	_, sp := Tracer().Start(context.Background(), "work")
+	_, sp := tracing.Tracer().Start(context.Background(), "work")
 	sp.End()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -394,7 +396,7 @@ func TestSetupExportsWithTheEnvironmentsSettings(t *testing.T) {
 	require.Equal(t, "from-env", attrs["service.name"])
 	require.Equal(t, "test", attrs["deployment.environment"])
 	require.Equal(t, "work", rs.GetScopeSpans()[0].GetSpans()[0].GetName())
-	require.Equal(t, Scope, rs.GetScopeSpans()[0].GetScope().GetName())
+	require.Equal(t, tracing.Scope, rs.GetScopeSpans()[0].GetScope().GetName())
 }
 
 // A bad exporter setting is one warning naming the variable, never the
@@ -417,7 +419,7 @@ func TestSetupBadExporterSettingsWarnOnce(t *testing.T) {
 		setenv(t, tc.env)
 		log, buf := bufLogger()
 		stop := Setup(context.Background(), "test", log)
-		require.Equal(t, tc.on, Enabled(), "%v", tc.env)
+		require.Equal(t, tc.on, tracing.Enabled(), "%v", tc.env)
 		require.Equal(t, 1, strings.Count(buf.String(), "level=WARN"), "%v: %s", tc.env, buf.String())
 		require.Contains(t, buf.String(), tc.warning)
 		require.NotContains(t, buf.String(), "s3cret")
@@ -428,17 +430,17 @@ func TestSetupBadExporterSettingsWarnOnce(t *testing.T) {
 }
 
 func ExampleNewExporter() {
-	exp, err := NewExporter(ExporterConfig{URL: "http://otel-collector:4318/v1/traces", Gzip: true})
+	exp, err := NewExporter(tracing.ExporterConfig{URL: "http://otel-collector:4318/v1/traces", Gzip: true})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-	Use(tp)
+	tracing.Use(tp)
 	defer func() {
-		Use(nil)
+		tracing.Use(nil)
 		_ = tp.Shutdown(context.Background())
 	}()
-	fmt.Println(Enabled())
+	fmt.Println(tracing.Enabled())
 	// Output: true
 }
