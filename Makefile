@@ -14,7 +14,8 @@ all: build test
 # names every function) and without this machine's paths (-trimpath).
 # enqueue, a command that runs once and exits, is built without inlining
 # too (-gcflags=all=-l): 11.64 MB instead of 12.55 MB (over issue 32's
-# 12.53 MB), for about 3.5 ms more per call (docs/performance.md, "The size of the enqueue binary").
+# 12.53 MB), for about 3.5 ms more per call (docs/performance.md, "The
+# size of the enqueue binary").
 BUILD := $(GO) build -buildvcs=auto -trimpath -ldflags='-s -w'
 build:
 	$(BUILD) -o bin/ $$($(GO) list ./cmd/... | grep -v /cmd/enqueue$$)
