@@ -339,7 +339,7 @@ func subschema(schemaURL string) (sub *value, def string) {
 		if u, err := url.PathUnescape(s); err == nil {
 			s = u
 		}
-		s = strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+		s = pointerUnescape.Replace(s)
 		switch {
 		case v == nil:
 		case v.kind == vList:
@@ -358,6 +358,9 @@ func subschema(schemaURL string) (sub *value, def string) {
 	}
 	return v, def
 }
+
+// pointerUnescape undoes a JSON pointer segment's escapes (RFC 6901).
+var pointerUnescape = strings.NewReplacer("~1", "/", "~0", "~")
 
 // str is a schema string's value; "" for anything else (or nil).
 func (v *value) str() string {

@@ -1,7 +1,6 @@
 package tracing
 
 import (
-	"encoding/binary"
 	"math"
 	"time"
 
@@ -9,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/batonrun/baton/internal/pbwire"
 )
 
 // The OTLP/HTTP body of a traces export is an ExportTraceServiceRequest
@@ -147,30 +148,30 @@ func encodeTraces(spans []SpanData) []byte {
 	var b []byte
 	for _, g := range groups {
 		var rs, r int
-		b, rs = begin(b, tdResourceSpans)
-		b, r = begin(b, rsResource) // present even when empty, as before
+		b, rs = pbwire.Begin(b, tdResourceSpans)
+		b, r = pbwire.Begin(b, rsResource) // present even when empty, as before
 		if g.res != nil {
 			b = appendKeyValues(b, resAttributes, g.res.Attributes)
 		}
-		b = end(b, r)
+		b = pbwire.End(b, r)
 		for _, sg := range g.scopes {
 			var ss, sc int
-			b, ss = begin(b, rsScopeSpans)
-			b, sc = begin(b, ssScope)
-			b = appendString(b, scName, sg.scope.Name)
-			b = appendString(b, scVersion, sg.scope.Version)
+			b, ss = pbwire.Begin(b, rsScopeSpans)
+			b, sc = pbwire.Begin(b, ssScope)
+			b = pbwire.String(b, scName, sg.scope.Name)
+			b = pbwire.String(b, scVersion, sg.scope.Version)
 			b = appendKeyValues(b, scAttributes, sg.scope.Attributes.ToSlice())
-			b = end(b, sc)
+			b = pbwire.End(b, sc)
 			for _, s := range sg.spans {
 				b = appendSpan(b, s)
 			}
-			b = appendString(b, ssSchemaURL, sg.scope.SchemaURL)
-			b = end(b, ss)
+			b = pbwire.String(b, ssSchemaURL, sg.scope.SchemaURL)
+			b = pbwire.End(b, ss)
 		}
 		if g.res != nil {
-			b = appendString(b, rsSchemaURL, g.res.SchemaURL)
+			b = pbwire.String(b, rsSchemaURL, g.res.SchemaURL)
 		}
-		b = end(b, rs)
+		b = pbwire.End(b, rs)
 	}
 	return b
 }
@@ -179,33 +180,33 @@ func appendSpan(b []byte, s *SpanData) []byte {
 	sc, parent := s.SpanContext, s.Parent
 	tid, sid := sc.TraceID(), sc.SpanID()
 	flags := uint32(sc.TraceFlags()) | flagHasIsRemote
-	b, sp := begin(b, ssSpans)
-	b = appendBytes(b, spTraceID, tid[:])
-	b = appendBytes(b, spSpanID, sid[:])
-	b = appendString(b, spTraceState, sc.TraceState().String())
+	b, sp := pbwire.Begin(b, ssSpans)
+	b = pbwire.Bytes(b, spTraceID, tid[:])
+	b = pbwire.Bytes(b, spSpanID, sid[:])
+	b = pbwire.String(b, spTraceState, sc.TraceState().String())
 	if parent.SpanID().IsValid() {
 		pid := parent.SpanID()
-		b = appendBytes(b, spParentSpanID, pid[:])
+		b = pbwire.Bytes(b, spParentSpanID, pid[:])
 		if parent.IsRemote() {
 			flags |= flagIsRemote
 		}
 	}
-	b = appendString(b, spName, s.Name)
-	b = appendVarint(b, spKind, kind(s.Kind))
-	b = appendFixed64(b, spStart, unixNano(s.Start))
-	b = appendFixed64(b, spEnd, unixNano(s.End))
+	b = pbwire.String(b, spName, s.Name)
+	b = pbwire.Varint(b, spKind, kind(s.Kind))
+	b = pbwire.Fixed64(b, spStart, unixNano(s.Start))
+	b = pbwire.Fixed64(b, spEnd, unixNano(s.End))
 	b = appendKeyValues(b, spAttributes, s.Attributes)
-	b = appendVarint(b, spDroppedAttributes, count(s.DroppedAttributes))
+	b = pbwire.Varint(b, spDroppedAttributes, count(s.DroppedAttributes))
 	for _, e := range s.Events {
 		var ev int
-		b, ev = begin(b, spEvents)
-		b = appendFixed64(b, evTime, unixNano(e.Time))
-		b = appendString(b, evName, e.Name)
+		b, ev = pbwire.Begin(b, spEvents)
+		b = pbwire.Fixed64(b, evTime, unixNano(e.Time))
+		b = pbwire.String(b, evName, e.Name)
 		b = appendKeyValues(b, evAttributes, e.Attributes)
-		b = appendVarint(b, evDroppedAttributes, count(e.DroppedAttributes))
-		b = end(b, ev)
+		b = pbwire.Varint(b, evDroppedAttributes, count(e.DroppedAttributes))
+		b = pbwire.End(b, ev)
 	}
-	b = appendVarint(b, spDroppedEvents, count(s.DroppedEvents))
+	b = pbwire.Varint(b, spDroppedEvents, count(s.DroppedEvents))
 	for _, l := range s.Links {
 		lt, ls := l.SpanContext.TraceID(), l.SpanContext.SpanID()
 		lflags := uint32(l.SpanContext.TraceFlags()) | flagHasIsRemote
@@ -213,19 +214,19 @@ func appendSpan(b []byte, s *SpanData) []byte {
 			lflags |= flagIsRemote
 		}
 		var lk int
-		b, lk = begin(b, spLinks)
-		b = appendBytes(b, lkTraceID, lt[:])
-		b = appendBytes(b, lkSpanID, ls[:])
-		b = appendString(b, lkTraceState, l.SpanContext.TraceState().String())
+		b, lk = pbwire.Begin(b, spLinks)
+		b = pbwire.Bytes(b, lkTraceID, lt[:])
+		b = pbwire.Bytes(b, lkSpanID, ls[:])
+		b = pbwire.String(b, lkTraceState, l.SpanContext.TraceState().String())
 		b = appendKeyValues(b, lkAttributes, l.Attributes)
-		b = appendVarint(b, lkDroppedAttributes, count(l.DroppedAttributes))
-		b = appendFixed32(b, lkFlags, lflags)
-		b = end(b, lk)
+		b = pbwire.Varint(b, lkDroppedAttributes, count(l.DroppedAttributes))
+		b = pbwire.Fixed32(b, lkFlags, lflags)
+		b = pbwire.End(b, lk)
 	}
-	b = appendVarint(b, spDroppedLinks, count(s.DroppedLinks))
+	b = pbwire.Varint(b, spDroppedLinks, count(s.DroppedLinks))
 	b = appendStatus(b, s.StatusCode, s.StatusDescription)
-	b = appendFixed32(b, spFlags, flags)
-	return end(b, sp)
+	b = pbwire.Fixed32(b, spFlags, flags)
+	return pbwire.End(b, sp)
 }
 
 func kind(k trace.SpanKind) uint64 {
@@ -248,15 +249,15 @@ func kind(k trace.SpanKind) uint64 {
 // (UNSET 0, OK 1, ERROR 2); the description belongs to an error only. The
 // status is sent even when unset.
 func appendStatus(b []byte, code codes.Code, desc string) []byte {
-	b, st := begin(b, spStatus)
+	b, st := pbwire.Begin(b, spStatus)
 	switch code {
 	case codes.Error:
-		b = appendString(b, stMessage, desc)
-		b = appendVarint(b, stCode, statusError)
+		b = pbwire.String(b, stMessage, desc)
+		b = pbwire.Varint(b, stCode, statusError)
 	case codes.Ok:
-		b = appendVarint(b, stCode, statusOK)
+		b = pbwire.Varint(b, stCode, statusOK)
 	}
-	return end(b, st)
+	return pbwire.End(b, st)
 }
 
 func unixNano(t time.Time) uint64 {
@@ -273,10 +274,10 @@ func count(n int) uint64 {
 func appendKeyValues(b []byte, num protowire.Number, kvs []attribute.KeyValue) []byte {
 	for _, kv := range kvs {
 		var at int
-		b, at = begin(b, num)
-		b = appendString(b, kvKey, string(kv.Key))
+		b, at = pbwire.Begin(b, num)
+		b = pbwire.String(b, kvKey, string(kv.Key))
 		b = appendAnyValue(b, kvValue, kv.Value)
-		b = end(b, at)
+		b = pbwire.End(b, at)
 	}
 	return b
 }
@@ -284,7 +285,7 @@ func appendKeyValues(b []byte, num protowire.Number, kvs []attribute.KeyValue) [
 // appendAnyValue appends v as the AnyValue field num; a value of no type
 // is an AnyValue with nothing set (EMPTY).
 func appendAnyValue(b []byte, num protowire.Number, v attribute.Value) []byte {
-	b, av := begin(b, num)
+	b, av := pbwire.Begin(b, num)
 	switch v.Type() {
 	case attribute.BOOL:
 		b = protowire.AppendTag(b, avBool, protowire.VarintType)
@@ -313,77 +314,18 @@ func appendAnyValue(b []byte, num protowire.Number, v attribute.Value) []byte {
 		b = appendArray(b, v.AsSlice(), func(v attribute.Value) attribute.Value { return v })
 	case attribute.MAP:
 		var kl int
-		b, kl = begin(b, avKVList)
+		b, kl = pbwire.Begin(b, avKVList)
 		b = appendKeyValues(b, kvValues, v.AsMap())
-		b = end(b, kl)
+		b = pbwire.End(b, kl)
 	}
-	return end(b, av)
+	return pbwire.End(b, av)
 }
 
 // appendArray appends an AnyValue's array_value holding xs.
 func appendArray[T any](b []byte, xs []T, val func(T) attribute.Value) []byte {
-	b, arr := begin(b, avArray)
+	b, arr := pbwire.Begin(b, avArray)
 	for _, x := range xs {
 		b = appendAnyValue(b, kvValues, val(x))
 	}
-	return end(b, arr)
-}
-
-// begin starts the message field num; end, given what begin returned,
-// closes it by putting its length in front of it.
-func begin(b []byte, num protowire.Number) ([]byte, int) {
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return b, len(b)
-}
-
-func end(b []byte, start int) []byte {
-	n := len(b) - start
-	var l [binary.MaxVarintLen64]byte
-	size := protowire.AppendVarint(l[:0], uint64(n))
-	b = append(b, size...) // room for the length
-	copy(b[start+len(size):], b[start:start+n])
-	copy(b[start:], size)
-	return b
-}
-
-// The scalar fields of proto3: a zero value is not sent.
-
-func appendString(b []byte, num protowire.Number, s string) []byte {
-	if s == "" {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendString(b, s)
-}
-
-func appendBytes(b []byte, num protowire.Number, v []byte) []byte {
-	if len(v) == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.BytesType)
-	return protowire.AppendBytes(b, v)
-}
-
-func appendVarint(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.VarintType)
-	return protowire.AppendVarint(b, v)
-}
-
-func appendFixed64(b []byte, num protowire.Number, v uint64) []byte {
-	if v == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
-	return protowire.AppendFixed64(b, v)
-}
-
-func appendFixed32(b []byte, num protowire.Number, v uint32) []byte {
-	if v == 0 {
-		return b
-	}
-	b = protowire.AppendTag(b, num, protowire.Fixed32Type)
-	return protowire.AppendFixed32(b, v)
+	return pbwire.End(b, arr)
 }

@@ -2,14 +2,17 @@ package delivery
 
 import (
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/batonrun/baton/internal/pbwire"
 )
 
 // Asynq's Redis layout (v0.26, internal/base), which Enqueuer writes and
 // RedeliverStuck reads without linking Asynq: its client pulls in the
 // reflection-based protobuf runtime, which with the OTLP protos made up
-// 1.8 MB of the 14.2 MB enqueue binary. enqueue_test.go holds each of these against Asynq itself: a task
-// written here is read back by Asynq's Inspector and run by its Server,
-// and its message is byte for byte the one Asynq's client writes.
+// 1.8 MB of the 14.2 MB enqueue binary. enqueue_test.go holds each of
+// these against Asynq itself: a task written here is read back by Asynq's
+// Inspector and run by its Server, and its message is byte for byte the
+// one Asynq's client writes.
 
 // allQueues is the set of every queue name Asynq has seen.
 const allQueues = "asynq:queues"
@@ -44,22 +47,14 @@ const (
 )
 
 // taskMessage encodes a node delivery as Asynq's TaskMessage, fields in
-// number order as the protobuf runtime writes them.
+// number order as the protobuf runtime writes them (an empty payload is
+// left out, as proto3 does).
 func taskMessage(id, queue string, payload []byte) []byte {
 	b := make([]byte, 0, 32+len(TaskType)+len(payload)+len(id)+len(queue))
-	b = protowire.AppendTag(b, msgType, protowire.BytesType)
-	b = protowire.AppendString(b, TaskType)
-	if len(payload) > 0 {
-		b = protowire.AppendTag(b, msgPayload, protowire.BytesType)
-		b = protowire.AppendBytes(b, payload)
-	}
-	b = protowire.AppendTag(b, msgID, protowire.BytesType)
-	b = protowire.AppendString(b, id)
-	b = protowire.AppendTag(b, msgQueue, protowire.BytesType)
-	b = protowire.AppendString(b, queue)
-	b = protowire.AppendTag(b, msgRetry, protowire.VarintType)
-	b = protowire.AppendVarint(b, taskMaxRetry)
-	b = protowire.AppendTag(b, msgTimeout, protowire.VarintType)
-	b = protowire.AppendVarint(b, taskTimeout)
-	return b
+	b = pbwire.String(b, msgType, TaskType)
+	b = pbwire.Bytes(b, msgPayload, payload)
+	b = pbwire.String(b, msgID, id)
+	b = pbwire.String(b, msgQueue, queue)
+	b = pbwire.Varint(b, msgRetry, taskMaxRetry)
+	return pbwire.Varint(b, msgTimeout, taskTimeout)
 }
