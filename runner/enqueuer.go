@@ -11,8 +11,9 @@ import (
 )
 
 // enqueuer is the runtime's handle on internal/delivery, which puts nodes
-// on Asynq's queues for the client and the runtime alike; the sweeper calls it by
-// the names it had before the client moved out of this package.
+// on Asynq's queues for the client and the runtime alike; the sweeper
+// calls it by the names it had before the client moved out of this
+// package.
 type enqueuer struct{ delivery.Enqueuer }
 
 // newEnqueuer returns an enqueuer over rdb.
