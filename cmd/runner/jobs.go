@@ -120,4 +120,3 @@ func (c Config) stock(rconf redisconn.Config) (kinds.Stock, []string) {
 	}
 	return kinds.Stock{Exec: exec, HTTP: kinds.HTTPOptions{Egress: pol}}, names
 }
-
