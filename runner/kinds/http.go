@@ -158,7 +158,7 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		return nil, permanentf("http", "url", "%q is not an absolute http or https URL", in.URL)
 	}
 	if err := k.egress.CheckURL(in.URL); err != nil {
-		return nil, permanentf("http", "url", "%v", err)
+		return nil, runner.Permanent(fmt.Errorf("http: input: %q: %w", "url", err))
 	}
 	for name, v := range in.Headers {
 		if !validHeader(name, v) {

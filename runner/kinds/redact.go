@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"slices"
@@ -66,21 +67,58 @@ func (r *Redactor) String(s string) string {
 	return s
 }
 
-// JSON returns raw with every value replaced; when that leaves JSON that
-// is not valid (a value that was a number), the redacted text becomes a
-// JSON string.
+// JSON returns raw with every value replaced in its strings, its keys and
+// its numbers (a number that is a secret becomes the string Redacted).
+// raw that is not JSON is redacted as text, into a JSON string.
 func (r *Redactor) JSON(raw json.RawMessage) json.RawMessage {
-	if r == nil || raw == nil {
+	if r == nil || raw == nil || !r.any(string(raw)) {
 		return raw
 	}
-	s := r.String(string(raw))
-	if s == string(raw) {
-		return raw
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return textResult(r.String(string(raw)))
 	}
-	if json.Valid([]byte(s)) {
-		return json.RawMessage(s)
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(r.walk(v)) != nil {
+		return textResult(r.String(string(raw)))
 	}
-	return textResult(s)
+	return json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+}
+
+// any reports whether s holds a value in any form.
+func (r *Redactor) any(s string) bool {
+	for _, v := range r.values {
+		if strings.Contains(s, v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r *Redactor) walk(v any) any {
+	switch x := v.(type) {
+	case string:
+		return r.String(x)
+	case json.Number:
+		if red := r.String(x.String()); red != x.String() {
+			return red
+		}
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, e := range x {
+			out[r.String(k)] = r.walk(e)
+		}
+		return out
+	case []any:
+		for i, e := range x {
+			x[i] = r.walk(e)
+		}
+	}
+	return v
 }
 
 // Error returns err with its message redacted; errors.Is and errors.As
