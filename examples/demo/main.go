@@ -273,10 +273,10 @@ func (f *fleet) start(ctx context.Context, id, addr string, log *slog.Logger) er
 		_ = m.rdb.Close()
 		return err
 	}
-	kinds.RegisterStock(w)
 	// The demo's deploy API is an httptest server on loopback, which the
 	// http kind refuses unless allowed, as a runner's EGRESS_ALLOW does.
 	local, _ := egress.Parse("EGRESS_ALLOW", "127.0.0.1") // a valid entry
+	kinds.RegisterStockOnly(w, kinds.Stock{HTTP: kinds.HTTPOptions{Egress: local}}, nil)
 	w.Register("deploy-step", &deployStep{call: kinds.HTTPWith(kinds.HTTPOptions{Egress: local}), net: m.net, stage: f.stage})
 	if err := w.Start(ctx); err != nil {
 		_ = m.rdb.Close()
