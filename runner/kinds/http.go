@@ -84,6 +84,9 @@ func HTTP(client *http.Client) runner.Kind { return HTTPWith(HTTPOptions{Client:
 // lease or the node's own timeout ends the attempt.
 const HTTPDefaultTimeout = 30 * time.Second
 
+// httpDefaultTimeout is HTTPDefaultTimeout, shortened by tests.
+var httpDefaultTimeout = HTTPDefaultTimeout
+
 // HTTPOptions configures the http kind. The zero value is ready to use.
 type HTTPOptions struct {
 	// Client sends the requests. It is used as given, except that when its
@@ -183,7 +186,7 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	{
 		d, what := time.Duration(in.Timeout), "input timeout"
 		if d == 0 {
-			d, what = HTTPDefaultTimeout, "default timeout"
+			d, what = httpDefaultTimeout, "default timeout"
 		}
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, d,

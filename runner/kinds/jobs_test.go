@@ -173,3 +173,18 @@ func TestRegisterStockOnlyTheKindsNamed(t *testing.T) {
 	_, err = kinds.ParseKinds("KINDS", "exec,shell")
 	require.ErrorContains(t, err, `KINDS: "shell": not a stock kind`)
 }
+
+// An http node whose input sets no timeout still ends: a server that never
+// answers costs the default timeout, then a retryable error saying so.
+func TestHTTPHasADefaultTimeout(t *testing.T) {
+	defer kinds.SetHTTPDefaultTimeout(200 * time.Millisecond)()
+	srv, _ := hangingServer(t)
+	res := runAsync(context.Background(), localHTTP(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+	select {
+	case r := <-res:
+		require.ErrorContains(t, r.err, "default timeout 200ms")
+		assert.False(t, runner.IsPermanent(r.err))
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request without a timeout never ended")
+	}
+}
