@@ -167,8 +167,19 @@ func TestBinaryOutboundRequestsStayOutOfThePrivateNetwork(t *testing.T) {
 	assert.Contains(t, errs["by-name"], "address refused")
 	assert.Contains(t, errs["redirect"], "not followed")
 	assert.Contains(t, errs["redirect-followed"], "address refused")
-	rec := p.waitLog(t, "webhook_failed")
-	assert.Contains(t, rec["err"], "address refused")
+	// A webhook through the outside host's redirect: webhooks follow none.
+	submit(t, c, `{"id": "ssrf-hook-hop", "notify": {"url": "`+via+`"}, "nodes": [{"id": "a", "kind": "noop"}]}`)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		errs := map[string]string{}
+		for _, l := range strings.Split(p.log(), "\n") {
+			var rec map[string]any
+			if json.Unmarshal([]byte(l), &rec) == nil && rec["msg"] == "webhook_failed" {
+				errs[fmt.Sprint(rec["run_id"])] = fmt.Sprint(rec["err"])
+			}
+		}
+		assert.Contains(ct, errs["ssrf-run"], "address refused")
+		assert.Contains(ct, errs["ssrf-hook-hop"], "307")
+	}, 20*time.Second, 20*time.Millisecond)
 
 	// The admin's queue was never paused.
 	resp, err := http.Get("http://" + admin + "/monitor/api/queues")
