@@ -69,14 +69,7 @@ type refs struct {
 }
 
 // envAllowed reports whether $env may read name.
-func (r *refs) envAllowed(name string) bool {
-	for _, n := range r.envNames {
-		if n == name || (strings.HasSuffix(n, "*") && strings.HasPrefix(name, n[:len(n)-1])) {
-			return true
-		}
-	}
-	return false
-}
+func (r *refs) envAllowed(name string) bool { return envNamed(r.envNames, name) }
 
 // fileAllowed reports whether path, cleaned, lies under an allowed
 // directory. It reads nothing: links are followed at open.
