@@ -2,6 +2,7 @@ package fence_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/redistest"
 )
 
 func chunk(event, data string) fence.StreamChunk {
@@ -236,4 +238,49 @@ func TestStreamReadBlocks(t *testing.T) {
 		_, err = tb.store.ReadStream(tb.ctx, "bl", "x-1", 10, 0)
 		require.ErrorIs(t, err, fence.ErrInvalidID)
 	})
+}
+
+// TestStreamOnCluster: on a real 3-master Redis Cluster, runs of threads
+// in different shards append (every key of the script in the thread's
+// slot), a follower's XREAD of the stream and the events together is
+// served, and the run's retention reaches its stream.
+func TestStreamOnCluster(t *testing.T) {
+	rc := redistest.StartCluster(t, redistest.ClusterOptions{})
+	rdb := rc.Client()
+	s := fence.New(rdb, nil)
+	ctx := t.Context()
+	for i := range 4 {
+		run, thread := fmt.Sprintf("cr-%d", i), fmt.Sprintf("ct.%d", i)
+		a := spec(run, node("n"))
+		a.Thread = thread
+		_, err := s.Submit(ctx, a)
+		require.NoError(t, err)
+		c, err := s.Claim(ctx, fence.NodeRef{Thread: thread, Run: run, Node: "n"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		ids, err := s.AppendStream(ctx, c.Lease, 0, []fence.StreamChunk{chunk("values", `{"i":1}`)})
+		require.NoError(t, err)
+		again, err := s.AppendStream(ctx, c.Lease, 0, []fence.StreamChunk{chunk("values", `{"i":1}`)})
+		require.NoError(t, err)
+		require.Equal(t, ids, again)
+
+		es, evs, cur, err := s.WaitStream(ctx, fence.StreamCursor{Thread: thread, Run: run, Stream: "0", Event: "0"}, 100, time.Second)
+		require.NoError(t, err)
+		require.Len(t, es, 2, "metadata and the chunk")
+		require.NotEmpty(t, evs)
+		require.Equal(t, ids[0], cur.Stream)
+
+		_, err = s.Commit(ctx, c.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		_, err = s.AppendStream(ctx, c.Lease, 1, []fence.StreamChunk{chunk("values", `{}`)})
+		require.ErrorIs(t, err, fence.ErrNotRunning)
+	}
+	n, err := s.RetainFinished(ctx, time.Hour, 10)
+	require.NoError(t, err)
+	require.Equal(t, 4, n)
+	ttl, err := rdb.PTTL(ctx, s.Keys().Stream("ct.0", "cr-0")).Result()
+	require.NoError(t, err)
+	require.Greater(t, ttl, 59*time.Minute)
+	es, err := s.ReadStream(ctx, "cr-0", "-1", 0, 0)
+	require.NoError(t, err)
+	require.Len(t, es, 2)
 }
