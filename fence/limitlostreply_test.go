@@ -197,3 +197,36 @@ func TestLostCancelReplyHandsTheSlotOnOnce(t *testing.T) {
 		require.Empty(t, wl.take())
 	})
 }
+
+// A claim whose reply was lost after it took the node's only slot, retried
+// under its claim id: the replay answers with the node's limits, as the
+// first answer had them, so the attempt's end frees the slot and the next
+// node waiting for it runs. Before, the replay answered without them and
+// the slot stayed held forever.
+func TestReplayedClaimFreesItsSlotAtTheEnd(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		dropper, lossy := tb.lossyStore(t)
+		var wl wakeLog
+		tb.store.SetWake(wl.fn)
+		lossy.SetWake(wl.fn)
+		require.NoError(t, tb.store.SetLimit(tb.ctx, fence.Limit{Name: "one", Concurrency: 1}))
+		tb.submit(t, limited("first", "one=1"))
+		tb.submit(t, limited("next", "one=1"))
+		dropper.loseAfter("claim", 1, 1)
+		_, err := lossy.ClaimAs(tb.ctx, ref("first", "a"), "w", "claim-first", longTTL, grace)
+		require.ErrorIs(t, err, errReplyLost)
+		c, err := lossy.ClaimAs(tb.ctx, ref("first", "a"), "w", "claim-first", longTTL, grace)
+		require.NoError(t, err)
+		require.Equal(t, "one=1", c.Limits, "the replay names the node's limits")
+
+		_, err = tb.store.Claim(tb.ctx, ref("next", "a"), "w2", longTTL, grace)
+		require.ErrorIs(t, err, fence.ErrLimitWait)
+		_, err = tb.store.Commit(tb.ctx, c.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"next"}, wl.take(), "the end freed the slot and woke the waiter")
+		n := tb.claim(t, "next", "a", "w2", longTTL)
+		_, err = tb.store.Commit(tb.ctx, n.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, fence.LimitKeyState{Key: "one"}, tb.keyState(t, "one"), "no slot held at the end")
+	})
+}
