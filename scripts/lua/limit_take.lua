@@ -59,6 +59,23 @@ if mine then
     rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold))
     return {1, {}}
   end
+  if who == 'r:' and dl >= now and conc > 0 then
+    -- A slot handed on before the limit was lowered: taken back when
+    -- the claims running fill the limit now (the node waits again, at
+    -- the head of the queue).
+    local running = 0
+    local all = rcall('HGETALL', hKey)
+    for i = 1, #all, 2 do
+      local c, d = heldBy(all[i + 1])
+      if all[i] ~= '~c' and c ~= 'r:' and d >= now then running = running + 1 end
+    end
+    if running >= conc then
+      rcall('HDEL', hKey, ref)
+      rcall('HSET', hKey, '~c', conc)
+      waitFirst(wKey, ref .. '|' .. queue, now)
+      return {2, {}}
+    end
+  end
   if who == 'r:' or (prev ~= '' and who == prev) then
     move = dl >= now or who == prev
   elseif dl >= now then

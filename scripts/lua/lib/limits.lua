@@ -78,6 +78,26 @@ local function purgeHolders(hKey, now)
   return n
 end
 
+-- claimsHeld counts the slots of hKey held by claims, not by slots
+-- handed to woken waiters ("r:...").
+local function claimsHeld(hKey)
+  local all = rcall('HGETALL', hKey)
+  local n = 0
+  for i = 1, #all, 2 do
+    if all[i] ~= '~c' and string.sub(all[i + 1], 1, 2) ~= 'r:' then n = n + 1 end
+  end
+  return n
+end
+
+-- waitFirst puts self back at the head of the waiters wKey: a woken
+-- waiter whose handed slot a lowered limit took back keeps its turn.
+local function waitFirst(wKey, self, now)
+  local head = rcall('ZRANGE', wKey, 0, 0, 'WITHSCORES')
+  local score = now
+  if head[2] then score = math.min(tonumber(head[2]), now) - 0.001 end
+  rcall('ZADD', wKey, string.format('%.3f', score), self)
+end
+
 -- endLimitTail is how many keys follow the holders and waiters pairs of
 -- the scripts that end a claim: with a reported spend (ARGV), the
 -- definitions hash and each limit's rate state, 1 + #list; else none.
@@ -107,8 +127,9 @@ local function freeLimits(nodeKey, ref, claim, now, spend)
     local h = rcall('HMGET', hKey, ref, '~c')
     if h[1] == claim then
       rcall('HDEL', hKey, ref)
-      -- "~c" is the limit as the last claim read it: a lowered limit
-      -- hands on nothing until enough slots are back.
+      -- "~c" is the limit as now stored (limit_set.lua writes it with
+      -- the definition): a lowered limit hands on nothing until enough
+      -- slots are back.
       local held = rcall('HLEN', hKey) - 1
       handOn(hKey, wKey, (tonumber(h[2]) or 0) - held, now, wakes, ref)
     end
@@ -169,6 +190,14 @@ local function acquireLimits(list, first, ref, queue, claim, now)
     if pl.c > 0 then
       rcall('HSET', pl.h, '~c', pl.c)
       local mine = rcall('HGET', pl.h, ref)
+      if mine and string.sub(mine, 1, 2) == 'r:' and claimsHeld(pl.h) >= pl.c then
+        -- A slot handed on before the limit was lowered: the claims
+        -- running fill the limit now stored, so the slot is taken back
+        -- and the node waits again at the head of the queue.
+        rcall('HDEL', pl.h, ref)
+        waitFirst(pl.w, ref .. '|' .. queue, now)
+        return 'wait', l[1], wakes
+      end
       if not mine then
         local free = pl.c - purgeHolders(pl.h, now)
         local self = ref .. '|' .. queue
