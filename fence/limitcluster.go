@@ -167,19 +167,22 @@ func (s *Store) limitDefsSeen(ctx context.Context, costs []limitCost) ([]Limit, 
 	return out, nil
 }
 
-// giveBack frees the slots claimID holds under keys and hands them on
-// (limit_free.lua), in one pipeline: the claim did not happen. An error
-// leaves a holder that runs out at its deadline.
+// giveBack gives back the slots claimID holds under keys (limit_free.lua),
+// in one pipeline: the claim did not happen. A holder its take moved (a
+// takeover's, whose owner may have renewed its lease between the steps;
+// a slot handed to the node) is put back as it was; one it took is freed
+// and handed on. An error leaves a holder that runs out at its deadline.
 func (s *Store) giveBack(ctx context.Context, n NodeRef, claimID string, keys []string) {
-	s.freeKeys(ctx, n, claimID, keys, nil)
+	s.freeKeys(ctx, n, claimID, keys, nil, claimID != "")
 }
 
 // rateCharge is a cost to charge to one limit's rate (limit_free.lua).
 type rateCharge struct{ delta, rate, periodMS int64 }
 
-// freeKeys is giveBack, charging charge[key] to the rate of each key
-// that has one.
-func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []string, charge map[string]rateCharge) {
+// freeKeys frees the slots claimID holds under keys and hands them on,
+// charging charge[key] to the rate of each key that has one; restore puts
+// back what the claim's take moved instead (giveBack).
+func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []string, charge map[string]rateCharge, restore bool) {
 	if len(keys) == 0 {
 		return
 	}
@@ -188,7 +191,7 @@ func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []
 		k := keys[i]
 		c := charge[k]
 		return []string{s.keys.LimitHolders(k), s.keys.LimitWaiters(k), s.keys.LimitTAT(k)},
-			[]any{ref, claimID, "", c.delta, c.rate, c.periodMS}
+			[]any{ref, claimID, "", c.delta, c.rate, c.periodMS, boolArg(restore)}
 	})
 	for _, c := range cmds {
 		if r, ok := c.Val().([]any); ok && len(r) > 2 {
@@ -233,7 +236,7 @@ func (s *Store) freeClustered(ctx context.Context, l Lease, sp Spend, replay boo
 			}
 		}
 	}
-	s.freeKeys(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits), charge)
+	s.freeKeys(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits), charge, false)
 }
 
 // extendClustered extends, before a heartbeat on a Redis Cluster, the holders of every beat

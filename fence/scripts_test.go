@@ -122,7 +122,7 @@ var bindings = map[string]struct {
 	"schedule_fire": {2, 8, false, false, 0, 0},
 	// limits on a Redis Cluster: one limit key's keys, in its own slot.
 	"limit_take":   {3, 10, false, false, 0, 0},
-	"limit_free":   {3, 6, false, false, 0, 0},
+	"limit_free":   {3, 7, false, false, 0, 0},
 	"limit_extend": {2, 3, false, false, 0, 0},
 	"limit_use":    {3, 0, false, false, 0, 0},
 	"limit_conc":   {2, 1, false, false, 0, 0},

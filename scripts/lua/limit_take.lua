@@ -13,7 +13,11 @@ A call again with the same ref and claim id (its reply was lost) finds
 its own holder and answers as the first time, taking nothing again. A
 holder naming the node's last claim (ARGV[3]: a takeover of an expired
 lease, or an end whose limit_free was lost) or a slot handed to the node
-as a woken waiter becomes this claim's. A holder of another claim whose
+as a woken waiter becomes this claim's, keeping what it was
+("claim@DEADLINE>MOVED", lib/held.lua) for a give-back to restore if the
+claim does not happen. A handed slot is taken back instead (the node
+waits again, at the head of the queue) while claims fill the concurrency
+now passed: the limit was lowered after it was handed on. A holder of another claim whose
 deadline has not passed is a claim of the same node in flight: nothing
 is taken. A run-out holder counts for nothing and is dropped.
 
@@ -56,7 +60,8 @@ local mine = rcall('HGET', hKey, ref)
 if mine then
   local who, dl = heldBy(mine)
   if who == claim then
-    rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold))
+    local moved = movedFrom(mine)
+    rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold) .. (moved and ('>' .. moved) or ''))
     return {1, {}}
   end
   if who == 'r:' and dl >= now and conc > 0 then
@@ -114,7 +119,13 @@ if conc > 0 then
     end
     handOn(hKey, wKey, ahead, now, wakes, ref)
   end
-  rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold))
+  local held = claim .. '@' .. int(now + hold)
+  if move then
+    -- What was moved, for a give-back to restore (lib/held.lua); a
+    -- holder that itself kept one keeps only its own.
+    held = held .. '>' .. string.gsub(mine, '>.*$', '')
+  end
+  rcall('HSET', hKey, ref, held)
   rcall('ZREM', wKey, self)
 end
 if tat then rcall('SET', tKey, string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000) end
