@@ -187,6 +187,46 @@ func TestLimitChangesOnCluster(t *testing.T) {
 		require.Empty(t, cb.holders(t, "hand8"))
 	})
 
+	t.Run("a node naming two busy limits keeps its handed slot while it waits", func(t *testing.T) {
+		if testing.Short() {
+			t.Skip("waits 11 s")
+		}
+		for _, k := range []string{"sa", "sb"} {
+			require.NoError(t, cb.store.SetLimit(ctx, fence.Limit{Name: k, Concurrency: 1}))
+		}
+		for r, l := range map[string]string{"sya1": "sa=1", "sya2": "sa=1", "szb1": "sb=1", "szb2": "sb=1", "sx": "sa=1,sb=1"} {
+			res, err := cb.store.Submit(ctx, limited(r, l))
+			require.NoError(t, err)
+			require.True(t, res.Created)
+		}
+		ya1, err := cb.claim(t, "sya1", "w", "sya1c", longTTL)
+		require.NoError(t, err)
+		zb1, err := cb.claim(t, "szb1", "w", "szb1c", longTTL)
+		require.NoError(t, err)
+		wait := func(run string) {
+			t.Helper()
+			_, err := cb.claim(t, run, "w", run+"c", longTTL)
+			require.ErrorIs(t, err, fence.ErrLimitWait, "%s waits", run)
+		}
+		wait("sx")
+		wait("sya2")
+		_, err = cb.store.Commit(ctx, ya1.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"sx"}, cb.wakes.take())
+		wait("sx") // sa handed to it; sb busy
+		wait("szb2")
+		time.Sleep(11 * time.Second) // past the 10 s a handed slot lasts, on the masters' clocks
+		wait("sya2")                 // the sweeper's recheck: sa is still sx's
+		_, err = cb.store.Commit(ctx, zb1.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"sx"}, cb.wakes.take())
+		x, err := cb.claim(t, "sx", "w", "sxc", longTTL)
+		require.NoError(t, err, "sx runs with both slots")
+		_, err = cb.store.Commit(ctx, x.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{"sya2", "szb2"}, cb.wakes.take())
+	})
+
 	t.Run("a raised limit wakes its waiters at once", func(t *testing.T) {
 		cb.setLimit(t, "up8", 1, "uh1", "uw1", "uw2")
 		h, err := cb.claim(t, "uh1", "w", "uh1c", longTTL)

@@ -30,7 +30,10 @@ ARGV[5] the limit's rate (claims or units per period), with ARGV[4]
 ARGV[6] the rate's period, ms, with ARGV[4]
 ARGV[7] "1": a give-back of a claim that did not happen: a holder the
         claim's take moved (a takeover's, a handed slot) is put back as
-        it was, not deleted; "" for the end of a claim
+        it was, not deleted; "2": the same, the node waiting under a
+        later key, and a slot handed to it is kept for it past the
+        sweeper's next recheck (lib/limits.lua keepHanded); "" for the
+        end of a claim
 
 Returns
   {1, freed, {woken...}}  freed is 1 when this call freed the ref's slot;
@@ -50,9 +53,11 @@ local cur = rcall('HGET', hKey, ref)
 local who = heldBy(cur)
 if who and (who == claim or (claim == '' and who == 'r:')) then
   local moved = movedFrom(cur)
-  if ARGV[7] == '1' and moved then
+  if (ARGV[7] == '1' or ARGV[7] == '2') and moved then
     -- The take moved a live owner's holder (or a handed slot) to this
     -- claim, which then was refused: the owner keeps its slot.
+    local q = string.match(moved, '^r:%d+|(.*)$')
+    if ARGV[7] == '2' and q then moved = 'r:' .. int(now + limitRecheckMS + limitHoldMS) .. '|' .. q end
     rcall('HSET', hKey, ref, moved)
   else
     rcall('HDEL', hKey, ref)

@@ -98,6 +98,26 @@ local function waitFirst(wKey, self, now)
   rcall('ZADD', wKey, string.format('%.3f', score), self)
 end
 
+-- keepHanded keeps, for a node that waits under the key at position pos
+-- of order, the slots handed to it under the keys before it (a
+-- reservation "r:DEADLINE|QUEUE"): their deadline moves to past the
+-- sweeper's next recheck of the waiting node, whose claim keeps them
+-- again. Without it a node naming two busy limits lost the first one's
+-- slot while it waited for the second, and the second's while it waited
+-- again for the first, for as long as both stayed busy. A node that
+-- dies or is cancelled leaves them (leaveLimits, or the deadline).
+local function keepHanded(plan, order, pos, ref, now)
+  for p = 1, pos - 1 do
+    local pl = plan[order[p]]
+    if pl.c > 0 then
+      local q = string.match(rcall('HGET', pl.h, ref) or '', '^r:%d+|(.*)$')
+      if q then
+        rcall('HSET', pl.h, ref, 'r:' .. string.format('%d', now + limitRecheckMS + limitHoldMS) .. '|' .. q)
+      end
+    end
+  end
+end
+
 -- endLimitTail is how many keys follow the holders and waiters pairs of
 -- the scripts that end a claim: with a reported spend (ARGV), the
 -- definitions hash and each limit's rate state, 1 + #list; else none.
@@ -185,8 +205,15 @@ local function acquireLimits(list, first, ref, queue, claim, now)
     end
   end
   if dueKey then return 'rate', dueKey, math.ceil(due) end
-  for i, l in ipairs(list) do
-    local pl = plan[i]
+  -- Slots are looked at in key order, the same for every node (a
+  -- cluster's takes go in that order too): a node that waits under one
+  -- key keeps a slot handed to it under an earlier key (keepHanded), and
+  -- no two nodes can each keep what the other waits for.
+  local order = {}
+  for i = 1, #list do order[i] = i end
+  table.sort(order, function(a, b) return list[a][1] < list[b][1] end)
+  for pos, i in ipairs(order) do
+    local l, pl = list[i], plan[i]
     if pl.c > 0 then
       rcall('HSET', pl.h, '~c', pl.c)
       local mine = rcall('HGET', pl.h, ref)
@@ -196,6 +223,7 @@ local function acquireLimits(list, first, ref, queue, claim, now)
         -- and the node waits again at the head of the queue.
         rcall('HDEL', pl.h, ref)
         waitFirst(pl.w, ref .. '|' .. queue, now)
+        keepHanded(plan, order, pos, ref, now)
         return 'wait', l[1], wakes
       end
       if not mine then
@@ -214,6 +242,7 @@ local function acquireLimits(list, first, ref, queue, claim, now)
             if last[2] and tonumber(last[2]) >= now then score = tonumber(last[2]) + 0.001 end
             rcall('ZADD', pl.w, string.format('%.3f', score), self)
           end
+          keepHanded(plan, order, pos, ref, now)
           return 'wait', l[1], wakes
         end
         pl.take = ahead
