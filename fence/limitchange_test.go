@@ -1,7 +1,9 @@
 package fence_test
 
 import (
+	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -146,5 +148,48 @@ func TestRaisedLimitWakesWaiters(t *testing.T) {
 			cb.commit(t, r)
 		}
 		require.Empty(t, cb.wl.take())
+	})
+}
+
+// A limit of 0 or below, or a rate that does not parse, is refused with
+// ErrInvalidData naming the field, and nothing stored changes: the
+// definition, and the concurrency the key's frees hand on by.
+func TestSetLimitRefusesBadInput(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		cb := newChangeBundle(t, tb, "bad", 1, "h1", "w1")
+		require.True(t, cb.claim(t, "h1"))
+		require.False(t, cb.claim(t, "w1"))
+		for _, c := range []struct {
+			l    fence.Limit
+			want string
+		}{
+			{fence.Limit{Name: "bad", Concurrency: -1}, "concurrency: -1"},
+			{fence.Limit{Name: "bad"}, "concurrency, rate: set one or both"},
+			{fence.Limit{Name: "bad", Rate: -5, Period: time.Second}, "rate: -5"},
+			{fence.Limit{Name: "bad", Rate: 5}, "rate: period"},
+			{fence.Limit{Name: "bad", Concurrency: 3, Burst: -1}, "burst: -1"},
+		} {
+			err := tb.store.SetLimit(tb.ctx, c.l)
+			require.ErrorIs(t, err, fence.ErrInvalidData, "%+v", c.l)
+			require.ErrorContains(t, err, c.want)
+		}
+		for body, want := range map[string]string{
+			`{"name": "bad", "concurrency": 0}`:       "concurrency: 0",
+			`{"name": "bad", "rate": "ten/s"}`:        `rate: "ten/s"`,
+			`{"name": "bad", "rate": "10/fortnight"}`: "fortnight",
+		} {
+			var l fence.Limit
+			err := json.Unmarshal([]byte(body), &l)
+			require.ErrorIs(t, err, fence.ErrInvalidData, body)
+			require.ErrorContains(t, err, want)
+		}
+		limits, err := tb.store.Limits(tb.ctx)
+		require.NoError(t, err)
+		require.Equal(t, []fence.Limit{{Name: "bad", Concurrency: 1}}, limits, "the definition is unchanged")
+		require.Empty(t, cb.wl.take(), "no waiter woken")
+		cb.commit(t, "h1")
+		require.Equal(t, []string{"w1"}, cb.wl.take(), "the key still hands on by 1")
+		require.True(t, cb.claim(t, "w1"))
+		cb.commit(t, "w1")
 	})
 }
