@@ -102,10 +102,10 @@ type limitHarness struct {
 	seq    int
 	conc   map[string]int
 	runs   map[string]*lmRun
-	stale  []fence.Lease   // leases whose claim ended or was taken over
+	stale  []fence.Lease     // leases whose claim ended or was taken over
 	endBy  map[string]string // claim id -> the script that ended it ("" when taken over or expired)
-	woken  map[string]bool // runs handed a slot since their last claim
-	claims map[string]int  // key -> claims holding a slot after the last step
+	woken  map[string]bool   // runs handed a slot since their last claim
+	claims map[string]int    // key -> claims holding a slot after the last step
 }
 
 func newLimitHarness(t *testing.T, rt *rapid.T, tb *testBundle, d *replyDropper, lossy *fence.Store) *limitHarness {
