@@ -104,7 +104,7 @@ type limitHarness struct {
 	runs   map[string]*lmRun
 	stale  []fence.Lease     // leases whose claim ended or was taken over
 	endBy  map[string]string // claim id -> the script that ended it ("" when taken over or expired)
-	woken  map[string]bool   // runs handed a slot since their last claim
+	woken  map[string]bool   // runs handed a slot since their last successful claim
 	claims map[string]int    // key -> claims holding a slot after the last step
 }
 
@@ -272,8 +272,9 @@ func (h *limitHarness) claim(rt *rapid.T) {
 		m.counted++
 		delete(h.woken, run)
 	case errors.Is(err, fence.ErrLimitWait) && m.state == "READY":
+		// A node waiting under one key keeps a slot handed to it under an
+		// earlier one: it stays woken.
 		h.mayWait(run, before, err)
-		delete(h.woken, run)
 	default:
 		h.fatalf("claim: the store answered %v (node %s)", err, m.state)
 	}
