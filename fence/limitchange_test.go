@@ -193,3 +193,31 @@ func TestSetLimitRefusesBadInput(t *testing.T) {
 		cb.commit(t, "w1")
 	})
 }
+
+// A node running under a limit that is deleted and is then taken over
+// (its owner paused past the lease): the takeover moves the slot to the
+// new claim, whose end frees it. Before, the takeover left the old
+// claim's slot in place, no end ever freed it, and once the limit was set
+// again the key had one slot fewer, for good: with a concurrency of 1,
+// every later node waited forever.
+func TestTakeoverUnderDeletedLimitFreesTheSlot(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		cb := newChangeBundle(t, tb, "gone", 1, "p1", "n1")
+		old, err := tb.store.ClaimAs(tb.ctx, ref("p1", "a"), "paused", "old", shortTTL, grace)
+		require.NoError(t, err)
+		_, err = tb.store.DeleteLimit(tb.ctx, "gone")
+		require.NoError(t, err)
+		tb.advance(t, pastExpiry)
+		took, err := tb.store.ClaimAs(tb.ctx, ref("p1", "a"), "w2", "new", longTTL, grace)
+		require.NoError(t, err)
+		require.Equal(t, "paused", took.PrevOwner)
+		_, err = tb.store.Commit(tb.ctx, old.Lease, []byte(`1`), nil)
+		require.True(t, fence.IsFenced(err), "%v", err)
+		_, err = tb.store.Commit(tb.ctx, took.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		cb.set(t, 1)
+		require.True(t, cb.claim(t, "n1"), "the slot was freed by the takeover's end")
+		cb.commit(t, "n1")
+		require.Equal(t, fence.LimitKeyState{Key: "gone"}, tb.keyState(t, "gone"))
+	})
+}

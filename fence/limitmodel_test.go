@@ -86,7 +86,8 @@ type lmRun struct {
 	state     string // READY, RUNNING, SUCCEEDED, FAILED, CANCELLED
 	counted   int    // attempts that count against lmAttempts
 	lease     fence.Lease
-	expired   bool // its owner was paused past the lease (not taken over yet)
+	expired   bool            // its owner was paused past the lease (not taken over yet)
+	slots     map[string]bool // keys whose slot the current claim holds (none taken while a key had no concurrency)
 	cancelled bool
 }
 
@@ -133,6 +134,7 @@ func (h *limitHarness) actions() map[string]func(*rapid.T) {
 	return map[string]func(*rapid.T){
 		"":          h.check,
 		"setLimit":  h.setLimit,
+		"delete":    h.deleteLimit,
 		"submit":    h.submit,
 		"claim":     h.claim,
 		"claim2":    h.claim,
@@ -181,6 +183,19 @@ func (h *limitHarness) setLimit(rt *rapid.T) {
 		h.fatalf("set limit: %v", err)
 	}
 	h.conc[k] = c
+	h.settle()
+}
+
+// deleteLimit deletes a limit: it holds no node back from then on (its
+// concurrency reads 0 in the model), until set again.
+func (h *limitHarness) deleteLimit(rt *rapid.T) {
+	k := rapid.SampledFrom(lmKeys).Draw(rt, "key")
+	h.logf("delete limit %s (concurrency %d)", k, h.conc[k])
+	found, err := h.tb.store.DeleteLimit(h.tb.ctx, k)
+	if err != nil || found != (h.conc[k] > 0) {
+		h.fatalf("delete limit: %v, %v", found, err)
+	}
+	h.conc[k] = 0
 	h.settle()
 }
 
@@ -268,10 +283,15 @@ func (h *limitHarness) claim(rt *rapid.T) {
 		if c.Limits != m.limits {
 			h.fatalf("claim: limits %q, the node names %q", c.Limits, m.limits)
 		}
-		m.state, m.lease, m.expired = "RUNNING", c.Lease, false
+		slots := map[string]bool{}
+		for _, k := range m.keys {
+			// A takeover moves the slots the last claim held.
+			slots[k] = h.conc[k] > 0 || (m.state == "RUNNING" && m.slots[k])
+		}
+		m.state, m.lease, m.expired, m.slots = "RUNNING", c.Lease, false, slots
 		m.counted++
 		delete(h.woken, run)
-	case errors.Is(err, fence.ErrLimitWait) && m.state == "READY":
+	case errors.Is(err, fence.ErrLimitWait) && (m.state == "READY" || h.slotless(m)):
 		// A node waiting under one key keeps a slot handed to it under an
 		// earlier one: it stays woken.
 		h.mayWait(run, before, err)
@@ -292,6 +312,18 @@ func (h *limitHarness) claim(rt *rapid.T) {
 		}
 	}
 	h.settle()
+}
+
+// slotless reports whether m runs without a slot of a key that has a
+// concurrency now (it started while the key had none): its takeover
+// takes a slot as a new claim does, and may wait for one.
+func (h *limitHarness) slotless(m *lmRun) bool {
+	for _, k := range m.keys {
+		if h.conc[k] > 0 && !m.slots[k] {
+			return m.state == "RUNNING" && m.expired
+		}
+	}
+	return false
 }
 
 // recheckable are the runs holding a handed slot now.
@@ -325,6 +357,9 @@ func (h *limitHarness) mayWait(run string, before map[string]lmKey, err error) {
 		}
 		if mine != "" {
 			continue
+		}
+		if h.conc[k] == 0 {
+			continue // no limit: no reason to wait
 		}
 		ahead := slices.Index(st.waiters, ref)
 		if ahead < 0 {
@@ -522,7 +557,7 @@ func (h *limitHarness) check(*rapid.T) {
 		// every slot held by a claim is a running claim's.
 		for _, r := range lmRuns {
 			m := h.runs[r]
-			if m == nil || m.state != "RUNNING" || !slices.Contains(m.keys, k) {
+			if m == nil || m.state != "RUNNING" || !m.slots[k] {
 				continue
 			}
 			if got := st.holders[fence.Ref(r, r, "a")]; got != m.lease.ClaimID {
@@ -541,6 +576,14 @@ func (h *limitHarness) check(*rapid.T) {
 			if m := h.runs[run]; m == nil || m.state != "RUNNING" || m.lease.ClaimID != v {
 				h.fatalf("key %s: claim %s of %s holds a slot, but has ended", k, v, run)
 			}
+		}
+		if h.conc[k] == 0 {
+			// Deleted: no node waits for it; claims took no slot of it.
+			if len(st.waiters) > 0 {
+				h.fatalf("key %s: deleted, and %v wait", k, st.waiters)
+			}
+			h.claims[k] = st.claims
+			continue
 		}
 		// Never more than the concurrency, from each change on.
 		if st.claims > h.conc[k] && st.claims > h.claims[k] {

@@ -55,10 +55,11 @@ local rate, period, burst, cost = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber
 --@include limits
 --@include held
 
-local move = false
+local move, who = false, nil
 local mine = rcall('HGET', hKey, ref)
 if mine then
-  local who, dl = heldBy(mine)
+  local dl
+  who, dl = heldBy(mine)
   if who == claim then
     local moved = movedFrom(mine)
     rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold) .. (moved and ('>' .. moved) or ''))
@@ -127,6 +128,12 @@ if conc > 0 then
   end
   rcall('HSET', hKey, ref, held)
   rcall('ZREM', wKey, self)
+elseif move and who ~= 'r:' then
+  -- No concurrency now (the limit deleted): the takeover still moves the
+  -- holder, so that its end frees it.
+  rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold) .. '>' .. string.gsub(mine, '>.*$', ''))
+elseif move then
+  rcall('HDEL', hKey, ref)
 end
 if tat then rcall('SET', tKey, string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000) end
 return {1, wakes}

@@ -214,6 +214,17 @@ local function acquireLimits(list, first, ref, queue, claim, now)
   table.sort(order, function(a, b) return list[a][1] < list[b][1] end)
   for pos, i in ipairs(order) do
     local l, pl = list[i], plan[i]
+    if pl.c == 0 then
+      -- No concurrency governs the key now (deleted, or a rate only): a
+      -- holder of the node's last claim (a takeover) still moves to this
+      -- claim, whose end frees it; a handed slot is no longer needed.
+      local mine = rcall('HGET', pl.h, ref)
+      if mine and string.sub(mine, 1, 2) == 'r:' then
+        rcall('HDEL', pl.h, ref)
+      elseif mine then
+        pl.move = true
+      end
+    end
     if pl.c > 0 then
       rcall('HSET', pl.h, '~c', pl.c)
       local mine = rcall('HGET', pl.h, ref)
@@ -252,7 +263,7 @@ local function acquireLimits(list, first, ref, queue, claim, now)
   for i, l in ipairs(list) do
     local pl = plan[i]
     if pl.take then handOn(pl.h, pl.w, pl.take, now, wakes, ref) end
-    if pl.c > 0 then
+    if pl.c > 0 or pl.move then
       rcall('HSET', pl.h, ref, claim)
       rcall('ZREM', pl.w, ref .. '|' .. (queue or ''))
     end
