@@ -8,7 +8,8 @@
 -- limit's own master (TIME in these scripts; no other clock is ever
 -- compared with it). A slot handed to a woken waiter is "r:DEADLINE|QUEUE"
 -- as on a single server (lib/limits.lua handOn). Field "~c" holds the
--- concurrency the last take read, and is no slot.
+-- concurrency now set (limit_conc.lua writes it when the limit changes,
+-- each take as it read it), and is no slot.
 
 --
 -- A take that moved a holder to its claim (a takeover, or a slot handed

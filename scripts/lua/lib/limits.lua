@@ -17,7 +17,10 @@
 -- A slot is freed only by the claim that holds it: a stale owner's late
 -- end finds another claim id there and frees nothing. A freed slot goes
 -- to the first waiter at once (a reservation it has limitHoldMS to use),
--- returned for the caller to enqueue: no waiter polls.
+-- returned for the caller to enqueue: no waiter polls. Field "~c" of a
+-- holders hash is the concurrency the key's frees hand on by: the
+-- definition now stored (limit_set.lua writes it with the definition,
+-- claims as they read it), never an older one.
 local limitHoldMS = 10000  -- a woken waiter's time to claim its slot
 local limitRecheckMS = 30000 -- a waiting node is looked at again after this (lost wakes)
 
