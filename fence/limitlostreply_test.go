@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -228,5 +229,41 @@ func TestReplayedClaimFreesItsSlotAtTheEnd(t *testing.T) {
 		_, err = tb.store.Commit(tb.ctx, n.Lease, []byte(`1`), nil)
 		require.NoError(t, err)
 		require.Equal(t, fence.LimitKeyState{Key: "one"}, tb.keyState(t, "one"), "no slot held at the end")
+	})
+}
+
+// A claim told to wait that handed a free slot to the waiter ahead of it
+// on its way, whose reply was lost: resent under its claim id, it names
+// that waiter again, so the waiter is woken now rather than by the
+// sweeper's recheck 30 s later. (The free slot: a handed slot ran out.)
+func TestLostWaitingClaimReplyWakesAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		if tb.real() && testing.Short() {
+			t.Skip("waits 11 s on a real server's clock")
+		}
+		dropper, lossy := tb.lossyStore(t)
+		var wl wakeLog
+		tb.store.SetWake(wl.fn)
+		lossy.SetWake(wl.fn)
+		require.NoError(t, tb.store.SetLimit(tb.ctx, fence.Limit{Name: "one", Concurrency: 1}))
+		for _, r := range []string{"h", "w1", "w2", "x"} {
+			tb.submit(t, limited(r, "one=1"))
+		}
+		h := tb.claim(t, "h", "a", "w", longTTL)
+		for _, r := range []string{"w1", "w2"} {
+			_, err := tb.store.Claim(tb.ctx, ref(r, "a"), "w", longTTL, grace)
+			require.ErrorIs(t, err, fence.ErrLimitWait)
+		}
+		_, err := tb.store.Commit(tb.ctx, h.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"w1"}, wl.take())
+		tb.advance(t, 11*time.Second) // w1 never claims: its handed slot runs out
+		dropper.loseAfter("claim", 1, 1)
+		_, err = lossy.ClaimAs(tb.ctx, ref("x", "a"), "w", "claim-x", longTTL, grace)
+		require.ErrorIs(t, err, errReplyLost)
+		require.Empty(t, wl.take(), "the lost reply woke nobody")
+		_, err = lossy.ClaimAs(tb.ctx, ref("x", "a"), "w", "claim-x", longTTL, grace)
+		require.ErrorIs(t, err, fence.ErrLimitWait)
+		require.Equal(t, []string{"w2"}, wl.take(), "the resent claim names the waiter it handed the slot to")
 	})
 }

@@ -301,18 +301,6 @@ func (h *limitHarness) claim(rt *rapid.T) {
 		h.fatalf("claim: the store answered %v (node %s)", err, m.state)
 	}
 	h.rt.Logf("     -> %v", err)
-	if lost && !errors.Is(err, fence.ErrLimitWait) && err == nil {
-		h.settle()
-		return
-	}
-	if lost {
-		// A claim told to wait whose reply was lost: the waiters it handed
-		// slots to on its way are not named again by the retry; the
-		// sweeper's recheck of waiting nodes (30 s) wakes them.
-		for r := range h.recheckable() {
-			h.woken[r] = true
-		}
-	}
 	h.settle()
 }
 
@@ -326,20 +314,6 @@ func (h *limitHarness) slotless(m *lmRun) bool {
 		}
 	}
 	return false
-}
-
-// recheckable are the runs holding a handed slot now.
-func (h *limitHarness) recheckable() map[string]bool {
-	out := map[string]bool{}
-	for _, st := range h.keyStates() {
-		for ref, v := range st.holders {
-			if strings.HasPrefix(v, "r:") {
-				_, run, _, _ := fence.ParseRef(ref)
-				out[run] = true
-			}
-		}
-	}
-	return out
 }
 
 // mayWait checks that a claim told to wait had a reason to under the

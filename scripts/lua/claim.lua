@@ -81,7 +81,8 @@ Returns
   {-32, key, {woken...}}  no free slot under limit key: the node stays
          READY and waits first come first served (field waits), delivered
          again when a slot frees; woken lists "ref|queue" of waiters this
-         call handed a slot to, for the caller to enqueue
+         call handed a slot to, for the caller to enqueue (a call again
+         with the same claim id names again those still holding it)
   {-4, ready_at_ms, key}  a rate limit is spent until ready_at (field
          ready_at and waits say so); nothing taken
   A claim that woke waiters on its way appends {woken...} to its reply.
@@ -104,6 +105,7 @@ local releases, timeoutMS = tonumber(f[5]) or 0, tonumber(f[14]) or 0
 local descendants, dependents = f[10] or '[]', f[15] or '[]'
 
 --@include clock
+--@include woke
 if state == 'RUNNING' and f[9] == claimID then
   if cluster and (f[21] or '') ~= '' then
     -- A retried claim on a cluster: the slots first (limit_take.lua
@@ -118,11 +120,11 @@ if state == 'RUNNING' and f[9] == claimID then
   rcall('ZADD', leaseKey, renewedS, ref)
   -- Everything the first answer had: the node's limits (the caller frees
   -- them at the attempt's end) and the waiters it woke that still hold
-  -- the slot handed to them (noted under the claim id, lib/woke.lua).
---@include woke
+  -- the slot handed to them (noted under the claim id in field
+  -- claim_woke, lib/woke.lua).
   local out = {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
     tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]', f[20] or '', f[21] or ''}
-  local again = wokeAgain(nodeKey, claimID)
+  local again = wokeAgain(nodeKey, claimID, 'claim_woke')
   if again then out[#out + 1] = again end
   return out
 end
@@ -184,6 +186,13 @@ if limits ~= '' then
   elseif got == 'wait' then
     rcall('HSET', nodeKey, 'waits', 'limit:' .. key)
     rcall('ZADD', readyKey, int(now + limitRecheckMS), ref)
+    -- The waiters handed a slot on the way are noted under the claim id:
+    -- the same claim resent after a lost reply names them again.
+    if #x > 0 then
+      rcall('HSET', nodeKey, 'claim_woke', claimID .. ' ' .. table.concat(x, ' '))
+    else
+      x = wokeAgain(nodeKey, claimID, 'claim_woke') or {}
+    end
     return {-32, key, x}
   end
   wakes = key
@@ -228,6 +237,6 @@ local out = {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,
   tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]', f[20] or '', limits}
 if wakes and #wakes > 0 then
   out[#out + 1] = wakes
-  rcall('HSET', nodeKey, 'woke', claimID .. ' ' .. table.concat(wakes, ' '))
+  rcall('HSET', nodeKey, 'claim_woke', claimID .. ' ' .. table.concat(wakes, ' '))
 end
 return out
