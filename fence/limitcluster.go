@@ -126,7 +126,9 @@ func (s *Store) takeLimits(ctx context.Context, n NodeRef, claimID, limits, last
 		}
 		switch asInt(r[0]) {
 		case 1:
-			if l.Concurrency > 0 {
+			// A holder names the claim now (a slot, or a takeover's moved
+			// under a limit deleted since): a give-back must find it.
+			if l.Concurrency > 0 || (len(r) > 2 && asInt(r[2]) == 1) {
 				t.taken = append(t.taken, lc.key)
 			}
 			continue
