@@ -122,11 +122,15 @@ var bindings = map[string]struct {
 	"schedule_fire": {2, 8, false, false, 0, 0},
 	// limits on a Redis Cluster: one limit key's keys, in its own slot.
 	"limit_take":   {3, 10, false, false, 0, 0},
-	"limit_free":   {3, 6, false, false, 0, 0},
+	"limit_free":   {3, 7, false, false, 0, 0},
 	"limit_extend": {2, 3, false, false, 0, 0},
 	"limit_use":    {3, 0, false, false, 0, 0},
 	// stream_append: the chunks follow the fixed ARGV, two each.
 	"stream_append": {5, 11, false, true, 0, 0},
+	"limit_conc":    {2, 1, false, false, 0, 0},
+	// limit_set: the definitions and the index of keys seen, then the
+	// holders and waiters of each key seen under the limit.
+	"limit_set": {2, 2, true, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -323,6 +327,8 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.limitUseClustered(ctx, Limit{Name: k, Concurrency: 1}, []string{k})
 	require.NoError(t, err)
 	s.giveBack(ctx, NodeRef{Thread: run, Run: run, Node: "x"}, "c1", []string{k})
+	_, err = s.run(ctx, "limit_conc", lk[:2], 2)
+	require.NoError(t, err)
 
 	return a.Lease
 }
@@ -342,6 +348,10 @@ func TestBindings(t *testing.T) {
 	}
 
 	a := exerciseScripts(t, s, "r", "th")
+	// limit_set.lua runs on a single server only (its keys span slots),
+	// with the keys seen under the limit.
+	require.NoError(t, rdb.ZAdd(ctx, s.keys.LimitSeen(), redis.Z{Score: 1, Member: "lim-r"}).Err())
+	require.NoError(t, s.SetLimit(ctx, Limit{Name: "lim-r", Concurrency: 2}))
 	// guard.lua is bound by Guard (a downstream service's), not by Store.
 	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Token()))
 
