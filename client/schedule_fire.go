@@ -92,11 +92,12 @@ func (c *Client) fire(ctx context.Context, info fence.ScheduleInfo, now time.Tim
 	invalid := sched.Validate(c.limits)
 
 	var out []Fired
-	// The stored label names the tick; a schedule stored before labels
-	// has its tick labelled from its due time.
+	// The stored label names the tick. A schedule stored without one (by
+	// an earlier version, or rechecked while its definition did not parse)
+	// goes on from the first tick due at or after its due time.
 	next, stored := spec.Tick{Label: info.Tick, At: info.Next}, info.Tick
 	if next.Label == "" {
-		next = ticks.TickAt(info.Next)
+		next = ticks.After(info.Next.Add(-time.Nanosecond))
 	}
 	for range maxStepsPerCall {
 		step, due := ticks.Step(next, now, late, sched.Missed)
