@@ -97,7 +97,7 @@ func ParseCron(expr, tz string) (Ticks, error) {
 		return Ticks{}, &Error{Field: "cron", Msg: err.Error()}
 	}
 	if t.After(time.Now()).IsZero() {
-		return Ticks{}, &Error{Field: "cron", Msg: fmt.Sprintf("%s never fires", quote(e))}
+		return Ticks{}, &Error{Field: "cron", Msg: fmt.Sprintf("%s never fires: no time matches it in the next five years", quote(e))}
 	}
 	return t, nil
 }

@@ -35,7 +35,7 @@ func TestSchedulesAPI(t *testing.T) {
 	for _, bad := range []struct{ path, body, want string }{
 		{"/v1/schedules/nightly", `{"cron": "*/5 * * *", ` + run + `}`, "cron: "},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *", "tz": "Mars/Olympus", ` + run + `}`, "tz: "},
-		{"/v1/schedules/nightly", `{"cron": "0 0 30 2 *", ` + run + `}`, `{"field":"cron","message":"\"0 0 30 2 *\" never fires"}`},
+		{"/v1/schedules/nightly", `{"cron": "0 0 30 2 *", ` + run + `}`, `{"field":"cron","message":"\"0 0 30 2 *\" never fires: no time matches it`},
 		{"/v1/schedules/nightly", `{"cron": "0 3 * * *", "tz": "Europe/Pariss", ` + run + `}`, `{"field":"tz","message":"\"Europe/Pariss\" is not a known IANA time zone`},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *", "missed": "all", ` + run + `}`, "missed: "},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *", "run": {"nodes": [{"id": "a"}]}}`, "kind"},
