@@ -117,9 +117,9 @@ var bindings = map[string]struct {
 	"resume":       {5, 7, false, false, 0, 0},
 	"trace":        {1, 1, false, false, 0, 0},
 	// schedules: the schedule's hash and the index, in one slot.
-	"schedule_put":  {2, 3, false, false, 0, 0},
+	"schedule_put":  {2, 4, false, false, 0, 0},
 	"schedule_rm":   {2, 1, false, false, 0, 0},
-	"schedule_fire": {2, 8, false, false, 0, 0},
+	"schedule_fire": {2, 11, false, false, 0, 0},
 	// limits on a Redis Cluster: one limit key's keys, in its own slot.
 	"limit_take":   {3, 10, false, false, 0, 0},
 	"limit_free":   {3, 7, false, false, 0, 0},
@@ -285,7 +285,7 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.DeleteRun(ctx, thread+"-1")
 	require.NoError(t, err)
 	sched := "sched-" + run
-	gen, next, _, err := s.PutSchedule(ctx, sched, []byte(`{}`), time.UnixMilli(1000))
+	gen, next, _, err := s.PutSchedule(ctx, sched, []byte(`{}`), time.UnixMilli(1000), "")
 	require.NoError(t, err)
 	_, err = s.AdvanceSchedule(ctx, Advance{Name: sched, Gen: gen, Expected: next, Fired: next, Next: next.Add(time.Second)})
 	require.NoError(t, err)
