@@ -147,7 +147,7 @@ func TestPollInterval(t *testing.T) {
 
 func TestAdminAddr(t *testing.T) {
 	t.Parallel()
-	const token = "0123456789abcdef-token"
+	const token = strongToken
 	cases := []struct {
 		addr, token string
 		ok          bool

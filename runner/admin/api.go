@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
@@ -38,10 +39,13 @@ const (
 
 // api serves /v1/: the run API over a runner.Client.
 type api struct {
-	client    *runner.Client
-	maxBody   int64
-	log       *slog.Logger
-	followers followers // live event streams (follow.go)
+	client  *runner.Client
+	maxBody int64
+	log     *slog.Logger
+	// live event streams (follow.go)
+	followers    *followers
+	followMaxAge time.Duration
+	clientOf     func(*http.Request) string // proxies.client
 }
 
 func (a *api) routes() http.Handler {
