@@ -65,7 +65,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	// AdminAddr is where the admin HTTP server listens (probes, metrics,
 	// the Asynq UI, the run API). A host that is not loopback requires
-	// API_TOKEN. Default: 127.0.0.1:8080, or the next free port of the 20
+	// API_TOKEN; localhost and *.localhost bind 127.0.0.1, never looked
+	// up. Default: 127.0.0.1:8080, or the next free port of the 20
 	// after it when that one is taken (several runners on one host); set
 	// but empty: no admin server. A port set here that is taken fails the
 	// start.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/redistest"
 )
 
 // strongToken passes the runner's entropy check.
@@ -251,11 +254,12 @@ func TestBinaryLocalhostNameIsNotLookedUp(t *testing.T) {
 // how to make a good one; a generated one starts.
 func TestBinaryRefusesGuessableToken(t *testing.T) {
 	t.Parallel()
-	code, stderr := exitOf(t, map[string]string{"API_TOKEN": "changeme-changeme", "ADMIN_ADDR": "0.0.0.0:0"})
+	closed := "redis://127.0.0.1:" + strconv.Itoa(redistest.FreePort(t)) + "/0" // never reached
+	code, stderr := exitOf(t, map[string]string{"API_TOKEN": "changeme-changeme", "ADMIN_ADDR": "0.0.0.0:0", "REDIS_URL": closed})
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, "API_TOKEN looks guessable")
 	assert.Contains(t, stderr, "openssl rand -hex 32")
-	code, stderr = exitOf(t, map[string]string{"TRUSTED_PROXY": "10.0.0.1, not-an-ip"})
+	code, stderr = exitOf(t, map[string]string{"TRUSTED_PROXY": "10.0.0.1, not-an-ip", "REDIS_URL": closed})
 	assert.Equal(t, exitUsage, code, stderr)
 	assert.Contains(t, stderr, `TRUSTED_PROXY "not-an-ip"`)
 }

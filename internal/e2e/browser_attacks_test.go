@@ -127,8 +127,14 @@ func TestBrowserAttacksInChromium(t *testing.T) {
 			chromedp.SendKeys(chromedp.ID("token"), token),
 			chromedp.Click(chromedp.ID("login-submit")),
 		))
-		loc, err := chromedp.Run(ctx, chromedp.Poll[string](`location.pathname !== '/login' && location.href`, chromedp.WithPollingTimeout(20*time.Second)))
-		require.NoError(t, err)
+		// The page navigates twice (the post, then its redirect): ask
+		// again while an evaluation meets a navigation.
+		var loc string
+		waitUntil(t, 20*time.Second, "the login to lead somewhere", func() bool {
+			l, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.readyState === 'complete' && location.pathname !== '/login' ? location.href : ''`))
+			loc = l
+			return err == nil && l != ""
+		})
 		assert.True(t, strings.HasPrefix(loc, "http://"+guarded.admin+"/"), "the login led to %s", loc)
 		assert.NotContains(t, evil.seen(), "GET /phished")
 	})

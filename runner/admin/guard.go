@@ -64,7 +64,10 @@ func (g guard) wrap(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.token == "" {
 			if !loopbackCaller(r) {
-				g.log.Warn("caller_refused", "host", r.Host, "remote_addr", r.RemoteAddr, "path", r.URL.Path)
+				client := g.proxies.client(r)
+				g.throttle.refused(client, func(n int) { // logged at a rate, as wrong tokens are
+					g.log.Warn("caller_refused", "client", client, "host", r.Host, "refused", n, "last_path", r.URL.Path)
+				})
 				writeError(w, http.StatusForbidden, "refused: without API_TOKEN only callers on this machine "+
 					"(a loopback peer addressing a loopback host, not through a proxy) are served")
 				return
