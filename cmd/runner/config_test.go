@@ -35,6 +35,9 @@ func TestDefaults(t *testing.T) {
 		ScheduleInterval: time.Second,
 		ScheduleLate:     time.Minute,
 
+		EventStreamsPerClient: 8,
+		EventStreamMaxAge:     10 * time.Minute,
+
 		adminAddrDefault: true,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
