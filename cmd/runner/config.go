@@ -65,7 +65,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	// AdminAddr is where the admin HTTP server listens (probes, metrics,
 	// the Asynq UI, the run API). A host that is not loopback requires
-	// API_TOKEN. Default: 127.0.0.1:8080, or the next free port of the 20
+	// API_TOKEN; localhost and *.localhost bind 127.0.0.1, never looked
+	// up. Default: 127.0.0.1:8080, or the next free port of the 20
 	// after it when that one is taken (several runners on one host); set
 	// but empty: no admin server. A port set here that is taken fails the
 	// start.
@@ -79,8 +80,28 @@ type Config struct {
 	// warning at start).
 	WebhookSecret string `env:"WEBHOOK_SECRET"`
 	// APIToken, when set, is required as "Authorization: Bearer <token>"
-	// by the run API and the UI (at least 16 characters). Default: empty.
+	// by the run API and the UI: at least 16 characters and random enough
+	// by admin.TokenBits (generate one: openssl rand -hex 32). Default:
+	// empty; the admin server then serves only callers on this machine
+	// (a loopback peer addressing a loopback host, not through a proxy).
 	APIToken string `env:"API_TOKEN"`
+	// TrustedProxy lists the addresses (IPs or CIDR prefixes, comma
+	// separated) of a TLS-terminating reverse proxy in front of the admin
+	// server. From these peers only, "X-Forwarded-Proto: https" makes the
+	// session cookie Secure and X-Forwarded-For names the client for the
+	// per-client limits. Requires API_TOKEN. Default: empty.
+	TrustedProxy string `env:"TRUSTED_PROXY"`
+	// MonitorReadOnly makes the Asynq UI (/monitor/) read-only: anything
+	// but GET and HEAD is refused with 405. Default: false; every change
+	// made through it is logged (monitor_action) with who made it.
+	MonitorReadOnly bool `env:"MONITOR_READ_ONLY" envDefault:"false"`
+	// EventStreamsPerClient bounds the live event streams
+	// (/v1/runs/{id}/events?follow=1) one client address holds at once, of
+	// the admin server's 16. Default: 8.
+	EventStreamsPerClient int `env:"EVENT_STREAMS_PER_CLIENT" envDefault:"8"`
+	// EventStreamMaxAge is how long one live event stream is served
+	// before it is closed; clients resume with Last-Event-ID. Default: 10m.
+	EventStreamMaxAge time.Duration `env:"EVENT_STREAM_MAX_AGE" envDefault:"10m"`
 	// LogLevel is debug, info, warn or error. Default: info.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is text or json. Default: text.
@@ -274,12 +295,27 @@ func (c Config) validate(skip map[string]bool) error {
 		}
 	}
 	if c.APIToken != "" {
-		if len(c.APIToken) < minTokenLen {
+		switch {
+		case len(c.APIToken) < minTokenLen:
 			bad("API_TOKEN", "is %d characters: want at least %d", len(c.APIToken), minTokenLen)
-		}
-		if strings.IndexFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		case strings.IndexFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
 			bad("API_TOKEN", "holds whitespace or control characters")
+		default:
+			if err := admin.CheckToken(c.APIToken); err != nil {
+				bad("API_TOKEN", "%v", err)
+			}
 		}
+	}
+	if _, err := admin.ParseTrustedProxies(c.TrustedProxy); err != nil {
+		bad("TRUSTED_PROXY", "%v", err)
+	} else if c.TrustedProxy != "" && c.APIToken == "" {
+		bad("TRUSTED_PROXY", "is set and API_TOKEN is empty: behind a proxy every caller looks local, so set API_TOKEN")
+	}
+	if c.EventStreamsPerClient < 1 || c.EventStreamsPerClient > admin.MaxFollowers {
+		bad("EVENT_STREAMS_PER_CLIENT", "%d: want 1 to %d", c.EventStreamsPerClient, admin.MaxFollowers)
+	}
+	if c.EventStreamMaxAge < time.Second {
+		bad("EVENT_STREAM_MAX_AGE", "%s: want at least 1s", c.EventStreamMaxAge)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)

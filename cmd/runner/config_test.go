@@ -36,6 +36,9 @@ func TestDefaults(t *testing.T) {
 		ScheduleLate:     time.Minute,
 		Jobs:             JobsConfig{Kinds: "exec,http,sleep,noop"},
 
+		EventStreamsPerClient: 8,
+		EventStreamMaxAge:     10 * time.Minute,
+
 		adminAddrDefault: true,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
@@ -148,7 +151,7 @@ func TestPollInterval(t *testing.T) {
 
 func TestAdminAddr(t *testing.T) {
 	t.Parallel()
-	const token = "0123456789abcdef-token"
+	const token = strongToken
 	cases := []struct {
 		addr, token string
 		ok          bool

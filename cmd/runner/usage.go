@@ -33,8 +33,14 @@ const envHelp = `Environment (default in brackets):
   ADMIN_ADDR          [127.0.0.1:8080] admin HTTP listen address; set empty to disable.
                       Unset and 8080 taken: the next free port up to 8100 (logged);
                       set and taken: the runner exits 1
-  API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars); required
-                      when ADMIN_ADDR is not loopback
+  API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars, random:
+                      openssl rand -hex 32); required when ADMIN_ADDR is not loopback;
+                      without it only callers on this machine are served
+  TRUSTED_PROXY       [none] IPs/CIDRs of a TLS proxy in front: its X-Forwarded-Proto makes
+                      the cookie Secure, its X-Forwarded-For names the client; needs API_TOKEN
+  MONITOR_READ_ONLY   [false] the Asynq UI (/monitor/) answers GET and HEAD only
+  EVENT_STREAMS_PER_CLIENT [8] live event streams one client address may hold (of 16)
+  EVENT_STREAM_MAX_AGE [10m] a live event stream is closed after this; clients resume
   WEBHOOK_SECRET      [none] HMAC-SHA256 key of run webhooks (Baton-Signature); unset: unsigned
   LOG_LEVEL           [info] debug, info, warn or error
   LOG_FORMAT          [text] text or json
