@@ -41,7 +41,7 @@ type ExecOptions struct {
 	// RedisURL, when set, is handed to the command as BATON_REDIS_URL,
 	// with Prefix as BATON_PREFIX: the worker's Redis and key prefix, so
 	// the command can keep its own fenced checkpoints (a LangGraph saver,
-	// see examples/langgraph-js). The command can then do anything in that
+	// see js). The command can then do anything in that
 	// Redis: run only trusted commands. Default (empty): neither is set.
 	RedisURL string
 	// Prefix is baton's key prefix (the runner's BATON_PREFIX). Default

@@ -1,12 +1,12 @@
 // Command gen copies the scripts the LangGraph savers call from scripts/lua
-// into examples/langgraph-js/lua (the npm package) and
-// examples/langgraph-py/baton_langgraph/lua (the Python package), expanded
+// into js/lua (the npm package) and
+// python/baton_langgraph/lua (the Python package), expanded
 // exactly as Redis runs them (lua.Source), so both packages ship them and
 // nobody edits them by hand. TestGeneratedLuaIsSource fails when a copy
 // differs from its source.
 //
-//	go run ./examples/langgraph-js/gen   # from the repository root: both copies
-//	go run ./examples/langgraph-js/gen -out DIR   # only into DIR
+//	go run ./js/gen   # from the repository root: both copies
+//	go run ./js/gen -out DIR   # only into DIR
 package main
 
 import (
@@ -41,18 +41,18 @@ func main() {
 	}
 }
 
-// outDirs are the packages' script folders, examples/langgraph-js/lua and
-// examples/langgraph-py/baton_langgraph/lua, found from this file's place,
+// outDirs are the packages' script folders, js/lua and
+// python/baton_langgraph/lua, found from this file's place,
 // so the command works from any working directory.
 func outDirs() []string {
 	return []string{
-		filepath.Join(examplesDir(), "langgraph-js", "lua"),
-		filepath.Join(examplesDir(), "langgraph-py", "baton_langgraph", "lua"),
+		filepath.Join(repoDir(), "js", "lua"),
+		filepath.Join(repoDir(), "python", "baton_langgraph", "lua"),
 	}
 }
 
-// examplesDir is the repository's examples folder.
-func examplesDir() string {
+// repoDir is the repository's root folder.
+func repoDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }

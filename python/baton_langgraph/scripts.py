@@ -1,5 +1,5 @@
 """The Lua scripts BatonSaver runs: the very text of scripts/lua as Redis runs
-it for baton itself, copied into ./lua by `go run ./examples/langgraph-js/gen`
+it for baton itself, copied into ./lua by `go run ./js/gen`
 (a Go test keeps the copies identical). Never edit the copies."""
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ watcher reads the node's hash and Redis's clock about once per heartbeat
 interval and reports the claim lost when the node's epoch or claim id moved
 on, the node is no longer RUNNING, its run was cancelled, or its lease
 deadline passed on Redis's clock: the same check as the LangGraph.js saver's
-(examples/langgraph-js/src/watch.js). When Redis cannot be read it trusts the last deadline it saw, measured
+(js/src/watch.js). When Redis cannot be read it trusts the last deadline it saw, measured
 on the local monotonic clock from when that read started, and no longer.
 """
 

@@ -15,13 +15,13 @@ import (
 func TestGeneratedLuaIsSource(t *testing.T) {
 	t.Parallel()
 	for _, dir := range outDirs() {
-		rel, err := filepath.Rel(examplesDir(), dir)
+		rel, err := filepath.Rel(repoDir(), dir)
 		if err != nil {
 			t.Fatal(err)
 		}
 		entries, err := os.ReadDir(dir)
 		if err != nil {
-			t.Fatalf("%v (run: go run ./examples/langgraph-js/gen)", err)
+			t.Fatalf("%v (run: go run ./js/gen)", err)
 		}
 		var shipped []string
 		for _, e := range entries {
@@ -30,7 +30,7 @@ func TestGeneratedLuaIsSource(t *testing.T) {
 			}
 		}
 		if !slices.Equal(slices.Sorted(slices.Values(shipped)), slices.Sorted(slices.Values(scripts))) {
-			t.Errorf("examples/%s holds %v, want %v", rel, shipped, scripts)
+			t.Errorf("%s holds %v, want %v", rel, shipped, scripts)
 		}
 		for _, name := range scripts {
 			want, err := lua.Source(name)
@@ -39,11 +39,11 @@ func TestGeneratedLuaIsSource(t *testing.T) {
 			}
 			got, err := os.ReadFile(filepath.Join(dir, name+".lua"))
 			if err != nil {
-				t.Fatalf("%v (run: go run ./examples/langgraph-js/gen)", err)
+				t.Fatalf("%v (run: go run ./js/gen)", err)
 			}
 			if string(got) != want {
-				t.Errorf("examples/%s/%s.lua differs from scripts/lua/%s.lua as expanded: "+
-					"run go run ./examples/langgraph-js/gen, never edit the copy", rel, name, name)
+				t.Errorf("%s/%s.lua differs from scripts/lua/%s.lua as expanded: "+
+					"run go run ./js/gen, never edit the copy", rel, name, name)
 			}
 		}
 	}

@@ -34,7 +34,7 @@ def bin_dir():
 
 @pytest.fixture(scope="session")
 def batonctl_bin(bin_dir) -> str:
-    return go_build("./examples/langgraph-js/internal/batonctl", bin_dir, "batonctl")
+    return go_build("./js/internal/batonctl", bin_dir, "batonctl")
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
 """Test harness: a real redis-server on a free port, and batonctl (built from
-this repository: examples/langgraph-js/internal/batonctl) to submit runs and
+this repository: js/internal/batonctl) to submit runs and
 claim their nodes through baton's Go code, so every lease a test writes with
 is a live claim the real scripts know."""
 
@@ -21,7 +21,7 @@ import redis
 from baton_langgraph import Lease
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
-REPO_ROOT = PACKAGE_DIR.parent.parent
+REPO_ROOT = PACKAGE_DIR.parent
 
 
 def free_port() -> int:

@@ -1,6 +1,6 @@
 // The Lua scripts BatonSaver runs: the very text of scripts/lua as Redis
 // runs it for baton itself, copied into ../lua by `go run
-// ./examples/langgraph-js/gen` (a Go test keeps the copies identical).
+// ./js/gen` (a Go test keeps the copies identical).
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 

@@ -13,7 +13,7 @@ import { Redis } from "ioredis";
 
 /** The package's directory and the repository root above it. */
 export const packageDir = resolve(dirname(fileURLToPath(import.meta.url)), "..");
-export const repoRoot = resolve(packageDir, "..", "..");
+export const repoRoot = resolve(packageDir, "..");
 
 export async function freePort() {
   return new Promise((ok, fail) => {
@@ -72,7 +72,7 @@ export function buildBatonctl() {
   const cleanup = () => rmSync(dir, { recursive: true, force: true });
   const go = process.env.GO || "go";
   try {
-    execFileSync(go, ["build", "-o", bin, "./examples/langgraph-js/internal/batonctl"], { cwd: repoRoot, stdio: "inherit" });
+    execFileSync(go, ["build", "-o", bin, "./js/internal/batonctl"], { cwd: repoRoot, stdio: "inherit" });
   } catch (err) {
     cleanup();
     if (err.code === "ENOENT") {
