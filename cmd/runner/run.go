@@ -107,6 +107,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		execURL = cmp.Or(rconf.URL, redisconn.DefaultURL)
 	}
 	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: execURL, Prefix: cfg.Prefix})
+	stopGraphs, err := startGraphs(ctx, cfg, w, execURL, log) // graphs.go
+	if err != nil {
+		return err
+	}
+	defer stopGraphs()
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
 		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes}})
 	if err != nil {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/batonrun/baton/langgraph"
+	"github.com/batonrun/baton/runner"
+)
+
+// startGraphs serves the graphs of LANGGRAPH_CONFIG, if set, as the node
+// kind "graph": it reads the project's langgraph.json and starts the graph
+// worker, which imports every graph before the runner claims anything, so
+// a graph that fails to import stops the start with its traceback. The
+// returned func stops the worker.
+func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, redisURL string, log *slog.Logger) (func(), error) {
+	if cfg.LangGraphConfig == "" {
+		return func() {}, nil
+	}
+	p, err := langgraph.Load(cfg.LangGraphConfig)
+	if err != nil {
+		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
+	}
+	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, RedisURL: redisURL,
+		Prefix: cfg.Prefix, MaxAttempts: cmp.Or(cfg.LangGraphMaxAttempts, cfg.Concurrency),
+		StopGrace: cfg.ShutdownTimeout, Streamer: graphStreamer(), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
+	}
+	if err := k.Start(ctx); err != nil {
+		return nil, fmt.Errorf("LANGGRAPH_CONFIG %s: %w", p.Path, err)
+	}
+	w.Register(langgraph.KindName, k)
+	log.Info("graphs_served", "config", p.Path, "graphs", len(p.Graphs), "kind", langgraph.KindName,
+		"python", cfg.LangGraphPython)
+	return k.Close, nil
+}
+
+// graphStreamer is where the graphs' stream chunks go: nowhere until the
+// run's stream exists in the store.
+func graphStreamer() langgraph.Streamer { return nil }

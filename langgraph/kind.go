@@ -1,0 +1,365 @@
+package langgraph
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/runner"
+)
+
+// KindName is the node kind that runs a graph of the project:
+// {"kind": "graph", "input": {"graph": "agent", "input": {...}}}.
+const KindName = "graph"
+
+// Chunk is one item of a graph's stream: its mode ("values", "updates",
+// "messages", "custom", "tasks", "checkpoints", "debug") and its data.
+type Chunk struct {
+	Event string
+	Data  json.RawMessage
+}
+
+// Streamer writes an attempt's chunks, in order, to its run's stream. An
+// error that fence.IsFenced matches means the attempt lost its claim: the
+// graph is cancelled. Any other error is logged and the chunks dropped.
+type Streamer interface {
+	Stream(ctx context.Context, t *runner.Task, chunks []Chunk) error
+}
+
+// StreamFunc adapts a function to Streamer.
+type StreamFunc func(ctx context.Context, t *runner.Task, chunks []Chunk) error
+
+// Stream calls f.
+func (f StreamFunc) Stream(ctx context.Context, t *runner.Task, chunks []Chunk) error {
+	return f(ctx, t, chunks)
+}
+
+// Options configure the graph workers of a project.
+type Options struct {
+	// Python is the interpreter of the Python graphs, the project's own
+	// virtualenv's (LANGGRAPH_PYTHON), with baton-langgraph installed.
+	// Default: "python3".
+	Python string
+	// RedisURL and Prefix are the store the worker's savers write to: the
+	// runner's.
+	RedisURL, Prefix string
+	// MaxAttempts is how many attempts one worker process runs at once.
+	// Default: 10.
+	MaxAttempts int
+	// StartTimeout bounds loading the graphs. Default: 2m.
+	StartTimeout time.Duration
+	// CancelWait is how long a cancelled attempt waits for the worker to
+	// say its graph's task ended. Default: 5s.
+	CancelWait time.Duration
+	// StopGrace is how long Close gives the worker to exit. Default: 5s.
+	StopGrace time.Duration
+	// Streamer receives the chunks of the stream modes a node asks for;
+	// nil drops them.
+	Streamer Streamer
+	Logger   *slog.Logger
+}
+
+// Kind runs the project's graphs in a warm worker process, started by
+// Start, restarted when it dies. It is a runner.Kind: the runner claims
+// the node, renews its lease, commits or parks it; Kind hands the attempt
+// to the worker and waits for its outcome.
+type Kind struct {
+	project *Project
+	opts    Options
+	log     *slog.Logger
+	slots   chan struct{}
+
+	mu  sync.Mutex
+	cur *process
+}
+
+// New returns the kind of a project's graphs. A JS graph is refused for
+// now: only the Python worker exists (docs/graph-workers.md).
+func New(p *Project, o Options) (*Kind, error) {
+	o.Python = cmp.Or(o.Python, "python3")
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = 10
+	}
+	o.StartTimeout = cmp.Or(o.StartTimeout, 2*time.Minute)
+	o.CancelWait = cmp.Or(o.CancelWait, 5*time.Second)
+	o.StopGrace = cmp.Or(o.StopGrace, 5*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.RedisURL == "" {
+		return nil, fmt.Errorf("%w: the graph worker needs the runner's REDIS_URL (cluster and sentinel modes are not supported yet)", ErrConfig)
+	}
+	for _, id := range slices.Sorted(maps.Keys(p.Graphs)) {
+		if g := p.Graphs[id]; g.Lang != "python" {
+			return nil, fmt.Errorf("%w: %s: graph %q (%s): JavaScript graphs are not served yet, only Python ones",
+				ErrConfig, p.Path, id, g.File)
+		}
+	}
+	return &Kind{project: p, opts: o, log: o.Logger, slots: make(chan struct{}, o.MaxAttempts)}, nil
+}
+
+// Start starts the worker and returns once it has imported every graph,
+// or with the import error and its traceback.
+func (k *Kind) Start(ctx context.Context) error {
+	_, err := k.process()
+	return err
+}
+
+// Close stops the worker: it cancels what it still runs and exits; it is
+// killed after StopGrace.
+func (k *Kind) Close() {
+	k.mu.Lock()
+	pr := k.cur
+	k.cur = nil
+	k.mu.Unlock()
+	if pr != nil {
+		pr.stop(k.opts.StopGrace)
+	}
+}
+
+// PID is the worker process's id, 0 when none runs (tests kill it).
+func (k *Kind) PID() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cur == nil || k.cur.dead() {
+		return 0
+	}
+	return k.cur.pid
+}
+
+// process returns the live worker, starting one if none is.
+func (k *Kind) process() (*process, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cur != nil && !k.cur.dead() {
+		return k.cur, nil
+	}
+	restart := k.cur != nil
+	pr, err := startProcess(k.project, k.opts, k.log)
+	if err != nil {
+		return nil, err
+	}
+	if restart {
+		k.log.Warn("graph_worker_restarted", "pid", pr.pid)
+	}
+	k.cur = pr
+	return pr, nil
+}
+
+// input is a graph node's input.
+type input struct {
+	Graph      string          `json:"graph"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Command    json.RawMessage `json:"command,omitempty"`
+	Config     json.RawMessage `json:"config,omitempty"`
+	StreamMode json.RawMessage `json:"stream_mode,omitempty"`
+}
+
+var streamModes = []string{"values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints", "debug"}
+
+func (k *Kind) parse(raw json.RawMessage) (input, []string, error) {
+	var in input
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return in, nil, fmt.Errorf("graph node input: %w (want {\"graph\", \"input\", \"command\", \"config\", \"stream_mode\"})", err)
+	}
+	if _, ok := k.project.Graphs[in.Graph]; !ok {
+		return in, nil, fmt.Errorf("unknown graph %q: %s has %s", in.Graph, k.project.Path,
+			strings.Join(slices.Sorted(maps.Keys(k.project.Graphs)), ", "))
+	}
+	var modes []string
+	if len(in.StreamMode) > 0 && string(in.StreamMode) != "null" {
+		var one string
+		if json.Unmarshal(in.StreamMode, &one) == nil {
+			modes = []string{one}
+		} else if err := json.Unmarshal(in.StreamMode, &modes); err != nil {
+			return in, nil, fmt.Errorf("graph node input: stream_mode: want a mode or a list of modes")
+		}
+	}
+	for _, m := range modes {
+		if !slices.Contains(streamModes, m) {
+			return in, nil, fmt.Errorf("graph node input: stream_mode %q: want one of %s", m, strings.Join(streamModes, ", "))
+		}
+	}
+	return in, modes, nil
+}
+
+// runMsg hands one attempt to the worker.
+type runMsg struct {
+	Type        string          `json:"type"`
+	ID          string          `json:"id"`
+	Graph       string          `json:"graph"`
+	Run         string          `json:"run"`
+	Node        string          `json:"node"`
+	Thread      string          `json:"thread"`
+	Attempt     int64           `json:"attempt"`
+	Epoch       int64           `json:"epoch"`
+	Claim       string          `json:"claim"`
+	Worker      string          `json:"worker"`
+	Incarnation string          `json:"incarnation,omitempty"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	Command     json.RawMessage `json:"command,omitempty"`
+	Config      json.RawMessage `json:"config,omitempty"`
+	StreamMode  []string        `json:"stream_mode"`
+	Resume      *resumeMsg      `json:"resume,omitempty"`
+}
+
+type resumeMsg struct {
+	Wait  string          `json:"wait"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Run runs one attempt of a graph node in the worker.
+func (k *Kind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	in, modes, err := k.parse(t.Input)
+	if err != nil {
+		return nil, runner.Permanent(err)
+	}
+	select {
+	case k.slots <- struct{}{}:
+		defer func() { <-k.slots }()
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+	pr, err := k.process()
+	if err != nil {
+		return nil, err // retried: the graph worker could not start again
+	}
+	l := t.Lease
+	msg := runMsg{Type: "run", ID: l.ClaimID, Graph: in.Graph, Run: l.Run, Node: l.Node, Thread: l.Thread,
+		Attempt: l.Attempt, Epoch: l.Epoch, Claim: l.ClaimID, Worker: l.Owner, Incarnation: l.Incarnation,
+		Input: in.Input, Command: in.Command, Config: in.Config, StreamMode: modes}
+	if v, ok := t.ResumeValue(); ok {
+		msg.Resume = &resumeMsg{Wait: t.ResumedWait(), Value: v}
+	}
+	ch := pr.register(msg.ID)
+	defer pr.unregister(msg.ID)
+	if err := pr.send(msg); err != nil {
+		return nil, fmt.Errorf("graph %s: hand the attempt to the graph worker: %w", in.Graph, err)
+	}
+	return k.wait(ctx, t, pr, ch, in.Graph)
+}
+
+// wait follows the attempt until the worker reports its outcome, sending
+// a cancel (or, on shutdown, a stop at the end of the super-step) when the
+// attempt's context ends.
+func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan message, graph string) (json.RawMessage, error) {
+	done := ctx.Done()
+	var gaveUp <-chan time.Time
+	var pending *message
+	for {
+		var m message
+		if pending != nil {
+			m, pending = *pending, nil
+		} else {
+			select {
+			case m = <-ch:
+			case <-done:
+				done = nil
+				cause := context.Cause(ctx)
+				if errors.Is(cause, runner.ErrShutdown) {
+					_ = pr.send(message{Type: "stop", ID: t.Lease.ClaimID})
+					continue
+				}
+				_ = pr.send(message{Type: "cancel", ID: t.Lease.ClaimID, Reason: cause.Error()})
+				timer := time.NewTimer(k.opts.CancelWait)
+				defer timer.Stop()
+				gaveUp = timer.C
+				continue
+			case <-gaveUp:
+				return nil, fmt.Errorf("graph %s: the worker did not end the cancelled attempt within %s: %w",
+					graph, k.opts.CancelWait, context.Cause(ctx))
+			case <-pr.exited:
+				select {
+				case m = <-ch: // its last words came before its end
+					pending = &m
+					continue
+				default:
+				}
+				return nil, fmt.Errorf("graph %s: the graph worker process (pid %d) ended during the attempt (%v), "+
+					"which is retried: %s", graph, pr.pid, pr.err, pr.stderrTail())
+			}
+		}
+		switch m.Type {
+		case "chunk":
+			pending = k.stream(ctx, t, pr, ch, m)
+		case "done":
+			return m.Result, nil
+		case "interrupt":
+			return nil, runner.Park(runner.Wait{Request: m.Request})
+		case "error":
+			err := fmt.Errorf("graph %s: %s\n%s", graph, m.Error, strings.TrimSpace(m.Traceback))
+			if m.Permanent {
+				return nil, runner.Permanent(err)
+			}
+			return nil, err
+		case "lost":
+			return nil, lostWait(ctx, t.Lease, graph, m.Error)
+		case "stopped", "cancelled":
+			if ctx.Err() == nil {
+				return nil, fmt.Errorf("graph %s: the worker reports the attempt %s unasked", graph, m.Type)
+			}
+			return nil, fmt.Errorf("graph %s: %s: %w", graph, m.Type, context.Cause(ctx))
+		default:
+			k.log.Warn("graph_worker_message", "type", m.Type, "run_id", t.Lease.Run, "node_id", t.Lease.Node)
+		}
+	}
+}
+
+// stream writes m and the chunks queued behind it, in one call; it returns
+// the first message that is not a chunk, for wait to handle.
+func (k *Kind) stream(ctx context.Context, t *runner.Task, pr *process, ch chan message, m message) *message {
+	batch := []Chunk{{Event: m.Event, Data: m.Data}}
+	var next *message
+drain:
+	for len(batch) < 256 {
+		select {
+		case n := <-ch:
+			if n.Type != "chunk" {
+				next = &n
+				break drain
+			}
+			batch = append(batch, Chunk{Event: n.Event, Data: n.Data})
+		default:
+			break drain
+		}
+	}
+	if k.opts.Streamer == nil || ctx.Err() != nil {
+		return next
+	}
+	if err := k.opts.Streamer.Stream(ctx, t, batch); err != nil {
+		if fence.IsFenced(err) {
+			_ = pr.send(message{Type: "cancel", ID: t.Lease.ClaimID, Reason: "stream refused: " + err.Error()})
+		} else {
+			k.log.Warn("stream_failed", "run_id", t.Lease.Run, "node_id", t.Lease.Node, "chunks", len(batch), "err", err)
+		}
+	}
+	return next
+}
+
+// lostWait waits, about one lease at most, for the runner to agree that a
+// claim whose write the store refused is gone, so the attempt is recorded
+// as abandoned, not failed (as the exec kind does with exit code 75).
+func lostWait(ctx context.Context, l fence.Lease, graph, why string) error {
+	wait := min(max(time.Until(l.Until), time.Second), 5*time.Minute)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("graph %s: %s: %w", graph, why, context.Cause(ctx))
+	case <-timer.C:
+		return fmt.Errorf("graph %s: %s (a write was refused, yet the runner still held the lease after %s)",
+			graph, why, wait.Round(time.Millisecond))
+	}
+}

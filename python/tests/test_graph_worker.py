@@ -1,0 +1,174 @@
+"""The graph worker end to end, as a user meets it: a LangGraph project with
+a langgraph.json (graph code importing nothing of baton) run by the real
+runner binary (LANGGRAPH_CONFIG) on a real redis-server, driven through the
+HTTP API."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from baton_langgraph.client import BatonClient
+from harness import PACKAGE_DIR, REPO_ROOT, wait_until
+
+EXAMPLE = REPO_ROOT / "examples" / "langgraph" / "langgraph.json"
+FIXTURES = PACKAGE_DIR / "tests" / "fixtures"
+PROJECT = FIXTURES / "project" / "langgraph.json"
+
+
+def graph_env(config) -> dict[str, str]:
+    return {"LANGGRAPH_CONFIG": str(config), "LANGGRAPH_PYTHON": sys.executable,
+            "PYTHONPATH": str(PACKAGE_DIR), "LOG_LEVEL": "info"}
+
+
+@pytest.fixture
+def example(start_runner):
+    return start_runner("g-ex", **graph_env(EXAMPLE))
+
+
+@pytest.fixture
+def project(start_runner):
+    return start_runner("g-fx", **graph_env(PROJECT))
+
+
+def node(run: dict) -> dict:
+    return run["nodes"][0]
+
+
+def lines(path) -> list[list[str]]:
+    return [l.split() for l in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_examples_two_node_graph_runs_and_its_result_is_the_final_state(example):
+    c = BatonClient(example.url)
+    c.submit({"id": "two", "thread": "t-two", "nodes": [
+        {"id": "agent", "kind": "graph", "input": {"graph": "agent", "input": {"topic": "fencing"}}}]})
+    run = c.wait("two")
+    assert run["status"] == "SUCCEEDED", run
+    # "hello" comes from the project's .env, through langgraph.json's env.
+    assert node(run)["result"] == {"topic": "fencing", "steps": ["plan fencing", "write"],
+                                   "answer": "hello: fencing in 2 steps"}
+    assert node(run)["attempt"] == 1
+    # Every super-step was saved through the fenced store, on the run's thread.
+    cps = c.checkpoints("t-two")["checkpoints"]
+    assert len(cps) >= 3
+
+
+def test_an_interrupt_parks_the_node_and_one_resume_continues_it(example):
+    c = BatonClient(example.url)
+    c.submit({"id": "rev", "thread": "t-rev", "nodes": [
+        {"id": "review", "kind": "graph", "input": {"graph": "review", "input": {"change": "v2"}}}]})
+    waiting = wait_until(lambda: next((n for n in c.status("rev")["nodes"] if n["state"] == "WAITING"), None),
+                         30, "the review graph to park on interrupt()")
+    assert waiting["wait"]["request"] == {"question": "deploy v2?"}
+    first = c.resume("rev", "review", {"approved": True}, wait_id=waiting["wait"]["id"])
+    again = c.resume("rev", "review", {"approved": False}, wait_id=waiting["wait"]["id"])
+    assert first["already"] is False and again["already"] is True
+    run = c.wait("rev")
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["result"]["published"] == "deploy v2: approved"
+
+
+def test_a_command_resume_on_a_thread_with_no_interrupt_fails_saying_so(example):
+    c = BatonClient(example.url)
+    c.submit({"id": "cmd", "thread": "t-cmd", "nodes": [
+        {"id": "agent", "kind": "graph", "input": {"graph": "agent", "command": {"resume": "yes"}}}]})
+    run = c.wait("cmd")
+    assert run["status"] == "FAILED"
+    assert "stopped on no interrupt" in node(run)["error"]
+    assert node(run)["attempt"] == 1, "bad input is not retried"
+
+
+def test_an_unknown_graph_id_fails_the_node_naming_it_and_the_graphs(example):
+    c = BatonClient(example.url)
+    c.submit({"id": "unk", "nodes": [{"id": "x", "kind": "graph", "input": {"graph": "nope"}}]})
+    run = c.wait("unk")
+    assert run["status"] == "FAILED"
+    assert node(run)["error"] == f'unknown graph "nope": {EXAMPLE} has agent, chat, review'
+    assert node(run)["attempt"] == 1
+
+
+def test_a_graph_that_raises_puts_its_error_and_traceback_in_the_nodes_error(project):
+    c = BatonClient(project.url)
+    c.submit({"id": "boom", "thread": "t-boom", "nodes": [
+        {"id": "g", "kind": "graph", "max_attempts": 1, "input": {"graph": "boom", "input": {}}}]})
+    run = c.wait("boom")
+    assert run["status"] == "FAILED"
+    err = node(run)["error"]
+    assert "ValueError: the second node explodes" in err
+    assert "Traceback (most recent call last)" in err and 'in explode' in err
+
+
+def test_a_graph_that_fails_to_import_stops_the_runner_at_start_with_its_traceback(runner_bin, redis_url, prefix):
+    env = {**os.environ, "REDIS_URL": redis_url, "BATON_PREFIX": prefix, "ADMIN_ADDR": "127.0.0.1:0",
+           **graph_env(FIXTURES / "broken" / "langgraph.json")}
+    p = subprocess.run([runner_bin], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "ModuleNotFoundError: No module named 'some_module_that_is_not_installed'" in p.stderr
+    assert "Traceback (most recent call last)" in p.stderr and "broken.py" in p.stderr
+    assert "runner_ready" not in p.stderr
+
+
+def test_an_unsupported_key_stops_the_runner_naming_it(runner_bin, redis_url, prefix, tmp_path):
+    cfg = tmp_path / "langgraph.json"
+    cfg.write_text('{"graphs": {"agent": "%s:graph"}, "auth": {"path": "./auth.py:auth"}}'
+                   % (EXAMPLE.parent / "agent.py"))
+    env = {**os.environ, "REDIS_URL": redis_url, "BATON_PREFIX": prefix, "ADMIN_ADDR": "127.0.0.1:0",
+           **graph_env(cfg)}
+    p = subprocess.run([runner_bin], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert 'key \\"auth\\" is not supported by baton yet' in p.stderr or 'key "auth" is not supported' in p.stderr
+
+
+def test_sigkill_of_the_worker_process_costs_one_retry(project, tmp_path):
+    log = tmp_path / "slow.log"
+    c = BatonClient(project.url)
+    c.submit({"id": "kill", "thread": "t-kill", "nodes": [{"id": "g", "kind": "graph", "input": {
+        "graph": "slow", "input": {"log": str(log), "seconds": 1}}}]})
+    start = wait_until(lambda: next((l for l in lines(log) if l[0] == "start"), None), 30, "the wait node to start")
+    os.kill(int(start[1]), signal.SIGKILL)
+    run = c.wait("kill")
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["attempt"] == 2
+    assert node(run)["result"]["steps"] == ["first", "wait"]
+    starts = [l for l in lines(log) if l[0] == "start"]
+    assert len(starts) == 2 and starts[0][1] != starts[1][1], "the second attempt ran in a new worker process"
+    assert [l[0] for l in lines(log)].count("done") == 1
+
+
+def test_a_graph_that_blocks_its_event_loop_does_not_stall_the_runners_heartbeats(project):
+    c = BatonClient(project.url)  # LEASE_TTL 2s: the node blocks the worker's loop for 4s
+    c.submit({"id": "blk", "thread": "t-blk", "nodes": [{"id": "g", "kind": "graph", "input": {
+        "graph": "block", "input": {"seconds": 4}}}]})
+    run = c.wait("blk")
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["epoch"] == 1, "no takeover: the runner renewed the lease while the graph held its loop"
+    assert node(run)["result"]["steps"] == ["first", "blocked"]
+
+
+def test_a_cancel_reaches_the_graphs_task_within_100ms(project, tmp_path):
+    """Cancels N runs whose graph is sleeping in a node, and measures, on the
+    wall clock, from the cancel request to the node's CancelledError."""
+    c = BatonClient(project.url)
+    log = tmp_path / "cancel.log"
+    took = []
+    for i in range(20):
+        c.submit({"id": f"cx{i}", "thread": f"t-cx{i}", "nodes": [{"id": "g", "kind": "graph", "input": {
+            "graph": "slow", "input": {"log": str(log), "seconds": 60}}}]})
+        wait_until(lambda: any(l[0] == "start" and l[2] == f"t-cx{i}" for l in lines(log)), 30, "the node to start")
+        t0 = time.time()
+        c.cancel(f"cx{i}", reason="test")
+        got = wait_until(lambda: next((l for l in lines(log) if l[0] == "cancelled" and l[2] == f"t-cx{i}"), None),
+                         10, "the graph's task to be cancelled", every=0.002)
+        took.append(float(got[3]) - t0)
+        assert c.wait(f"cx{i}")["status"] == "CANCELLED"
+    took.sort()
+    p50, p99 = statistics.median(took), took[-1]
+    print(f"\ncancel -> graph task cancelled: p50 {p50 * 1000:.1f} ms, p99 (max of {len(took)}) {p99 * 1000:.1f} ms")
+    assert p99 <= 0.1, took
