@@ -136,7 +136,7 @@ def test_sigkill_of_the_worker_process_costs_one_retry(project, tmp_path):
     run = c.wait("kill")
     assert run["status"] == "SUCCEEDED", run
     assert node(run)["attempt"] == 2
-    assert node(run)["result"]["steps"] == ["first", "wait"]
+    assert node(run)["result"]["steps"] == ["first", "wait", "after"]
     starts = [l for l in lines(log) if l[0] == "start"]
     assert len(starts) == 2 and starts[0][1] != starts[1][1], "the second attempt ran in a new worker process"
     assert [l[0] for l in lines(log)].count("done") == 1
@@ -172,3 +172,65 @@ def test_a_cancel_reaches_the_graphs_task_within_100ms(project, tmp_path):
     p50, p99 = statistics.median(took), took[-1]
     print(f"\ncancel -> graph task cancelled: p50 {p50 * 1000:.1f} ms, p99 (max of {len(took)}) {p99 * 1000:.1f} ms")
     assert p99 <= 0.1, took
+
+
+def test_sigterm_lets_the_graph_finish_its_super_step_then_another_runner_goes_on_from_its_checkpoint(
+        start_runner, tmp_path):
+    log = tmp_path / "term.log"
+    first = start_runner("g-t1", SHUTDOWN_TIMEOUT="20s", **graph_env(PROJECT))
+    c = BatonClient(first.url)
+    c.submit({"id": "term", "thread": "t-term", "nodes": [{"id": "g", "kind": "graph", "input": {
+        "graph": "slow", "input": {"log": str(log), "seconds": 2}}}]})
+    start = wait_until(lambda: next((l for l in lines(log) if l[0] == "start"), None), 30, "the wait node to start")
+    first.proc.terminate()
+    assert first.proc.wait(timeout=30) == 0
+    # The step in flight finished and was saved; the step after it did not start.
+    assert [l[0] for l in lines(log)] == ["start", "done"]
+    second = start_runner("g-t2", **graph_env(PROJECT))
+    run = BatonClient(second.url).wait("term")
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["result"]["steps"] == ["first", "wait", "after"]
+    assert node(run)["releases"] >= 1 and node(run)["owner"] == "g-t2"
+    got = lines(log)
+    assert [l[0] for l in got] == ["start", "done", "after"], "every step once: the takeover went on from the checkpoint"
+    assert got[0][1] == start[1] and got[2][1] != start[1]
+
+
+def ppid(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def test_a_runner_paused_mid_graph_is_taken_over_from_the_last_checkpoint_and_its_late_saves_are_refused(
+        start_runner, tmp_path):
+    """Three runners, a 2 s lease. The runner whose worker is in the slow
+    step is paused (SIGSTOP) past its lease; another takes the node over and
+    goes on from the last checkpoint; the paused worker's save at the end of
+    its step is refused (stale_rejected); the final state has every step once."""
+    log = tmp_path / "pause.log"
+    fleet = [start_runner(f"g-p{i}", **graph_env(PROJECT)) for i in (1, 2, 3)]
+    c = BatonClient(fleet[0].url)
+    c.submit({"id": "pause", "thread": "t-pause", "nodes": [{"id": "g", "kind": "graph", "max_attempts": 5,
+              "input": {"graph": "slow", "input": {"log": str(log), "seconds": 4}}}]})
+    start = wait_until(lambda: next((l for l in lines(log) if l[0] == "start"), None), 30, "the wait node to start")
+    owner = next(r for r in fleet if r.proc.pid == ppid(int(start[1])))
+    epoch = node(c.status("pause"))["epoch"]
+    owner.pause()
+    try:
+        others = [r for r in fleet if r is not owner]
+        run = BatonClient(others[0].url).wait("pause")
+        # The paused worker ran on to the end of its step, and was refused.
+        wait_until(lambda: sum(1 for l in lines(log) if l[0] == "done" and l[1] == start[1]), 10,
+                   "the paused runner's worker to end its step")
+        wait_until(lambda: [e for e in BatonClient(others[0].url).events("pause")["events"]
+                            if e["type"] == "stale_rejected"], 10, "the paused attempt's save to be refused")
+        events = BatonClient(others[0].url).events("pause")["events"]
+    finally:
+        owner.resume()
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["epoch"] > epoch and node(run)["owner"] != owner.id
+    assert node(run)["result"]["steps"] == ["first", "wait", "after"], "every step once in the final state"
+    stale = [e for e in events if e["type"] == "stale_rejected"]
+    assert stale and all(e["epoch"] == epoch for e in stale), stale
+    assert [l[0] for l in lines(log) if l[1] != start[1]] == ["start", "done", "after"]
