@@ -258,6 +258,7 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 	done := ctx.Done()
 	var gaveUp <-chan time.Time
 	var pending *message
+	var refused error // a chunk the store refused: the claim is gone
 	for {
 		var m message
 		if pending != nil {
@@ -293,7 +294,12 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 		}
 		switch m.Type {
 		case "chunk":
-			pending = k.stream(ctx, t, pr, ch, m)
+			var err error
+			pending, err = k.stream(ctx, t, ch, m)
+			if err != nil && refused == nil {
+				refused = err
+				_ = pr.send(message{Type: "cancel", ID: t.Lease.ClaimID, Reason: "stream refused: " + err.Error()})
+			}
 		case "done":
 			return m.Result, nil
 		case "interrupt":
@@ -307,6 +313,9 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 		case "lost":
 			return nil, lostWait(ctx, t.Lease, graph, m.Error)
 		case "stopped", "cancelled":
+			if refused != nil && ctx.Err() == nil {
+				return nil, lostWait(ctx, t.Lease, graph, refused.Error())
+			}
 			if ctx.Err() == nil {
 				return nil, fmt.Errorf("graph %s: the worker reports the attempt %s unasked", graph, m.Type)
 			}
@@ -318,8 +327,9 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 }
 
 // stream writes m and the chunks queued behind it, in one call; it returns
-// the first message that is not a chunk, for wait to handle.
-func (k *Kind) stream(ctx context.Context, t *runner.Task, pr *process, ch chan message, m message) *message {
+// the first message that is not a chunk, for wait to handle, and the
+// store's refusal when the attempt's claim is gone.
+func (k *Kind) stream(ctx context.Context, t *runner.Task, ch chan message, m message) (*message, error) {
 	batch := []Chunk{{Event: m.Event, Data: m.Data}}
 	var next *message
 drain:
@@ -336,16 +346,15 @@ drain:
 		}
 	}
 	if k.opts.Streamer == nil || ctx.Err() != nil {
-		return next
+		return next, nil
 	}
 	if err := k.opts.Streamer.Stream(ctx, t, batch); err != nil {
 		if fence.IsFenced(err) {
-			_ = pr.send(message{Type: "cancel", ID: t.Lease.ClaimID, Reason: "stream refused: " + err.Error()})
-		} else {
-			k.log.Warn("stream_failed", "run_id", t.Lease.Run, "node_id", t.Lease.Node, "chunks", len(batch), "err", err)
+			return next, err
 		}
+		k.log.Warn("stream_failed", "run_id", t.Lease.Run, "node_id", t.Lease.Node, "chunks", len(batch), "err", err)
 	}
-	return next
+	return next, nil
 }
 
 // lostWait waits, about one lease at most, for the runner to agree that a
