@@ -88,8 +88,8 @@ func TestLoadTakesPathObjectsAndIgnoresBuildKeys(t *testing.T) {
 	if p.Env["A"] != "1" || p.Env["B"] != "two words" || p.Env["C"] != "3" {
 		t.Errorf("env: %v", p.Env)
 	}
-	// Only Python graphs are served for now: New says so, naming the graph.
-	if _, err := New(p, Options{RedisURL: "redis://x"}); err == nil || !strings.Contains(err.Error(), `graph "g"`) {
-		t.Errorf("New with a JS graph: %v", err)
+	// A JS graph needs the JS worker: New says where it looked.
+	if _, err := New(p, Options{RedisURL: "redis://x"}); err == nil || !strings.Contains(err.Error(), `graph "g" is JavaScript`) {
+		t.Errorf("New with a JS graph and no JS worker: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -53,6 +55,13 @@ type Options struct {
 	// RedisURL and Prefix are the store the worker's savers write to: the
 	// runner's.
 	RedisURL, Prefix string
+	// Node is the node binary of the JS graphs (LANGGRAPH_NODE). Default:
+	// "node".
+	Node string
+	// JSWorker is the JS worker's script. Default: the project's
+	// node_modules/@baton/langgraph-saver/src/worker.js, looked for from
+	// the project's folder up, as node resolves a package.
+	JSWorker string
 	// MaxAttempts is how many attempts one worker process runs at once.
 	// Default: 10.
 	MaxAttempts int
@@ -79,14 +88,22 @@ type Kind struct {
 	log     *slog.Logger
 	slots   chan struct{}
 
-	mu  sync.Mutex
-	cur *process
+	// workers are the worker processes by language ("python", "js").
+	workers map[string]*slot
 }
 
-// New returns the kind of a project's graphs. A JS graph is refused for
-// now: only the Python worker exists (docs/graph-workers.md).
+// slot holds a language's live worker process, started on demand.
+type slot struct {
+	lang string
+	mu   sync.Mutex
+	cur  *process
+}
+
+// New returns the kind of a project's graphs: one worker process for its
+// Python graphs, one for its JS ones (docs/graph-workers.md).
 func New(p *Project, o Options) (*Kind, error) {
 	o.Python = cmp.Or(o.Python, "python3")
+	o.Node = cmp.Or(o.Node, "node")
 	if o.MaxAttempts <= 0 {
 		o.MaxAttempts = 10
 	}
@@ -99,60 +116,101 @@ func New(p *Project, o Options) (*Kind, error) {
 	if o.RedisURL == "" {
 		return nil, fmt.Errorf("%w: the graph worker needs the runner's REDIS_URL (cluster and sentinel modes are not supported yet)", ErrConfig)
 	}
+	k := &Kind{project: p, opts: o, log: o.Logger, slots: make(chan struct{}, o.MaxAttempts), workers: map[string]*slot{}}
 	for _, id := range slices.Sorted(maps.Keys(p.Graphs)) {
-		if g := p.Graphs[id]; g.Lang != "python" {
-			return nil, fmt.Errorf("%w: %s: graph %q (%s): JavaScript graphs are not served yet, only Python ones",
-				ErrConfig, p.Path, id, g.File)
+		g := p.Graphs[id]
+		if g.Lang == "js" && k.opts.JSWorker == "" {
+			w, ok := findJSWorker(p.Dir)
+			if !ok {
+				return nil, fmt.Errorf("%w: %s: graph %q is JavaScript, and no node_modules/%s above %s: "+
+					"install it in the project (npm install), or set LANGGRAPH_JS_WORKER", ErrConfig, p.Path, id, jsWorkerPath, p.Dir)
+			}
+			k.opts.JSWorker = w
+		}
+		if k.workers[g.Lang] == nil {
+			k.workers[g.Lang] = &slot{lang: g.Lang}
 		}
 	}
-	return &Kind{project: p, opts: o, log: o.Logger, slots: make(chan struct{}, o.MaxAttempts)}, nil
+	return k, nil
 }
 
-// Start starts the worker and returns once it has imported every graph,
-// or with the import error and its traceback.
-func (k *Kind) Start(ctx context.Context) error {
-	_, err := k.process()
-	return err
-}
+// jsWorkerPath is the JS worker's script inside node_modules.
+const jsWorkerPath = "@baton/langgraph-saver/src/worker.js"
 
-// Close stops the worker: it cancels what it still runs and exits; it is
-// killed after StopGrace.
-func (k *Kind) Close() {
-	k.mu.Lock()
-	pr := k.cur
-	k.cur = nil
-	k.mu.Unlock()
-	if pr != nil {
-		pr.stop(k.opts.StopGrace)
+// findJSWorker looks for node_modules/<jsWorkerPath> in dir and its parents.
+func findJSWorker(dir string) (string, bool) {
+	for {
+		p := filepath.Join(dir, "node_modules", filepath.FromSlash(jsWorkerPath))
+		if st, err := os.Stat(p); err == nil && !st.IsDir() {
+			return p, true
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "", false
+		}
+		dir = up
 	}
 }
 
-// PID is the worker process's id, 0 when none runs (tests kill it).
-func (k *Kind) PID() int {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cur == nil || k.cur.dead() {
+// Start starts the workers and returns once they have imported every
+// graph, or with an import error and its traceback.
+func (k *Kind) Start(ctx context.Context) error {
+	for _, lang := range slices.Sorted(maps.Keys(k.workers)) {
+		if _, err := k.process(lang); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Close stops the workers: each cancels what it still runs and exits; it
+// is killed after StopGrace.
+func (k *Kind) Close() {
+	var wg sync.WaitGroup
+	for _, s := range k.workers {
+		s.mu.Lock()
+		pr := s.cur
+		s.cur = nil
+		s.mu.Unlock()
+		if pr != nil {
+			wg.Go(func() { pr.stop(k.opts.StopGrace) })
+		}
+	}
+	wg.Wait()
+}
+
+// PID is the id of a language's worker process, 0 when none runs (tests
+// kill it).
+func (k *Kind) PID(lang string) int {
+	s := k.workers[lang]
+	if s == nil {
 		return 0
 	}
-	return k.cur.pid
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil || s.cur.dead() {
+		return 0
+	}
+	return s.cur.pid
 }
 
-// process returns the live worker, starting one if none is.
-func (k *Kind) process() (*process, error) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if k.cur != nil && !k.cur.dead() {
-		return k.cur, nil
+// process returns a language's live worker, starting one if none is.
+func (k *Kind) process(lang string) (*process, error) {
+	s := k.workers[lang]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil && !s.cur.dead() {
+		return s.cur, nil
 	}
-	restart := k.cur != nil
-	pr, err := startProcess(k.project, k.opts, k.log)
+	restart := s.cur != nil
+	pr, err := startProcess(k.project, k.opts, lang, k.log)
 	if err != nil {
 		return nil, err
 	}
 	if restart {
-		k.log.Warn("graph_worker_restarted", "pid", pr.pid)
+		k.log.Warn("graph_worker_restarted", "pid", pr.pid, "lang", lang)
 	}
-	k.cur = pr
+	s.cur = pr
 	return pr, nil
 }
 
@@ -232,7 +290,7 @@ func (k *Kind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error)
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
 	}
-	pr, err := k.process()
+	pr, err := k.process(k.project.Graphs[in.Graph].Lang)
 	if err != nil {
 		return nil, err // retried: the graph worker could not start again
 	}

@@ -144,7 +144,7 @@ func TestAWorkerThatDiesFailsItsAttemptAndIsRestarted(t *testing.T) {
 	if err := k.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	first := k.PID()
+	first := k.PID("python")
 	_, err := k.Run(context.Background(), task(`{"graph": "g", "input": "die"}`))
 	if err == nil || runner.IsPermanent(err) || !strings.Contains(err.Error(), "the worker dies") {
 		t.Fatalf("Run = %v, want a retryable error quoting stderr", err)
@@ -153,8 +153,8 @@ func TestAWorkerThatDiesFailsItsAttemptAndIsRestarted(t *testing.T) {
 	if err != nil || string(res) != `{"ok":true}` {
 		t.Fatalf("the next Run = %s, %v", res, err)
 	}
-	if k.PID() == first || k.PID() == 0 {
-		t.Errorf("pid %d after %d: not a new worker", k.PID(), first)
+	if pid := k.PID("python"); pid == first || pid == 0 {
+		t.Errorf("pid %d after %d: not a new worker", pid, first)
 	}
 }
 

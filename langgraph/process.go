@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -68,8 +69,8 @@ type process struct {
 // startProcess starts a worker and waits, at most timeout, until it has
 // imported every graph. A graph that fails to import is an error with the
 // worker's own error and traceback.
-func startProcess(p *Project, o Options, log *slog.Logger) (*process, error) {
-	cmd := exec.Command(o.Python, "-m", "baton_langgraph.worker")
+func startProcess(p *Project, o Options, lang string, log *slog.Logger) (*process, error) {
+	cmd := workerCommand(p, o, lang)
 	cmd.Dir = p.Dir
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
 	for k, v := range p.Env {
@@ -91,17 +92,17 @@ func startProcess(p *Project, o Options, log *slog.Logger) (*process, error) {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("langgraph: start the graph worker with LANGGRAPH_PYTHON=%s: %w", o.Python, err)
+		return nil, fmt.Errorf("langgraph: start the %s graph worker (%s): %w", lang, cmd.Path, err)
 	}
 	pr := &process{cmd: cmd, pid: cmd.Process.Pid, stdin: stdin, attempts: map[string]chan message{},
 		exited: make(chan struct{})}
-	pr.log = log.With("component", "graph_worker", "pid", pr.pid)
+	pr.log = log.With("component", "graph_worker", "lang", lang, "pid", pr.pid)
 	stderrDone := make(chan struct{})
 	go pr.readStderr(stderr, stderrDone)
 
 	graphs := map[string]string{}
 	for id, g := range p.Graphs {
-		if g.Lang == "python" {
+		if g.Lang == lang {
 			graphs[id] = g.Ref()
 		}
 	}
@@ -142,9 +143,26 @@ func startProcess(p *Project, o Options, log *slog.Logger) (*process, error) {
 		return nil, fmt.Errorf("langgraph: a graph failed to load: %s\n%s", m.Error, strings.TrimSpace(m.Traceback))
 	default:
 		abort()
-		return nil, fmt.Errorf("langgraph: the graph worker (LANGGRAPH_PYTHON=%s) ended before loading the graphs: %s",
-			o.Python, pr.stderrTail())
+		return nil, fmt.Errorf("langgraph: the %s graph worker (%s) ended before loading the graphs: %s",
+			lang, strings.Join(cmd.Args, " "), pr.stderrTail())
 	}
+}
+
+// workerCommand is the command of a language's worker: LANGGRAPH_PYTHON
+// -m baton_langgraph.worker, or node with the JS worker's script (through
+// tsx when the project has TypeScript graphs).
+func workerCommand(p *Project, o Options, lang string) *exec.Cmd {
+	if lang != "js" {
+		return exec.Command(o.Python, "-m", "baton_langgraph.worker")
+	}
+	var args []string
+	for _, g := range p.Graphs {
+		if g.Lang == "js" && strings.Contains(".ts.mts.cts", filepath.Ext(g.File)) {
+			args = []string{"--import", "tsx"}
+			break
+		}
+	}
+	return exec.Command(o.Node, append(args, o.JSWorker)...)
 }
 
 func readMessage(r *bufio.Reader) (message, error) {

@@ -129,6 +129,12 @@ type Config struct {
 	// LangGraphPython is the interpreter of the project's Python graphs:
 	// its virtualenv's, with baton-langgraph installed. Default: python3.
 	LangGraphPython string `env:"LANGGRAPH_PYTHON" envDefault:"python3"`
+	// LangGraphNode is the node binary of the project's JS graphs.
+	// Default: node.
+	LangGraphNode string `env:"LANGGRAPH_NODE" envDefault:"node"`
+	// LangGraphJSWorker is the JS graph worker's script. Default: empty,
+	// meaning the project's node_modules/@baton/langgraph-saver/src/worker.js.
+	LangGraphJSWorker string `env:"LANGGRAPH_JS_WORKER"`
 	// LangGraphMaxAttempts is how many graph attempts the worker process
 	// runs at once. Default: unset or 0, meaning CONCURRENCY.
 	LangGraphMaxAttempts int `env:"LANGGRAPH_MAX_ATTEMPTS"`

@@ -23,7 +23,8 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, redisURL str
 	if err != nil {
 		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
 	}
-	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, RedisURL: redisURL,
+	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, Node: cfg.LangGraphNode,
+		JSWorker: cfg.LangGraphJSWorker, RedisURL: redisURL,
 		Prefix: cfg.Prefix, MaxAttempts: cmp.Or(cfg.LangGraphMaxAttempts, cfg.Concurrency),
 		StopGrace: cfg.ShutdownTimeout, Streamer: graphStreamer(), Logger: log})
 	if err != nil {
@@ -34,7 +35,7 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, redisURL str
 	}
 	w.Register(langgraph.KindName, k)
 	log.Info("graphs_served", "config", p.Path, "graphs", len(p.Graphs), "kind", langgraph.KindName,
-		"python", cfg.LangGraphPython)
+		"python", cfg.LangGraphPython, "node", cfg.LangGraphNode)
 	return k.Close, nil
 }
 

@@ -234,3 +234,29 @@ def test_a_runner_paused_mid_graph_is_taken_over_from_the_last_checkpoint_and_it
     stale = [e for e in events if e["type"] == "stale_rejected"]
     assert stale and all(e["epoch"] == epoch for e in stale), stale
     assert [l[0] for l in lines(log) if l[1] != start[1]] == ["start", "done", "after"]
+
+
+JS_PROJECT = REPO_ROOT / "js" / "test" / "fixtures" / "project" / "langgraph.json"
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "js" / "node_modules" / "tsx").is_dir(),
+                    reason="js/node_modules is not installed (make test-js installs it)")
+def test_a_langgraph_js_project_runs_in_the_js_worker_with_typescript_and_interrupts(start_runner):
+    r = start_runner("g-js", LANGGRAPH_CONFIG=str(JS_PROJECT), LANGGRAPH_JS_WORKER=str(REPO_ROOT / "js" / "src" / "worker.js"),
+                     LOG_LEVEL="info")
+    c = BatonClient(r.url)
+    c.submit({"id": "js-two", "thread": "t-js-two", "nodes": [
+        {"id": "agent", "kind": "graph", "input": {"graph": "agent", "input": {"topic": "fencing"}}}]})
+    run = c.wait("js-two")
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["result"] == {"topic": "fencing", "steps": ["plan fencing", "write"],
+                                   "answer": "hello: fencing in 2 steps"}
+    c.submit({"id": "js-rev", "thread": "t-js-rev", "nodes": [
+        {"id": "review", "kind": "graph", "input": {"graph": "review", "input": {"change": "v9"}}}]})
+    waiting = wait_until(lambda: next((n for n in c.status("js-rev")["nodes"] if n["state"] == "WAITING"), None),
+                         30, "the JS review graph to park on interrupt()")
+    assert waiting["wait"]["request"] == {"question": "deploy v9?"}
+    c.resume("js-rev", "review", {"approved": True})
+    run = c.wait("js-rev")
+    assert run["status"] == "SUCCEEDED", run
+    assert node(run)["result"]["published"] == "deploy v9: approved"
