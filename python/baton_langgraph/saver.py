@@ -61,6 +61,11 @@ def _code_of(reply: object) -> int | None:
 LeaseFor = Callable[[str], "Lease | Any"]
 
 
+def _read_only(thread: str) -> Lease:
+    raise BatonError(f"baton: this saver is read-only (BatonSaver.reader): it cannot write to thread {thread!r}; "
+                     "only a node's claim writes")
+
+
 class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
     """A LangGraph ``BaseCheckpointSaver`` backed by baton's fenced checkpoint store.
 
@@ -172,6 +177,17 @@ class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
         }
         opts.update(overrides)
         return cls(redis=url, **opts)
+
+    @classmethod
+    def reader(cls, redis: str | redis_sync.Redis, *, prefix: str = "baton",
+               aredis: redis_async.Redis | None = None, serde: SerializerProtocol | None = None) -> BatonSaver:
+        """A read-only saver: a thread's state and history outside a run (a
+        FastAPI handler rendering a conversation, ``graph.get_state`` with
+        it as the checkpointer). Reads (get_tuple, list and their async
+        twins) are the ones every saver makes; every write raises
+        ``BatonError`` before touching Redis: only a node's claim writes.
+        It needs no lease and no environment, so it is safe at import."""
+        return cls(redis=redis, aredis=aredis, prefix=prefix, serde=serde, lease_for=_read_only)
 
     # -- lifecycle ---------------------------------------------------------
 

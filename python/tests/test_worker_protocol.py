@@ -122,3 +122,26 @@ def test_an_interrupt_is_reported_and_an_attempt_with_the_resume_continues_the_g
     assert again["type"] == "interrupt"
     _, done = worker.run(lease, "review", resume={"wait": "w1", "value": {"approved": False}})
     assert done["type"] == "done" and done["result"]["published"] == "deploy v3: refused"
+
+
+def test_a_reader_saver_reads_a_threads_state_outside_a_run_and_refuses_every_write(worker, ctl, prefix, redis_url):
+    """The state a FastAPI handler renders: BatonSaver.reader needs no lease."""
+    import importlib.util
+
+    from baton_langgraph import BatonError, BatonSaver
+
+    lease = ctl.claim(prefix, "read-1")
+    _, out = worker.run(lease, "agent", input={"topic": "reading"})
+    assert out["type"] == "done"
+    spec = importlib.util.spec_from_file_location("example_agent", EXAMPLE / "agent.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["example_agent"] = mod
+    spec.loader.exec_module(mod)
+    reader = BatonSaver.reader(redis_url, prefix=prefix)
+    graph = mod.graph.copy(update={"checkpointer": reader})
+    state = graph.get_state({"configurable": {"thread_id": "read-1"}})
+    assert state.values["answer"].endswith(": reading in 2 steps") and state.next == ()
+    assert len(list(graph.get_state_history({"configurable": {"thread_id": "read-1"}}))) >= 3
+    with pytest.raises(BatonError, match="read-only"):
+        graph.invoke({"topic": "write"}, {"configurable": {"thread_id": "read-1"}})
+    reader.close()
