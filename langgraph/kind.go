@@ -301,6 +301,15 @@ func (k *Kind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error)
 	if v, ok := t.ResumeValue(); ok {
 		msg.Resume = &resumeMsg{Wait: t.ResumedWait(), Value: v}
 	}
+	if len(modes) > 0 && k.opts.Streamer != nil {
+		// Each attempt's chunks start with its mark, as LangGraph's server
+		// starts a run's stream: a takeover re-runs the super-step it
+		// resumes, and a reader drops a partial message at a new attempt.
+		meta, _ := json.Marshal(map[string]any{"run_id": l.Run, "attempt": l.Attempt, "epoch": l.Epoch})
+		if err := k.opts.Streamer.Stream(ctx, t, []Chunk{{Event: "metadata", Data: meta}}); fence.IsFenced(err) {
+			return nil, lostWait(ctx, l, in.Graph, err.Error())
+		}
+	}
 	ch := pr.register(msg.ID)
 	defer pr.unregister(msg.ID)
 	if err := pr.send(msg); err != nil {

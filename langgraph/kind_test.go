@@ -113,10 +113,13 @@ func TestChunksReachTheStreamerInOrderBeforeTheResult(t *testing.T) {
 	if err != nil || string(res) != `{"ok":true}` {
 		t.Fatalf("Run = %s, %v", res, err)
 	}
-	if len(got) != 300 {
-		t.Fatalf("%d chunks, want 300", len(got))
+	if len(got) != 301 {
+		t.Fatalf("%d chunks, want the attempt's mark and 300", len(got))
 	}
-	for i, c := range got {
+	if !strings.HasPrefix(got[0], `metadata:{"attempt":1,"epoch":1,"run_id":"r"}`) {
+		t.Errorf("the first chunk is %s, want the attempt's mark", got[0])
+	}
+	for i, c := range got[1:] {
 		if c != fmt.Sprintf("messages:%d", i) {
 			t.Fatalf("chunk %d is %s", i, c)
 		}

@@ -124,8 +124,7 @@ class Worker:
             out = {"type": "cancelled"}
         except BaseException as e:  # noqa: BLE001: every failure is the attempt's outcome
             out = {"type": "lost" if is_fenced(e) else "error", "error": f"{type(e).__name__}: {e}",
-                   "traceback": traceback.format_exc(),
-                   "permanent": isinstance(e, BatonError) and not is_fenced(e)}
+                   "traceback": traceback.format_exc(), "permanent": _permanent(e)}
         finally:
             self.attempts.pop(att.id, None)
         out["id"] = att.id
@@ -176,6 +175,16 @@ class Worker:
         if mode == "messages" and isinstance(data, tuple):
             data = list(data)
         self.chan.send({"type": "chunk", "id": aid, "event": mode, "data": data})
+
+
+def _permanent(e: BaseException) -> bool:
+    """Whether a failure is the input's, so that retrying cannot help: bad
+    input caught by baton, or state LangGraph's serializer cannot encode."""
+    if is_fenced(e):
+        return False
+    if isinstance(e, BatonError):
+        return True
+    return isinstance(e, TypeError) and "serializable" in str(e)
 
 
 def _what(state: Any, plan: str, msg: dict[str, Any], cfg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:

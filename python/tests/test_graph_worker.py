@@ -105,6 +105,16 @@ def test_a_graph_that_raises_puts_its_error_and_traceback_in_the_nodes_error(pro
     assert "Traceback (most recent call last)" in err and 'in explode' in err
 
 
+def test_state_the_serializer_cannot_encode_fails_the_node_at_once_naming_the_type(project):
+    c = BatonClient(project.url)
+    c.submit({"id": "opq", "thread": "t-opq", "nodes": [
+        {"id": "g", "kind": "graph", "input": {"graph": "opaque", "input": {}}}]})
+    run = c.wait("opq")
+    assert run["status"] == "FAILED"
+    assert "Type is not msgpack serializable: Opaque" in node(run)["error"]
+    assert node(run)["attempt"] == 1, "retrying cannot encode it either"
+
+
 def test_a_graph_that_fails_to_import_stops_the_runner_at_start_with_its_traceback(runner_bin, redis_url, prefix):
     env = {**os.environ, "REDIS_URL": redis_url, "BATON_PREFIX": prefix, "ADMIN_ADDR": "127.0.0.1:0",
            **graph_env(FIXTURES / "broken" / "langgraph.json")}
