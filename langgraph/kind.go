@@ -301,15 +301,6 @@ func (k *Kind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error)
 	if v, ok := t.ResumeValue(); ok {
 		msg.Resume = &resumeMsg{Wait: t.ResumedWait(), Value: v}
 	}
-	if len(modes) > 0 && k.opts.Streamer != nil {
-		// Each attempt's chunks start with its mark, as LangGraph's server
-		// starts a run's stream: a takeover re-runs the super-step it
-		// resumes, and a reader drops a partial message at a new attempt.
-		meta, _ := json.Marshal(map[string]any{"run_id": l.Run, "attempt": l.Attempt, "epoch": l.Epoch})
-		if err := k.opts.Streamer.Stream(ctx, t, []Chunk{{Event: "metadata", Data: meta}}); fence.IsFenced(err) {
-			return nil, lostWait(ctx, l, in.Graph, err.Error())
-		}
-	}
 	ch := pr.register(msg.ID)
 	defer pr.unregister(msg.ID)
 	if err := pr.send(msg); err != nil {
@@ -326,6 +317,7 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 	var gaveUp <-chan time.Time
 	var pending *message
 	var refused error // a chunk the store refused: the claim is gone
+	var bad error     // a chunk the store cannot take (too large, not JSON)
 	for {
 		var m message
 		if pending != nil {
@@ -359,14 +351,26 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 					"which is retried: %s", graph, pr.pid, pr.err, pr.stderrTail())
 			}
 		}
-		switch m.Type {
-		case "chunk":
+		if m.Type == "chunk" {
 			var err error
 			pending, err = k.stream(ctx, t, ch, m)
-			if err != nil && refused == nil {
+			switch {
+			case err == nil || refused != nil || bad != nil:
+			case fence.IsFenced(err):
 				refused = err
 				_ = pr.send(message{Type: "cancel", ID: t.Lease.ClaimID, Reason: "stream refused: " + err.Error()})
+			default:
+				bad = fmt.Errorf("graph %s: a stream chunk was refused: %w", graph, err)
+				_ = pr.send(message{Type: "cancel", ID: t.Lease.ClaimID, Reason: bad.Error()})
 			}
+			continue
+		}
+		if bad != nil && m.Type != "lost" {
+			// Whatever the graph did after, its stream is not what it
+			// yielded: the node fails, saying which chunk was refused.
+			return nil, runner.Permanent(bad)
+		}
+		switch m.Type {
 		case "done":
 			return m.Result, nil
 		case "interrupt":
@@ -395,7 +399,10 @@ func (k *Kind) wait(ctx context.Context, t *runner.Task, pr *process, ch chan me
 
 // stream writes m and the chunks queued behind it, in one call; it returns
 // the first message that is not a chunk, for wait to handle, and the
-// store's refusal when the attempt's claim is gone.
+// store's refusal of the batch: the claim is gone (fence.IsFenced), or a
+// chunk it cannot take (fence.ErrTooLarge, fence.ErrInvalidData). Other
+// errors (Redis unreachable past the retries) are logged, the batch
+// dropped.
 func (k *Kind) stream(ctx context.Context, t *runner.Task, ch chan message, m message) (*message, error) {
 	batch := []Chunk{{Event: m.Event, Data: m.Data}}
 	var next *message
@@ -416,7 +423,7 @@ drain:
 		return next, nil
 	}
 	if err := k.opts.Streamer.Stream(ctx, t, batch); err != nil {
-		if fence.IsFenced(err) {
+		if fence.IsFenced(err) || errors.Is(err, fence.ErrTooLarge) || errors.Is(err, fence.ErrInvalidData) {
 			return next, err
 		}
 		k.log.Warn("stream_failed", "run_id", t.Lease.Run, "node_id", t.Lease.Node, "chunks", len(batch), "err", err)

@@ -113,13 +113,10 @@ func TestChunksReachTheStreamerInOrderBeforeTheResult(t *testing.T) {
 	if err != nil || string(res) != `{"ok":true}` {
 		t.Fatalf("Run = %s, %v", res, err)
 	}
-	if len(got) != 301 {
-		t.Fatalf("%d chunks, want the attempt's mark and 300", len(got))
+	if len(got) != 300 {
+		t.Fatalf("%d chunks, want 300", len(got))
 	}
-	if !strings.HasPrefix(got[0], `metadata:{"attempt":1,"epoch":1,"run_id":"r"}`) {
-		t.Errorf("the first chunk is %s, want the attempt's mark", got[0])
-	}
-	for i, c := range got[1:] {
+	for i, c := range got {
 		if c != fmt.Sprintf("messages:%d", i) {
 			t.Fatalf("chunk %d is %s", i, c)
 		}
@@ -137,6 +134,18 @@ func TestARefusedChunkCancelsTheAttempt(t *testing.T) {
 	_, err := k.Run(context.Background(), tk)
 	if err == nil || !strings.Contains(err.Error(), "stale epoch") {
 		t.Fatalf("Run = %v, want the refusal", err)
+	}
+}
+
+// A chunk the store cannot take fails the node, naming why, and the graph
+// is cancelled.
+func TestAChunkOverTheCapFailsTheNode(t *testing.T) {
+	k := fakeKind(t, StreamFunc(func(context.Context, *runner.Task, []Chunk) error {
+		return fmt.Errorf("stream: chunk 0: %w", fence.ErrTooLarge)
+	}))
+	_, err := k.Run(context.Background(), task(`{"graph": "g", "input": "chunk-then-hang"}`))
+	if !runner.IsPermanent(err) || !errors.Is(err, fence.ErrTooLarge) || !strings.Contains(err.Error(), "a stream chunk was refused") {
+		t.Fatalf("Run = %v", err)
 	}
 }
 
