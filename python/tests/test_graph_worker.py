@@ -5,6 +5,7 @@ HTTP API."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import statistics
@@ -270,3 +271,4 @@ def test_a_langgraph_js_project_runs_in_the_js_worker_with_typescript_and_interr
     run = c.wait("js-rev")
     assert run["status"] == "SUCCEEDED", run
     assert node(run)["result"]["published"] == "deploy v9: approved"
+
