@@ -137,6 +137,16 @@ def test_an_unsupported_key_stops_the_runner_naming_it(runner_bin, redis_url, pr
     assert 'key \\"auth\\" is not supported by baton yet' in p.stderr or 'key "auth" is not supported' in p.stderr
 
 
+def test_a_missing_attribute_stops_the_runner_naming_it(runner_bin, redis_url, prefix, tmp_path):
+    cfg = tmp_path / "langgraph.json"
+    cfg.write_text('{"graphs": {"agent": "%s:nope"}}' % (EXAMPLE.parent / "agent.py"))
+    env = {**os.environ, "REDIS_URL": redis_url, "BATON_PREFIX": prefix, "ADMIN_ADDR": "127.0.0.1:0",
+           **graph_env(cfg)}
+    p = subprocess.run([runner_bin], env=env, capture_output=True, text=True, timeout=60)
+    assert p.returncode != 0
+    assert "has no attribute 'nope'" in p.stderr and "graph 'agent'" in p.stderr
+
+
 def test_sigkill_of_the_worker_process_costs_one_retry(project, tmp_path):
     log = tmp_path / "slow.log"
     c = BatonClient(project.url)
