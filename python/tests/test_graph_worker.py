@@ -282,3 +282,26 @@ def test_a_langgraph_js_project_runs_in_the_js_worker_with_typescript_and_interr
     assert run["status"] == "SUCCEEDED", run
     assert node(run)["result"]["published"] == "deploy v9: approved"
 
+
+
+@pytest.mark.skipif(not (REPO_ROOT / "js" / "node_modules" / "tsx").is_dir(),
+                    reason="js/node_modules is not installed (make test-js installs it)")
+def test_a_cancel_reaches_a_js_graphs_signal_within_100ms(start_runner, tmp_path):
+    r = start_runner("g-jsc", LANGGRAPH_CONFIG=str(JS_PROJECT), LANGGRAPH_JS_WORKER=str(REPO_ROOT / "js" / "src" / "worker.js"))
+    c = BatonClient(r.url)
+    log = tmp_path / "jscancel.log"
+    took = []
+    for i in range(20):
+        c.submit({"id": f"jcx{i}", "thread": f"t-jcx{i}", "nodes": [{"id": "g", "kind": "graph", "input": {
+            "graph": "slow", "input": {"log": str(log), "seconds": 60}}}]})
+        wait_until(lambda: any(l[0] == "start" and l[2] == f"t-jcx{i}" for l in lines(log)), 30, "the node to start")
+        t0 = time.time()
+        c.cancel(f"jcx{i}", reason="test")
+        got = wait_until(lambda: next((l for l in lines(log) if l[0] == "cancelled" and l[2] == f"t-jcx{i}"), None),
+                         10, "the graph's signal to abort", every=0.002)
+        took.append(float(got[3]) - t0)
+        assert c.wait(f"jcx{i}")["status"] == "CANCELLED"
+    took.sort()
+    print(f"\nJS: cancel -> signal aborted: p50 {statistics.median(took) * 1000:.1f} ms, "
+          f"p99 (max of {len(took)}) {took[-1] * 1000:.1f} ms")
+    assert took[-1] <= 0.1, took
