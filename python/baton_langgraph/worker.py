@@ -144,10 +144,20 @@ class Worker:
         cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
         cfg["metadata"] = {**cfg.get("metadata", {}), RUN_KEY: lease.run}
         graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver})
-        state = await graph.aget_state(cfg)
-        plan = _plan(state, lease.run)
+        # The thread's latest checkpoint decides. One written by another
+        # run (or none: a new thread) starts this run's input, and needs no
+        # state computed; the run's own means a takeover or a resume.
+        latest_cp = await saver.aget_tuple({"configurable": {"thread_id": lease.thread, "checkpoint_ns": ""}})
+        if latest_cp is None or (latest_cp.metadata or {}).get(RUN_KEY) != lease.run:
+            state: Any = _LazyState(graph, cfg)
+            plan = "start"
+        else:
+            state = await graph.aget_state(cfg)
+            plan = _plan(state, lease.run)
         if plan == "done":  # the previous attempt finished, uncommitted
             return {"type": "done", "result": state.values}
+        if isinstance(state, _LazyState) and (msg.get("command") or {}).get("resume", _ABSENT) is not _ABSENT:
+            state = await state.get()  # a Command(resume) needs the interrupts the thread is stopped on
         what, run_cfg = _what(state, plan, msg, cfg)
         if what is _ABSENT:  # stopped on interrupt() and not answered: ask again
             return {"type": "interrupt", "request": wait_request(_pending(state))}
@@ -175,6 +185,17 @@ class Worker:
         if mode == "messages" and isinstance(data, tuple):
             data = list(data)
         self.chan.send({"type": "chunk", "id": aid, "event": mode, "data": data})
+
+
+class _LazyState:
+    """The thread's state, not computed: a run that starts on another run's
+    checkpoint needs it only for a Command(resume)."""
+
+    def __init__(self, graph: Any, cfg: dict[str, Any]) -> None:
+        self.graph, self.cfg = graph, cfg
+
+    async def get(self) -> Any:
+        return await self.graph.aget_state(self.cfg)
 
 
 def _permanent(e: BaseException) -> bool:

@@ -171,7 +171,10 @@ class Runner:
                 "ADMIN_ADDR": f"127.0.0.1:{port}", "LOG_LEVEL": "warn", **env}
         self.log = open(os.path.join(log_dir, f"runner-{runner_id}.log"), "w")
         self.proc = subprocess.Popen([binary], env=full, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        # A runner with LANGGRAPH_CONFIG imports every graph before it
+        # listens: LangGraph (about a second) or tsx compiling TypeScript,
+        # much longer on a loaded machine.
+        deadline = time.monotonic() + 90
         while True:  # polling a starting server: no event to wait on
             try:
                 if httpx.get(self.url + "/healthz", timeout=1).status_code == 200:
