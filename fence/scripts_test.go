@@ -107,7 +107,7 @@ var bindings = map[string]struct {
 	// ARGV; each namespace listed has four keys (up to 100 namespaces).
 	"promote": {8, 7, true, true, 0, 300},
 	"retry":   {6, 6, true, true, 0, 0},
-	"retain":  {4, 6, true, false, 0, 0},
+	"retain":  {4, 7, true, false, 0, 0},
 	"delete":  {5, 4, true, false, 0, 0},
 	// timeout cancels a run past its deadline (stored by submit).
 	"timeout":      {6, 5, true, true, 0, 0},
@@ -125,6 +125,8 @@ var bindings = map[string]struct {
 	"limit_free":   {3, 6, false, false, 0, 0},
 	"limit_extend": {2, 3, false, false, 0, 0},
 	"limit_use":    {3, 0, false, false, 0, 0},
+	// stream_append: the chunks follow the fixed ARGV, two each.
+	"stream_append": {5, 11, false, true, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -231,6 +233,8 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.Release(ctx, b.Lease, "x")
 	require.NoError(t, err)
 	b, err = s.Claim(ctx, nr("b"), "w", time.Minute, time.Second)
+	require.NoError(t, err)
+	_, err = s.AppendStream(ctx, b.Lease, 0, []StreamChunk{{Event: "updates", Data: []byte(`{"b":1}`)}})
 	require.NoError(t, err)
 	_, err = s.SaveCheckpoint(ctx, b.Lease, CheckpointWrite{NS: "b", ID: "c1", Data: []byte(`{}`)})
 	require.NoError(t, err)

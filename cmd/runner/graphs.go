@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/batonrun/baton/langgraph"
+	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner"
 )
 
@@ -15,9 +16,17 @@ import (
 // worker, which imports every graph before the runner claims anything, so
 // a graph that fails to import stops the start with its traceback. The
 // returned func stops the worker.
-func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, redisURL string, log *slog.Logger) (func(), error) {
+//
+// The graphs are the operator's own code, not a job's: their worker gets
+// the runner's environment and writes fenced checkpoints in the runner's
+// Redis. In cluster and sentinel modes there is no URL to hand it.
+func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisconn.Config, log *slog.Logger) (func(), error) {
 	if cfg.LangGraphConfig == "" {
 		return func() {}, nil
+	}
+	var redisURL string
+	if rconf.Mode() == "url" {
+		redisURL = cmp.Or(rconf.URL, redisconn.DefaultURL)
 	}
 	p, err := langgraph.Load(cfg.LangGraphConfig)
 	if err != nil {
@@ -26,7 +35,7 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, redisURL str
 	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, Node: cfg.LangGraphNode,
 		JSWorker: cfg.LangGraphJSWorker, RedisURL: redisURL,
 		Prefix: cfg.Prefix, MaxAttempts: cmp.Or(cfg.LangGraphMaxAttempts, cfg.Concurrency),
-		StopGrace: cfg.ShutdownTimeout, Streamer: graphStreamer(), Logger: log})
+		StopGrace: cfg.ShutdownTimeout, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
 	}
@@ -38,7 +47,3 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, redisURL str
 		"python", cfg.LangGraphPython, "node", cfg.LangGraphNode)
 	return k.Close, nil
 }
-
-// graphStreamer is where the graphs' stream chunks go: nowhere until the
-// run's stream exists in the store.
-func graphStreamer() langgraph.Streamer { return nil }
