@@ -122,7 +122,7 @@ drain:
 			break drain
 		}
 	}
-	if k.opts.Streamer == nil || ctx.Err() != nil {
+	if ctx.Err() != nil {
 		return next, nil
 	}
 	if err := k.opts.Streamer.Stream(ctx, t, batch); err != nil {

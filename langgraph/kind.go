@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 )
 
@@ -24,10 +25,7 @@ const KindName = "graph"
 
 // Chunk is one item of a graph's stream: its mode ("values", "updates",
 // "messages", "custom", "tasks", "checkpoints", "debug") and its data.
-type Chunk struct {
-	Event string
-	Data  json.RawMessage
-}
+type Chunk = fence.StreamChunk
 
 // Streamer writes an attempt's chunks, in order, to its run's stream. An
 // error that fence.IsFenced matches means the attempt lost its claim: the
@@ -43,6 +41,12 @@ type StreamFunc func(ctx context.Context, t *runner.Task, chunks []Chunk) error
 func (f StreamFunc) Stream(ctx context.Context, t *runner.Task, chunks []Chunk) error {
 	return f(ctx, t, chunks)
 }
+
+// TaskStreamer writes chunks with the attempt's Task.Stream: to the run's
+// stream (GET /v1/runs/{id}/stream), refused once the claim is gone.
+var TaskStreamer Streamer = StreamFunc(func(ctx context.Context, t *runner.Task, chunks []Chunk) error {
+	return t.Stream(ctx, chunks...)
+})
 
 // Options configure the graph workers of a project.
 type Options struct {
@@ -70,8 +74,9 @@ type Options struct {
 	CancelWait time.Duration
 	// StopGrace is how long Close gives the worker to exit. Default: 5s.
 	StopGrace time.Duration
-	// Streamer receives the chunks of the stream modes a node asks for;
-	// nil drops them.
+	// Streamer receives the chunks of the stream modes a node asks for.
+	// Default (nil): the attempt's Task.Stream, the run's stream in the
+	// store, fenced by the attempt's claim.
 	Streamer Streamer
 	Logger   *slog.Logger
 }
@@ -110,6 +115,9 @@ func New(p *Project, o Options) (*Kind, error) {
 	o.StopGrace = cmp.Or(o.StopGrace, 5*time.Second)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Streamer == nil {
+		o.Streamer = TaskStreamer
 	}
 	if o.RedisURL == "" {
 		return nil, fmt.Errorf("%w: the graph worker needs the runner's REDIS_URL (cluster and sentinel modes are not supported yet)", ErrConfig)

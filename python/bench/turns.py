@@ -74,7 +74,7 @@ def main() -> None:
     runner = None
     try:
         binary = go_build("./cmd/runner", tmp, "runner")
-        runner = Runner(binary, srv.url, "bench", "bench-1", log_dir=tmp, LOG_LEVEL="warn",
+        runner = Runner(binary, srv.url, "bench", "bench-1", log_dir=tmp, LOG_LEVEL="warn", EXEC_STORE_COMMANDS=sys.executable,
                         LANGGRAPH_CONFIG=str(REPO_ROOT / "examples" / "langgraph" / "langgraph.json"),
                         LANGGRAPH_PYTHON=sys.executable, PYTHONPATH=str(PACKAGE_DIR))
         c = BatonClient(runner.url)
