@@ -233,7 +233,7 @@ def test_a_runner_paused_mid_graph_is_taken_over_from_the_last_checkpoint_and_it
     fleet = [start_runner(f"g-p{i}", **graph_env(PROJECT)) for i in (1, 2, 3)]
     c = BatonClient(fleet[0].url)
     c.submit({"id": "pause", "thread": "t-pause", "nodes": [{"id": "g", "kind": "graph", "max_attempts": 5,
-              "input": {"graph": "slow", "input": {"log": str(log), "seconds": 4}}}]})
+              "input": {"graph": "slow", "input": {"log": str(log), "seconds": 4}, "stream_mode": ["updates"]}}]})
     start = wait_until(lambda: next((l for l in lines(log) if l[0] == "start"), None), 30, "the wait node to start")
     owner = next(r for r in fleet if r.proc.pid == ppid(int(start[1])))
     epoch = node(c.status("pause"))["epoch"]
@@ -255,6 +255,16 @@ def test_a_runner_paused_mid_graph_is_taken_over_from_the_last_checkpoint_and_it
     stale = [e for e in events if e["type"] == "stale_rejected"]
     assert stale and all(e["epoch"] == epoch for e in stale), stale
     assert [l[0] for l in lines(log) if l[1] != start[1]] == ["start", "done", "after"]
+    # The run's stream: once the takeover's attempt starts, no chunk of the
+    # paused attempt follows (its late "wait" update, sent after SIGCONT,
+    # is refused with its claim).
+    from test_graph_stream import sse
+    entries = sse(f"{others[0].url}/v1/runs/pause/stream")
+    marks = [i for i, e in enumerate(entries) if e["event"] == "metadata"]
+    assert len(marks) == 2, entries
+    updates = [json.loads(e["data"]) for e in entries[marks[1]:] if e["event"] == "updates"]
+    assert [list(u) for u in updates] == [["wait"], ["after"]], "the takeover's own updates, each once"
+    assert [list(json.loads(e["data"])) for e in entries[:marks[1]] if e["event"] == "updates"] == [["first"]]
 
 
 JS_PROJECT = REPO_ROOT / "js" / "test" / "fixtures" / "project" / "langgraph.json"
