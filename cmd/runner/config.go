@@ -142,6 +142,23 @@ type Config struct {
 	// "20/s"}]}, see docs/flow-control.md), replacing those of the same
 	// names; a bad file stops the start and sets none. Default: empty.
 	LimitsFile string `env:"LIMITS_FILE"`
+	// LangGraphConfig, when set, is a LangGraph project's langgraph.json:
+	// its graphs run as the node kind "graph" in a warm worker process
+	// (docs/graph-workers.md); a bad file or a graph that fails to import
+	// stops the start. Default: empty, no graphs.
+	LangGraphConfig string `env:"LANGGRAPH_CONFIG"`
+	// LangGraphPython is the interpreter of the project's Python graphs:
+	// its virtualenv's, with baton-langgraph installed. Default: python3.
+	LangGraphPython string `env:"LANGGRAPH_PYTHON" envDefault:"python3"`
+	// LangGraphNode is the node binary of the project's JS graphs.
+	// Default: node.
+	LangGraphNode string `env:"LANGGRAPH_NODE" envDefault:"node"`
+	// LangGraphJSWorker is the JS graph worker's script. Default: empty,
+	// meaning the project's node_modules/@baton/langgraph-saver/src/worker.js.
+	LangGraphJSWorker string `env:"LANGGRAPH_JS_WORKER"`
+	// LangGraphMaxAttempts is how many graph attempts the worker process
+	// runs at once. Default: unset or 0, meaning CONCURRENCY.
+	LangGraphMaxAttempts int `env:"LANGGRAPH_MAX_ATTEMPTS"`
 	// TraceURL, when set, makes the run view link to each traced run's
 	// trace: a tracing UI's URL with {trace_id} in it
 	// (https://jaeger.example/trace/{trace_id}). Default: empty, no link.

@@ -110,6 +110,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// (jobs.go); the API refuses at submit what a spec asks beyond it.
 	stock, kindNames := cfg.stock(rconf)
 	kinds.RegisterStockOnly(w, stock, kindNames)
+	stopGraphs, err := startGraphs(ctx, cfg, w, rconf, log) // graphs.go
+	if err != nil {
+		return err
+	}
+	defer stopGraphs()
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
 		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}})
 	if err != nil {

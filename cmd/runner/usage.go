@@ -53,6 +53,11 @@ const envHelp = `Environment (default in brackets):
   TAKE_FROM_QUEUE     [true] a commit may claim the queue's next node of its shard itself (one server)
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
   LIMITS_FILE         [none] JSON file of fleet-wide limits set at start (docs/flow-control.md)
+  LANGGRAPH_CONFIG    [none] a LangGraph project's langgraph.json: its graphs run as kind "graph" (docs/graph-workers.md)
+  LANGGRAPH_PYTHON    [python3] the interpreter of the project's Python graphs (its virtualenv's)
+  LANGGRAPH_NODE      [node] the node binary of the project's JS graphs (.ts and .mts through tsx)
+  LANGGRAPH_JS_WORKER [node_modules/@baton/langgraph-saver/src/worker.js] the JS graph worker's script
+  LANGGRAPH_MAX_ATTEMPTS [CONCURRENCY] graph attempts the worker process runs at once
   TRACE_URL           [none] a tracing UI's URL with {trace_id}: the run view links to each run's trace
   KINDS               [exec,http,sleep,noop] the stock kinds this runner runs
   EGRESS_ALLOW        [none] private CIDRs, addresses, hosts http nodes and webhooks may reach

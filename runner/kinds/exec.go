@@ -42,7 +42,7 @@ type ExecOptions struct {
 	// RedisURL, when set, is handed to the commands StoreCommands names as
 	// BATON_REDIS_URL, with Prefix as BATON_PREFIX: the worker's Redis and
 	// key prefix, so the command can keep its own fenced checkpoints (a
-	// LangGraph saver, see examples/langgraph-js). Such a command can do
+	// LangGraph saver, see js). Such a command can do
 	// anything in that Redis, to any run: name only trusted commands.
 	// Default (empty): no command gets either.
 	RedisURL string
