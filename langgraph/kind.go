@@ -64,6 +64,11 @@ type Options struct {
 	// node_modules/@baton/langgraph-saver/src/worker.js, looked for from
 	// the project's folder up, as node resolves a package.
 	JSWorker string
+	// Env names the runner's variables the workers get besides PATH,
+	// HOME, LANG and TZ (NAME or PREFIX_*; the runner's EXEC_ENV, as for
+	// exec commands). The project's langgraph.json env is always passed.
+	// Default: none.
+	Env []string
 	// MaxAttempts is how many attempts one worker process runs at once.
 	// Default: 10.
 	MaxAttempts int

@@ -48,6 +48,8 @@ func fakeWorker() {
 		case m.Type == "run" && string(m.Input) == `"die"`:
 			fmt.Fprintln(os.Stderr, "the worker dies")
 			os.Exit(9)
+		case m.Type == "run" && string(m.Input) == `"env"`:
+			_ = out.Encode(message{Type: "done", ID: m.ID, Result: must(json.Marshal(os.Environ()))})
 		case m.Type == "run" && string(m.Input) == `"hang"`:
 			// waits for a cancel
 		case m.Type == "run" && string(m.Input) == `"chunk-then-hang"`:
@@ -61,6 +63,13 @@ func fakeWorker() {
 			_ = out.Encode(message{Type: "cancelled", ID: m.ID})
 		}
 	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 func fakeKind(t *testing.T, streamer Streamer, env ...string) *Kind {
@@ -79,7 +88,8 @@ func fakeKind(t *testing.T, streamer Streamer, env ...string) *Kind {
 	}
 	p := &Project{Path: filepath.Join(dir, "langgraph.json"), Dir: dir,
 		Graphs: map[string]Graph{"g": {ID: "g", File: filepath.Join(dir, "g.py"), Attr: "graph", Lang: "python"}}}
-	k, err := New(p, Options{Python: self, RedisURL: "redis://unused", Streamer: streamer, CancelWait: 2 * time.Second})
+	k, err := New(p, Options{Python: self, RedisURL: "redis://unused", Streamer: streamer, CancelWait: 2 * time.Second,
+		Env: []string{"FAKE_*"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,5 +223,41 @@ func TestStartReportsTheImportErrorAndTraceback(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "ImportError: no module named x") ||
 		!strings.Contains(err.Error(), "Traceback (most recent call last)") {
 		t.Fatalf("Start = %v", err)
+	}
+}
+
+// The worker runs the project's code with what an exec command gets
+// (PATH, HOME, LANG, TZ, the names EXEC_ENV allows) and the project's own
+// env: the runner's token, webhook secret and Redis credentials stay with
+// the runner, whose store reaches the worker on stdin instead.
+func TestTheWorkerGetsNoneOfTheRunnersSecrets(t *testing.T) {
+	k := fakeKind(t, nil, "API_TOKEN=s3cret-token", "REDIS_URL=redis://:pw@h:6379/0", "WEBHOOK_SECRET=whs",
+		"FAKE_ALLOWED=yes")
+	k.project.Env = map[string]string{"FROM_PROJECT": "1"}
+	if err := k.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res, err := k.Run(context.Background(), task(`{"graph": "g", "input": "env"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var env []string
+	if err := json.Unmarshal(res, &env); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		names[name] = true
+	}
+	for _, secret := range []string{"API_TOKEN", "REDIS_URL", "WEBHOOK_SECRET"} {
+		if names[secret] {
+			t.Errorf("the worker got %s", secret)
+		}
+	}
+	for _, want := range []string{"PATH", "FAKE_ALLOWED", "FROM_PROJECT"} {
+		if !names[want] {
+			t.Errorf("the worker lacks %s: %v", want, env)
+		}
 	}
 }

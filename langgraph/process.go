@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/batonrun/baton/runner/kinds"
 )
 
 // message is one line of the protocol, either way (docs/graph-workers.md).
@@ -72,7 +73,10 @@ type process struct {
 func startProcess(p *Project, o Options, lang string, log *slog.Logger) (*process, error) {
 	cmd := workerCommand(p, o, lang)
 	cmd.Dir = p.Dir
-	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1")
+	// The worker runs the project's code, which gets what an exec
+	// command gets (kinds.PassEnv) and the project's own env, never the
+	// runner's token or credentials; its store is handed to it on stdin.
+	cmd.Env = append(kinds.PassEnv(o.Env), "PYTHONUNBUFFERED=1")
 	for k, v := range p.Env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}

@@ -33,7 +33,7 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisc
 		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
 	}
 	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, Node: cfg.LangGraphNode,
-		JSWorker: cfg.LangGraphJSWorker, RedisURL: redisURL,
+		JSWorker: cfg.LangGraphJSWorker, RedisURL: redisURL, Env: list(cfg.Jobs.ExecEnv),
 		Prefix: cfg.Prefix, MaxAttempts: cmp.Or(cfg.LangGraphMaxAttempts, cfg.Concurrency),
 		StopGrace: cfg.ShutdownTimeout, Logger: log})
 	if err != nil {

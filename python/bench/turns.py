@@ -76,7 +76,7 @@ def main() -> None:
         binary = go_build("./cmd/runner", tmp, "runner")
         runner = Runner(binary, srv.url, "bench", "bench-1", log_dir=tmp, LOG_LEVEL="warn", EXEC_STORE_COMMANDS=sys.executable,
                         LANGGRAPH_CONFIG=str(REPO_ROOT / "examples" / "langgraph" / "langgraph.json"),
-                        LANGGRAPH_PYTHON=sys.executable, PYTHONPATH=str(PACKAGE_DIR))
+                        LANGGRAPH_PYTHON=sys.executable, PYTHONPATH=str(PACKAGE_DIR), EXEC_ENV="PYTHONPATH")
         c = BatonClient(runner.url)
         graph = {"id": "agent", "kind": "graph", "input": {"graph": "agent", "input": {"topic": "fencing"}}}
         exe = {"id": "agent", "kind": "exec", "input": {

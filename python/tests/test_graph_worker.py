@@ -25,7 +25,7 @@ PROJECT = FIXTURES / "project" / "langgraph.json"
 
 def graph_env(config) -> dict[str, str]:
     return {"LANGGRAPH_CONFIG": str(config), "LANGGRAPH_PYTHON": sys.executable,
-            "PYTHONPATH": str(PACKAGE_DIR), "LOG_LEVEL": "info"}
+            "PYTHONPATH": str(PACKAGE_DIR), "EXEC_ENV": "PYTHONPATH", "LOG_LEVEL": "info"}
 
 
 @pytest.fixture
