@@ -164,10 +164,24 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 		return Resumed{}, err
 	}
 	code, r, err := reply(v)
-	if err != nil {
-		if errors.Is(err, ErrNotWaiting) && waitID == "" {
-			return Resumed{}, fmt.Errorf("%w: nothing parked it", err)
+	switch {
+	case errors.Is(err, ErrNotFound) && len(r) > 0:
+		return Resumed{}, fmt.Errorf("run %s has no node %s: %w", n.Run, n.Node, ErrUnknownNode)
+	case errors.Is(err, ErrNotFound) && mode == "resume":
+		return s.resumePacked(ctx, n, waitID, err)
+	case errors.Is(err, ErrRunDone) && len(r) > 1 && (asString(r[0]) == "CANCELLED" || asString(r[1]) == "1"):
+		return Resumed{}, fmt.Errorf("run %s was cancelled: %w: %w", n.Run, err, ErrRunCancelled)
+	case errors.Is(err, ErrRunDone) && len(r) > 0:
+		return Resumed{}, fmt.Errorf("run %s is %s: %w", n.Run, asString(r[0]), err)
+	case errors.Is(err, ErrNotWaiting) && waitID == "":
+		return Resumed{}, fmt.Errorf("%w: nothing parked it", err)
+	case errors.Is(err, ErrNotWaiting) && mode == "resume":
+		if other := s.waitOwner(ctx, n, waitID); other != "" {
+			return Resumed{}, fmt.Errorf("wait_id %q is a wait of node %s, not of node %s: %w",
+				waitID, other, n.Node, ErrInvalidData)
 		}
+		return Resumed{}, err
+	case err != nil:
 		return Resumed{}, err
 	}
 	out := Resumed{Thread: n.Thread}
@@ -176,7 +190,7 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 		if a := asString(r[0]); a != "" {
 			_ = json.Unmarshal([]byte(a), &out.Answer) // stored by resume.lua: JSON
 		}
-		if len(r) > 3 && asString(r[1]) == "READY" {
+		if len(r) > 3 && asString(r[1]) == "READY" && asString(r[2]) != "" {
 			out.Queue, out.Attempt = asString(r[2]), asInt(r[3])
 		}
 		return out, nil
@@ -186,6 +200,65 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 		out.Answer = Answer{Wait: waitID, Value: json.RawMessage(value)}
 	}
 	return out, nil
+}
+
+// resumePacked answers a resume whose script found neither node nor run
+// hash: a run packed into one key (retention) ended, so nothing changes;
+// a wait the node answered is a Replay with its first answer, as before
+// the run was packed. notFound is returned when the run is not packed.
+func (s *Store) resumePacked(ctx context.Context, n NodeRef, waitID string, notFound error) (Resumed, error) {
+	p, err := s.packedOf(ctx, n.Thread, n.Run)
+	if err != nil {
+		return Resumed{}, err
+	}
+	if p == nil {
+		return Resumed{}, notFound
+	}
+	node := p.nodeOrNil(n.Node)
+	if node == nil {
+		return Resumed{}, fmt.Errorf("run %s has no node %s: %w", n.Run, n.Node, ErrUnknownNode)
+	}
+	if waitID == "" {
+		waitID = node["wait_id"]
+	}
+	first := node["answer:"+waitID]
+	if first == "" && waitID != "" && node["resumed_wait"] == waitID {
+		first = node["resume"]
+	}
+	if first != "" {
+		out := Resumed{Thread: n.Thread, Replay: true}
+		_ = json.Unmarshal([]byte(first), &out.Answer) // stored by resume.lua: JSON
+		return out, nil
+	}
+	if p.Run["status"] == "CANCELLED" || p.Run["cancel"] == "1" {
+		return Resumed{}, fmt.Errorf("run %s was cancelled: %w: %w", n.Run, ErrRunDone, ErrRunCancelled)
+	}
+	return Resumed{}, fmt.Errorf("run %s is %s: %w", n.Run, p.Run["status"], ErrRunDone)
+}
+
+// waitOwner names the node of n's run, other than n's, that parked on
+// waitID or answered it: "" when none did. A read for the refusal's
+// words only; nothing is changed.
+func (s *Store) waitOwner(ctx context.Context, n NodeRef, waitID string) string {
+	ids, err := s.nodeIDs(ctx, n.Thread, n.Run)
+	if err != nil {
+		return ""
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Node(n.Thread, n.Run, id), "wait_id", "answer:"+waitID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return ""
+	}
+	for i, id := range ids {
+		v := cmds[i].Val()
+		if id != n.Node && len(v) == 2 && (v[0] == waitID || v[1] != nil) {
+			return id
+		}
+	}
+	return ""
 }
 
 // TimedOut is a parked node whose wait timed out, now READY.
@@ -232,7 +305,7 @@ func (s *Store) TimeOutWaits(ctx context.Context, who string, limit int64) ([]Ti
 			case err == nil && !res.Replay:
 				out = append(out, TimedOut{Node: n, Queue: res.Queue, Attempt: res.Attempt})
 			case err == nil, errors.Is(err, ErrNotWaiting), errors.Is(err, ErrLeaseActive):
-			case errors.Is(err, ErrRunDone), errors.Is(err, ErrNotFound):
+			case errors.Is(err, ErrRunDone), errors.Is(err, ErrNotFound), errors.Is(err, ErrUnknownNode):
 				s.rdb.ZRem(ctx, s.keys.Waits(ShardOf(thread)), ref) // nothing will answer it
 			default:
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))

@@ -103,6 +103,8 @@ if timeout > 0 then
   local due = int(now + timeout)
   rcall('HSET', nodeKey, 'wait_timeout_at', due, 'wait_on_timeout', onTimeout, 'wait_default', default)
   rcall('ZADD', waitsKey, due, ref)
+else
+  rcall('ZREM', waitsKey, ref) -- an earlier wait's entry, if the sweeper has not met it
 end
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'parked',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'wait_id', waitID, 'request', request)
