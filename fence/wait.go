@@ -94,6 +94,10 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 	if code == 3 {
 		return Parked{Cancelled: true, RunStatus: asString(r[0])}, nil
 	}
+	// The thread's state lives while the node waits. Best effort here:
+	// park.lua left the node's waits entry due, so a sweeper keeps it
+	// alive if this call fails.
+	_ = s.keepWait(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node})
 	return Parked{WaitID: asString(r[0])}, nil
 }
 
@@ -270,8 +274,9 @@ type TimedOut struct {
 
 // TimeOutWaits ends the waits whose timeout passed, up to limit per shard,
 // as each park said (resume.lua mode timeout), and returns the nodes now
-// READY for the caller to enqueue. The waits index is a trigger: the
-// script decides.
+// READY for the caller to enqueue. A wait not timed out whose entry came
+// due has its thread's state kept alive (keepWait). The waits index is a
+// trigger: the scripts decide.
 func (s *Store) TimeOutWaits(ctx context.Context, who string, limit int64) ([]TimedOut, error) {
 	now, err := s.rdb.Time(ctx).Result()
 	if err != nil {
@@ -295,9 +300,18 @@ func (s *Store) TimeOutWaits(ctx context.Context, who string, limit int64) ([]Ti
 				continue
 			}
 			n := NodeRef{Thread: thread, Run: run, Node: node}
-			waitID, err := s.rdb.HGet(ctx, s.keys.Node(thread, run, node), "wait_id").Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			f, err := s.rdb.HMGet(ctx, s.keys.Node(thread, run, node), "state", "wait_id", "wait_timeout_at").Result()
+			if err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			state, waitID, timeoutAt := asString(f[0]), asString(f[1]), asString(f[2])
+			if state == "WAITING" && (timeoutAt == "" || asInt(timeoutAt) > now.UnixMilli()) {
+				// Not timed out: the entry is due for its thread state's
+				// keep-alive.
+				if err := s.keepWait(ctx, n); err != nil {
+					errs = append(errs, err)
+				}
 				continue
 			}
 			res, err := s.resume(ctx, n, waitID, "", who, "timeout")

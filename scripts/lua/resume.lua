@@ -17,7 +17,8 @@ KEYS[1] node hash
 KEYS[2] run hash
 KEYS[3] run event stream
 KEYS[4] ready index (zset: ref -> ms when READY)
-KEYS[5] waits index (zset: ref -> ms when the wait times out)
+KEYS[5] waits index (zset: ref -> ms when the sweeper next looks at the
+        wait: its timeout, or its thread state's keep-alive, wait_keep.lua)
 
 ARGV[1] node id
 ARGV[2] wait id the resume answers
@@ -47,7 +48,7 @@ local nodeKey, runKey, evKey, readyKey, waitsKey = KEYS[1], KEYS[2], KEYS[3], KE
 local nodeID, waitID, value, who, ref, maxlen, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 
 local f = rcall('HMGET', nodeKey, 'state', 'wait_id', 'resumed_wait', 'resume', 'queue', 'attempt',
-  'wait_timeout_at', 'wait_on_timeout', 'wait_default', 'answer:' .. waitID)
+  'wait_timeout_at', 'wait_on_timeout', 'wait_default', 'answer:' .. waitID, 'wait_keep_at')
 if not f[1] then
   if rcall('EXISTS', runKey) == 1 then return {-1, 'node'} end
   return -1
@@ -67,14 +68,16 @@ if r[1] ~= 'RUNNING' or r[2] == '1' then
   if mode == 'timeout' then rcall('ZREM', waitsKey, ref) end
   return {-22, r[1] or '', r[2] or ''}
 end
--- The sweeper's index entry: gone once no wait of the node has a
--- timeout, else scored by the timeout the node has now, so a stale entry
--- costs one call, not one per sweep.
+-- The sweeper's index entry: gone once the node is not waiting, else
+-- scored by the earlier of its timeout and its keep-alive
+-- (wait_keep.lua), so a stale entry costs one call, not one per sweep.
 local function reindex()
-  if f[1] ~= 'WAITING' or not f[7] then
+  local due = tonumber(f[7] or f[11])
+  if f[1] == 'WAITING' and f[7] and f[11] then due = math.min(tonumber(f[7]), tonumber(f[11])) end
+  if f[1] ~= 'WAITING' or not due then
     rcall('ZREM', waitsKey, ref)
   else
-    rcall('ZADD', waitsKey, f[7], ref)
+    rcall('ZADD', waitsKey, string.format('%d', due), ref)
   end
 end
 if f[1] ~= 'WAITING' or f[2] ~= waitID then
