@@ -31,7 +31,7 @@ func TestParkKeepsTheThreadsState(t *testing.T) {
 }
 
 func checkParkKeepsTheThreadsState(t *testing.T, tb *testBundle) {
-	const retention = time.Second
+	const retention = 3 * time.Second
 	tb.store = fence.New(tb.be.Client, &fence.Options{ThreadRetention: retention})
 	rdb, keys := tb.be.Client, tb.store.Keys()
 	for _, run := range []string{"kept", "dropped"} {
@@ -49,9 +49,9 @@ func checkParkKeepsTheThreadsState(t *testing.T, tb *testBundle) {
 	_, err := tb.store.Cancel(tb.ctx, "dropped", "no", "t")
 	require.NoError(t, err)
 
-	// Three retentions pass, with a sweep every 400 ms.
-	for range 8 {
-		tb.passTime(t, 400*time.Millisecond)
+	// More than a retention passes, with a sweep every 250 ms.
+	for range 14 {
+		tb.passTime(t, 250*time.Millisecond)
 		_, err := tb.store.TimeOutWaits(tb.ctx, "sweeper", 100)
 		require.NoError(t, err)
 	}
@@ -69,6 +69,12 @@ func checkParkKeepsTheThreadsState(t *testing.T, tb *testBundle) {
 	require.NoError(t, err)
 	require.NotNil(t, c.Resume)
 
+	// The cancelled wait's state expires a retention after its park.
+	for range 4 {
+		tb.passTime(t, 250*time.Millisecond)
+		_, err := tb.store.TimeOutWaits(tb.ctx, "sweeper", 100)
+		require.NoError(t, err)
+	}
 	list, _, err = tb.store.Checkpoints(tb.ctx, "dropped-chat", "graph", 0, 10)
 	require.NoError(t, err)
 	require.Empty(t, list, "a cancelled wait keeps nothing alive")
