@@ -119,6 +119,19 @@ type Config struct {
 	// Retention is how long a finished run stays readable before Redis
 	// frees it; a negative value keeps runs forever. Default: 168h.
 	Retention time.Duration `env:"RUN_RETENTION" envDefault:"168h"`
+	// ThreadRetention is how long a thread's checkpoints live after their
+	// last write, and at least while a node of the thread waits
+	// (docs/waiting.md); a negative value keeps them forever. At least
+	// 1m. Default: 720h (30 days).
+	ThreadRetention time.Duration `env:"THREAD_RETENTION" envDefault:"720h"`
+	// CheckpointHistory is how many checkpoints a thread keeps per
+	// namespace, the newest (and a rollback's anchor). 1 to 10000.
+	// Default: 100.
+	CheckpointHistory int `env:"CHECKPOINT_HISTORY" envDefault:"100"`
+	// MaxCheckpointBytes caps a checkpoint's data and metadata together,
+	// a task's pending writes, a wait's request and a resume's value.
+	// 1 KiB to 64 MiB. Default: 1048576 (1 MiB).
+	MaxCheckpointBytes int `env:"MAX_CHECKPOINT_BYTES" envDefault:"1048576"`
 	// ReadyThreshold is how long a READY node may stay unclaimed (its
 	// delivery lost) before the sweeper enqueues it again. Default: 15s.
 	ReadyThreshold time.Duration `env:"READY_THRESHOLD" envDefault:"15s"`
@@ -301,6 +314,15 @@ func (c Config) validate(skip map[string]bool) error {
 	}
 	if c.Retention == 0 {
 		bad("RUN_RETENTION", "0: want a duration (a negative one keeps runs forever)")
+	}
+	if c.ThreadRetention >= 0 && c.ThreadRetention < time.Minute {
+		bad("THREAD_RETENTION", "%s: want at least 1m (a negative one keeps checkpoints forever)", c.ThreadRetention)
+	}
+	if c.CheckpointHistory < 1 || c.CheckpointHistory > 10000 {
+		bad("CHECKPOINT_HISTORY", "%d: want 1 to 10000 checkpoints per namespace", c.CheckpointHistory)
+	}
+	if c.MaxCheckpointBytes < 1<<10 || c.MaxCheckpointBytes > maxInputLimit {
+		bad("MAX_CHECKPOINT_BYTES", "%d: want %d to %d", c.MaxCheckpointBytes, 1<<10, maxInputLimit)
 	}
 	if c.AdminAddr != "" {
 		host, port, err := net.SplitHostPort(c.AdminAddr)

@@ -102,6 +102,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ScheduleInterval:  cfg.ScheduleInterval,
 		ScheduleLate:      cfg.ScheduleLate,
 		ScheduleLimits:    runner.Limits{MaxInputBytes: cfg.MaxInputBytes},
+
+		ThreadRetention:    cfg.ThreadRetention,
+		CheckpointHistory:  cfg.CheckpointHistory,
+		MaxCheckpointBytes: cfg.MaxCheckpointBytes,
 	})
 	if err != nil {
 		return err

@@ -48,6 +48,11 @@ const envHelp = `Environment (default in brackets):
   MAX_SPEC_BYTES      [8388608] cap on a whole run spec submitted through the API
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
+  THREAD_RETENTION    [720h] how long a thread's checkpoints live after their last write, and
+                      while a node waits; at least 1m, negative: forever
+  CHECKPOINT_HISTORY  [100] checkpoints kept per thread and namespace, the newest; 1 to 10000
+  MAX_CHECKPOINT_BYTES [1048576] cap of a checkpoint, of a task's pending writes, of a wait's request
+                      and of a resume's value; 1 KiB to 64 MiB
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
   CLAIM_REPLICAS      [0] replicas that must acknowledge each claim and commit (WAIT) before it counts
   TAKE_FROM_QUEUE     [true] a commit may claim the queue's next node of its shard itself (one server)
