@@ -38,6 +38,8 @@ func TestDefaults(t *testing.T) {
 
 		ScheduleInterval: time.Second,
 		ScheduleLate:     time.Minute,
+		LangGraphPython:  "python3",
+		LangGraphNode:    "node",
 		Jobs:             JobsConfig{Kinds: "exec,http,sleep,noop"},
 
 		EventStreamsPerClient: 8,

@@ -208,11 +208,31 @@ func (s runStatus) node(id string) nodeStatus {
 }
 
 type event struct {
-	Type    string            `json:"type"`
-	Node    string            `json:"node"`
-	Epoch   int64             `json:"epoch"`
-	Worker  string            `json:"worker"`
-	Details map[string]string `json:"details"`
+	Type    string  `json:"type"`
+	Node    string  `json:"node"`
+	Epoch   int64   `json:"epoch"`
+	Worker  string  `json:"worker"`
+	Details details `json:"details"`
+}
+
+// details are an event's details as text: a string as itself, any other
+// value (a parked node's request) as its JSON.
+type details map[string]string
+
+func (d *details) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	*d = details{}
+	for k, v := range raw {
+		var s string
+		if json.Unmarshal(v, &s) != nil {
+			s = string(v)
+		}
+		(*d)[k] = s
+	}
+	return nil
 }
 
 func (c *cluster) events(run string) []event {

@@ -14,7 +14,7 @@ func TestSourceExpandsIncludes(t *testing.T) {
 		t.Fatal(err)
 	}
 	fenced := map[string]bool{"heartbeat": true, "commit": true, "fail": true, "release": true,
-		"checkpoint": true, "checkpoint_writes": true, "checkpoint_delete": true, "park": true, "packed_fence": true}
+		"checkpoint": true, "checkpoint_writes": true, "checkpoint_delete": true, "park": true, "packed_fence": true, "stream_append": true}
 	for _, name := range Names() {
 		src, err := Source(name)
 		if err != nil {

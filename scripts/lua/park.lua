@@ -99,7 +99,10 @@ rcall('HINCRBY', nodeKey, 'releases', 1)
 rcall('HINCRBY', runKey, 'waiting', 1) -- for listings (enqueue list)
 rcall('HSET', nodeKey, 'state', 'WAITING', 'wait', request, 'wait_id', waitID, 'wait_at', nowS,
   'end_op', 'park', 'end_claim', endedWith(f[4], 'park', claimID, 4))
-rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default', 'wait_keep_at')
+-- A park under the id of a wait answered before (a caller that names its
+-- own ids) starts a new wait: the old answer must not answer it.
+rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default', 'wait_keep_at',
+  'answer:' .. waitID)
 if timeout > 0 then
   local due = int(now + timeout)
   rcall('HSET', nodeKey, 'wait_timeout_at', due, 'wait_on_timeout', onTimeout, 'wait_default', default)

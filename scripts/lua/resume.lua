@@ -60,6 +60,8 @@ end
 local first = f[10]
 if not first and f[3] == waitID then first = f[4] end
 if first then
+  -- The sweeper's look at a wait answered since: its entry goes.
+  if mode == 'timeout' and f[1] ~= 'WAITING' then rcall('ZREM', waitsKey, ref) end
   if f[3] == waitID and f[4] then return {2, first, f[1], f[5] or '', tonumber(f[6]) or 0} end
   return {2, first, f[1], '', 0}
 end
