@@ -1,0 +1,184 @@
+package check
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/fence"
+)
+
+// flowIn builds a hand-made history of nodes naming limits: one run per
+// node ("run-a" holds node "n"), each node naming the limits given, with
+// the events added by ev. Times are ms after t0.
+type flowIn struct{ in Input }
+
+func newFlow(limits ...FlowLimit) *flowIn {
+	return &flowIn{in: Input{Runs: map[string]RunFinal{}, Flow: &FlowInput{Limits: limits, Uses: map[string][]string{}}}}
+}
+
+func (f *flowIn) node(run string, state string, result string, limits ...string) {
+	f.in.Flow.Uses[run+"/n"] = limits
+	f.in.Runs[run] = RunFinal{Info: &fence.RunInfo{ID: run, Status: "SUCCEEDED",
+		Nodes: []fence.NodeInfo{{ID: "n", State: state, Result: json.RawMessage(result)}}}}
+}
+
+func (f *flowIn) ev(run, typ string, epoch, at int64, d map[string]string) *flowIn {
+	r := f.in.Runs[run]
+	r.Events = append(r.Events, ev(typ, "n", epoch, "w", at, d))
+	f.in.Runs[run] = r
+	return f
+}
+
+func (f *flowIn) check() Report {
+	var r Report
+	r.Violations = append(checkLimits(f.in, &r), checkWaits(f.in, &r)...)
+	return r
+}
+
+var one = FlowLimit{Name: "one", Concurrency: 1}
+
+// Two nodes running at once under a concurrency of 1 are a violation,
+// whoever claimed first.
+func TestTwoHoldersUnderALimitOfOneAreReported(t *testing.T) {
+	t.Parallel()
+	f := newFlow(one)
+	f.node("a", "SUCCEEDED", "null", "one")
+	f.node("b", "SUCCEEDED", "null", "one")
+	f.ev("a", "claimed", 1, 0, nil).ev("a", "committed", 1, 500, nil)
+	f.ev("b", "claimed", 1, 400, nil).ev("b", "committed", 1, 900, nil)
+	r := f.check()
+	require.Equal(t, []string{"limit_held"}, checks(r.Violations))
+	require.Contains(t, r.Violations[0].Msg, "a/n (claimed e1")
+	require.Equal(t, 2, r.Flow.MaxHeld["one"])
+}
+
+// A slot handed on (an end, then a claim in the same millisecond), a
+// takeover that moves the slot, a park that frees it and a retried
+// attempt's claim are one holder at a time.
+func TestHandedOnSlotsAreOneHolder(t *testing.T) {
+	t.Parallel()
+	f := newFlow(one)
+	f.node("a", "SUCCEEDED", "null", "one")
+	f.node("b", "SUCCEEDED", "null", "one")
+	f.node("c", "SUCCEEDED", "null", "one")
+	f.ev("a", "claimed", 1, 0, nil).ev("a", "takeover", 2, 2000, nil).ev("a", "committed", 2, 2300, nil)
+	f.ev("b", "claimed", 1, 2300, nil).ev("b", "parked", 1, 2400, map[string]string{"wait_id": "w1"})
+	f.ev("c", "claimed", 1, 2400, nil).ev("c", "failed", 1, 2600, map[string]string{"final": "0"}).
+		ev("c", "claimed", 2, 2700, nil).ev("c", "released", 2, 2800, nil).
+		ev("c", "claimed", 3, 2900, nil).ev("c", "cancelled", 3, 3000, nil)
+	f.ev("b", "claimed", 2, 3000, nil).ev("b", "committed", 2, 3100, nil)
+	r := f.check()
+	require.Empty(t, checks(r.Violations))
+	require.Equal(t, 1, r.Flow.MaxHeld["one"])
+	require.Equal(t, 7, r.Flow.Claims["one"])
+}
+
+// A node that never ended its attempt still holds its slot (a single
+// server keeps it until a takeover): a second holder is reported.
+func TestAnUnendedHolderStillHolds(t *testing.T) {
+	t.Parallel()
+	three := FlowLimit{Name: "three", Concurrency: 3}
+	f := newFlow(three)
+	for i, run := range []string{"a", "b", "c", "d"} {
+		f.node(run, "SUCCEEDED", "null", "three")
+		f.ev(run, "claimed", 1, int64(i*100), nil)
+	}
+	f.ev("a", "heartbeat_lost", 1, 350, nil)
+	r := f.check()
+	require.Equal(t, []string{"limit_held"}, checks(r.Violations))
+	require.Contains(t, r.Violations[0].Msg, "held by 4")
+}
+
+// A rate of 4 a second with a burst of 2 admits 6 claims in a second,
+// never 7.
+func TestRateOverItsBoundIsReported(t *testing.T) {
+	t.Parallel()
+	rate := FlowLimit{Name: "rate", Rate: 4, PeriodMS: 1000, Burst: 2}
+	run := func(times ...int64) Report {
+		f := newFlow(rate)
+		for i, at := range times {
+			id := fmt.Sprintf("r%d", i)
+			f.node(id, "SUCCEEDED", "null", "rate")
+			f.ev(id, "claimed", 1, at, nil).ev(id, "committed", 1, at+1, nil)
+		}
+		return f.check()
+	}
+	// GCRA's densest: 3 at once, then one every 250 ms.
+	require.Empty(t, checks(run(0, 0, 0, 250, 500, 750, 1000, 1250).Violations))
+	require.Equal(t, []string{"limit_rate"}, checks(run(0, 0, 0, 250, 500, 750, 999).Violations))
+}
+
+// parkedNode is a node that parked on wait w1 at 100 and was resumed.
+func parkedNode(result string, resumes int) *flowIn {
+	f := newFlow()
+	f.node("a", "SUCCEEDED", result)
+	f.in.Flow.Parks = []string{"a/n"}
+	f.ev("a", "claimed", 1, 0, nil).ev("a", "parked", 1, 100, map[string]string{"wait_id": "w1"})
+	for i := range resumes {
+		f.ev("a", "resumed", 0, int64(200+i*10), map[string]string{"wait_id": "w1"})
+	}
+	f.ev("a", "claimed", 2, 300, nil).ev("a", "committed", 2, 400, nil)
+	return f
+}
+
+func answered(wait, why, value string, replay bool) ResumeOp {
+	return ResumeOp{Run: "a", Node: "n", Wait: wait, Sent: json.RawMessage(value), Why: why, Outcome: ResumeAnswered,
+		Answer: json.RawMessage(value), Replay: replay}
+}
+
+// A wait answered once, its resume retried and a second answer given the
+// first back, is one answer, read by the next attempt.
+func TestAWaitAnsweredOnceIsNotReported(t *testing.T) {
+	t.Parallel()
+	f := parkedNode(`{"answer":{"v":1},"wait":"w1"}`, 1)
+	f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false), answered("w1", "retry", `{"v": 1}`, true),
+		answered("w1", "second", `{"v":1}`, true)}
+	r := f.check()
+	require.Empty(t, checks(r.Violations))
+	require.Equal(t, 1, r.Flow.Parks)
+	require.Equal(t, 1, r.Flow.Resumed)
+	require.Equal(t, 2, r.Flow.Replays)
+}
+
+// A wait that Redis resumed twice, or whose second answer was taken as a
+// first, is reported.
+func TestAWaitAnsweredTwiceIsReported(t *testing.T) {
+	t.Parallel()
+	f := parkedNode(`{"answer":{"v":1},"wait":"w1"}`, 2)
+	f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false)}
+	require.Equal(t, []string{"wait_answer"}, checks(f.check().Violations))
+
+	f = parkedNode(`{"answer":{"v":1},"wait":"w1"}`, 1)
+	f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false), answered("w1", "second", `{"v":2}`, false)}
+	require.Equal(t, []string{"wait_answer", "wait_answer"}, checks(f.check().Violations))
+}
+
+// A resend refused ("node not waiting") breaks the promise of the first
+// answer again.
+func TestARefusedResendIsReported(t *testing.T) {
+	t.Parallel()
+	f := parkedNode(`{"answer":{"v":1},"wait":"w1"}`, 1)
+	f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false),
+		{Run: "a", Node: "n", Wait: "w1", Why: "second", Outcome: ResumeRefused, Err: "fence: node not waiting"}}
+	require.Equal(t, []string{"wait_answer"}, checks(f.check().Violations))
+}
+
+// The attempt after the resume must read its answer: a result without it,
+// with another value, or a second park after an answered wait is
+// reported.
+func TestAnAnswerNotConsumedIsReported(t *testing.T) {
+	t.Parallel()
+	for _, result := range []string{`{"node":"n"}`, `{"answer":{"v":2},"wait":"w1"}`} {
+		f := parkedNode(result, 1)
+		f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false)}
+		require.Equal(t, []string{"wait_value"}, checks(f.check().Violations), result)
+	}
+	f := parkedNode(`{"answer":{"v":1},"wait":"w2"}`, 1)
+	f.ev("a", "parked", 2, 450, map[string]string{"wait_id": "w2"}).
+		ev("a", "resumed", 0, 500, map[string]string{"wait_id": "w2"})
+	f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false), answered("w2", "first", `{"v":1}`, false)}
+	require.Equal(t, []string{"wait_value"}, checks(f.check().Violations))
+}
