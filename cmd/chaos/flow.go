@@ -58,6 +58,8 @@ type flow struct {
 	uses     map[string][]string
 	resumes  []check.ResumeOp
 	answered map[string]bool // wait ids answered
+	changes  []check.LimitSet
+	seed     uint64
 }
 
 func newFlow(client *runner.Client, redisAddr string, seed uint64, runs int, log *slog.Logger,
@@ -78,7 +80,7 @@ func newFlow(client *runner.Client, redisAddr string, seed uint64, runs int, log
 		return nil, err
 	}
 	f := &flow{client: client, resume: rc, rdb: rdb, proxy: p, log: log, onRun: onRun,
-		rng: rand.New(rand.NewPCG(seed, seed^0xf10)), uses: map[string][]string{}, answered: map[string]bool{}}
+		seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0xf10)), uses: map[string][]string{}, answered: map[string]bool{}}
 	rng := rand.New(rand.NewPCG(seed, seed^0x11f))
 	for i := range runs {
 		s := flowSpec(rng, fmt.Sprintf("chaos-%d-f%03d", seed, i))
@@ -171,6 +173,48 @@ func (f *flow) setLimits(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// changeLimits lowers chaos-three to 1 for a few seconds now and then,
+// and raises it back to 3, as an operator would, over the first 80% of
+// the window: a claim after the lowering must fit the new limit, while
+// the slots held then are kept.
+func (f *flow) changeLimits(ctx context.Context, window time.Duration) {
+	rng := rand.New(rand.NewPCG(f.seed, f.seed^0xc4a))
+	until := time.Now().Add(window * 8 / 10)
+	three := flowLimits[1]
+	for ctx.Err() == nil && time.Now().Before(until) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Duration(5000+rng.IntN(10000)) * time.Millisecond):
+		}
+		low := three
+		low.Concurrency = 1
+		f.set(ctx, low)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(1500+rng.IntN(3500)) * time.Millisecond):
+		}
+		f.set(context.WithoutCancel(ctx), three)
+	}
+}
+
+// set sets l until Redis answers and records the change.
+func (f *flow) set(ctx context.Context, l fence.Limit) {
+	c := check.LimitSet{Name: l.Name, Concurrency: l.Concurrency, Call: time.Now().UnixNano()}
+	for give := time.Now().Add(30 * time.Second); ; {
+		err := f.client.SetLimit(ctx, l)
+		if err == nil || ctx.Err() != nil || time.Now().After(give) {
+			break // a change that may not have been made is judged as in flight from here on
+		}
+		f.log.Warn("limit_set_retry", "limit", l.Name, "err", err)
+		time.Sleep(300 * time.Millisecond) // Redis is restarting
+	}
+	c.Ret = time.Now().UnixNano()
+	f.mu.Lock()
+	f.changes = append(f.changes, c)
+	f.mu.Unlock()
 }
 
 // submitAll submits the runs over the first 80% of the window; a submit
@@ -309,7 +353,8 @@ func (f *flow) send(ctx context.Context, run, node, wait string, value json.RawM
 func (f *flow) input() *check.FlowInput {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	in := &check.FlowInput{Uses: f.uses, Parks: slices.Clone(f.parks), Resumes: slices.Clone(f.resumes)}
+	in := &check.FlowInput{Uses: f.uses, Parks: slices.Clone(f.parks), Resumes: slices.Clone(f.resumes),
+		Changes: slices.Clone(f.changes)}
 	for _, l := range flowLimits {
 		in.Limits = append(in.Limits, check.FlowLimit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.Rate,
 			PeriodMS: l.Period.Milliseconds(), Burst: l.Burst})

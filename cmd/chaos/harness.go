@@ -147,8 +147,9 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	stopSampling, stopResuming := func() {}, func() {}
 	if fl != nil {
 		stopResuming = fl.startResuming(ctx)
-		wg.Add(1)
+		wg.Add(2)
 		go func() { defer wg.Done(); fl.submitAll(ctx, cfg.duration) }()
+		go func() { defer wg.Done(); fl.changeLimits(ctx, cfg.duration) }()
 	}
 	if conv != nil {
 		stopSampling = conv.startSampling(ctx)

@@ -62,6 +62,7 @@ type flowSummary struct {
 	Resumed    int            `json:"resumed"`
 	ResumeOps  int            `json:"resume_calls"`
 	Replays    int            `json:"replays"`
+	Changes    int            `json:"limit_changes"`
 	Violations int            `json:"violations"`
 }
 
@@ -74,7 +75,7 @@ func (r *result) flowSummary() *flowSummary {
 		return nil
 	}
 	out := &flowSummary{Claims: f.Claims, MaxHeld: f.MaxHeld, Parks: f.Parks, Resumed: f.Resumed,
-		ResumeOps: f.ResumeOps, Replays: f.Replays}
+		ResumeOps: f.ResumeOps, Replays: f.Replays, Changes: f.Changes}
 	for _, v := range r.report.Violations {
 		if flowChecks[v.Check] {
 			out.Violations++
@@ -188,7 +189,8 @@ func (r *result) print(w io.Writer) {
 			ts.Rollbacks, t.RolledBackEvents, ts.Resumes, ts.Undecided, ts.Violations)
 	}
 	if fs := r.flowSummary(); fs != nil {
-		fmt.Fprintf(w, "  limits:     claims:%s; most held at once:%s\n", countList(fs.Claims), countList(fs.MaxHeld))
+		fmt.Fprintf(w, "  limits:     claims:%s; most held at once:%s; %d changes\n", countList(fs.Claims),
+			countList(fs.MaxHeld), fs.Changes)
 		fmt.Fprintf(w, "  waits:      %d parked, %d resumed; %d resume calls, %d answered as a replay; flow violations %d\n",
 			fs.Parks, fs.Resumed, fs.ResumeOps, fs.Replays, fs.Violations)
 	}

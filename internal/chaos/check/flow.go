@@ -23,6 +23,18 @@ type FlowInput struct {
 	// print ::wait until they are resumed).
 	Parks   []string   `json:"parks,omitempty"`
 	Resumes []ResumeOp `json:"resumes,omitempty"`
+	// Changes are the concurrency changes the workload made after setting
+	// Limits, in order: an operator lowering and raising a limit.
+	Changes []LimitSet `json:"changes,omitempty"`
+}
+
+// LimitSet is one change of a limit's concurrency, made between Call and
+// Ret (UnixNano, the harness's clock, which is Redis's machine's).
+type LimitSet struct {
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"`
+	Call        int64  `json:"call"`
+	Ret         int64  `json:"ret"`
 }
 
 // FlowLimit is a limit as set: at most Concurrency holders (0: none), at
@@ -69,6 +81,7 @@ type FlowFigures struct {
 	Resumed   int            // resumed events
 	ResumeOps int            // resume calls sent, retries and second answers included
 	Replays   int            // resume calls answered as a replay
+	Changes   int            // limit changes made while the runs went
 }
 
 // limitChange is one event that starts or ends a node's hold of its slots.
@@ -130,7 +143,7 @@ func checkLimits(in Input, r *Report) []Violation {
 	if fl == nil {
 		return nil
 	}
-	fig := &FlowFigures{Claims: map[string]int{}, MaxHeld: map[string]int{}}
+	fig := &FlowFigures{Claims: map[string]int{}, MaxHeld: map[string]int{}, Changes: len(fl.Changes)}
 	r.Flow = fig
 	var out []Violation
 	changes := holdChanges(in, fl.Uses)
@@ -149,7 +162,7 @@ func checkLimits(in Input, r *Report) []Violation {
 		}
 		fig.Claims[l.Name] = len(claims)
 		if l.Concurrency > 0 {
-			out = append(out, overHeld(l, mine, fig)...)
+			out = append(out, overHeld(l, limitAt(l, fl.Changes), mine, fig)...)
 		}
 		if l.Rate > 0 && l.PeriodMS > 0 {
 			out = append(out, overRate(l, claims)...)
@@ -158,21 +171,51 @@ func checkLimits(in Input, r *Report) []Violation {
 	return out
 }
 
+// limitAt returns the concurrency of l in effect at a time (ms, Redis's
+// clock): as set first, then as each change made it once its call
+// returned, and, while a change was in flight, the larger of the two.
+// Lowering a limit takes no slot away: it holds from the next claim on.
+func limitAt(l FlowLimit, changes []LimitSet) func(ms int64) int {
+	var mine []LimitSet
+	for _, c := range changes {
+		if c.Name == l.Name {
+			mine = append(mine, c)
+		}
+	}
+	return func(ms int64) int {
+		at := ms * int64(time.Millisecond)
+		cur := l.Concurrency
+		for _, c := range mine {
+			switch {
+			case c.Ret < at:
+				cur = c.Concurrency
+			case c.Call <= at+int64(time.Millisecond):
+				return max(cur, c.Concurrency)
+			default:
+				return cur
+			}
+		}
+		return cur
+	}
+}
+
 // overHeld replays the holds of one concurrency limit and reports each
-// episode with more holders than the limit, once, with who held.
-func overHeld(l FlowLimit, changes []limitChange, fig *FlowFigures) []Violation {
+// episode in which a claim made more holders than the limit then allowed,
+// once, with who held.
+func overHeld(l FlowLimit, limit func(ms int64) int, changes []limitChange, fig *FlowFigures) []Violation {
 	var out []Violation
 	held := map[string]limitChange{}
 	over := false
 	for _, c := range changes {
 		if !c.start {
 			delete(held, c.key)
-			over = over && len(held) > l.Concurrency
+			over = over && len(held) > limit(c.at)
 			continue
 		}
+		_, had := held[c.key]
 		held[c.key] = c // a takeover moves the node's slot: still one
 		fig.MaxHeld[l.Name] = max(fig.MaxHeld[l.Name], len(held))
-		if len(held) <= l.Concurrency || over {
+		if had || len(held) <= limit(c.at) || over {
 			continue
 		}
 		over = true
@@ -187,7 +230,7 @@ func overHeld(l FlowLimit, changes []limitChange, fig *FlowFigures) []Violation 
 			break
 		}
 		out = append(out, Violation{Check: "limit_held", Run: run, Node: node,
-			Msg: fmt.Sprintf("limit %s (concurrency %d) held by %d at %s: %s", l.Name, l.Concurrency, len(held),
+			Msg: fmt.Sprintf("limit %s (concurrency %d) held by %d at %s: %s", l.Name, limit(c.at), len(held),
 				stampMS(c.at), strings.Join(who, ", "))})
 	}
 	return out

@@ -182,3 +182,29 @@ func TestAnAnswerNotConsumedIsReported(t *testing.T) {
 	f.in.Flow.Resumes = []ResumeOp{answered("w1", "first", `{"v":1}`, false), answered("w2", "first", `{"v":1}`, false)}
 	require.Equal(t, []string{"wait_value"}, checks(f.check().Violations))
 }
+
+// Lowering a limit takes no slot away, but a claim after it must fit the
+// new limit (issue 42: three running under a concurrency of 1 after the
+// operator lowered it from 3); after raising it again, three may run.
+func TestAClaimOverALoweredLimitIsReported(t *testing.T) {
+	t.Parallel()
+	three := FlowLimit{Name: "three", Concurrency: 3}
+	build := func(aEnds, lateClaim int64) Report {
+		f := newFlow(three)
+		f.in.Flow.Changes = []LimitSet{{Name: "three", Concurrency: 1, Call: ms(1000), Ret: ms(1010)},
+			{Name: "three", Concurrency: 3, Call: ms(5000), Ret: ms(5010)}}
+		for i, run := range []string{"a", "b", "c"} {
+			f.node(run, "SUCCEEDED", "null", "three")
+			f.ev(run, "claimed", 1, int64(i*100), nil) // 3 held before the change
+		}
+		f.ev("a", "committed", 1, aEnds, nil)
+		f.node("d", "SUCCEEDED", "null", "three")
+		f.ev("d", "claimed", 1, lateClaim, nil).ev("d", "committed", 1, lateClaim+100, nil)
+		return f.check()
+	}
+	r := build(2000, 2500) // 3 held under a limit of 1
+	require.Equal(t, []string{"limit_held"}, checks(r.Violations))
+	require.Contains(t, r.Violations[0].Msg, "concurrency 1) held by 3")
+	require.Empty(t, checks(build(2000, 5100).Violations)) // raised back to 3
+	require.Empty(t, checks(build(950, 1005).Violations))  // while the change was made: either limit
+}
