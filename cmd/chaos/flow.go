@@ -259,11 +259,12 @@ func (f *flow) startResuming(ctx context.Context) (stop func()) {
 // resumeLoop looks at the runs with a parking node a few times a second
 // and answers each wait found, once per wait id.
 func (f *flow) resumeLoop(ctx context.Context) {
+	ended := map[string]bool{} // runs read terminal: nothing more to answer
 	for ctx.Err() == nil {
 		f.mu.Lock()
 		var runs []string
 		for _, s := range f.accepted {
-			if slices.ContainsFunc(s.Nodes, func(n runner.NodeSpec) bool { return n.ID == "ask" }) {
+			if !ended[s.ID] && slices.ContainsFunc(s.Nodes, func(n runner.NodeSpec) bool { return n.ID == "ask" }) {
 				runs = append(runs, s.ID)
 			}
 		}
@@ -273,6 +274,7 @@ func (f *flow) resumeLoop(ctx context.Context) {
 			if err != nil {
 				continue
 			}
+			ended[id] = terminal(info.Status)
 			for _, n := range info.Nodes {
 				f.mu.Lock()
 				done := n.Wait == nil || f.answered[n.Wait.ID]
