@@ -59,6 +59,7 @@ type flow struct {
 	resumes  []check.ResumeOp
 	answered map[string]bool // wait ids answered
 	changes  []check.LimitSet
+	end      []check.LimitEnd
 	seed     uint64
 }
 
@@ -351,12 +352,30 @@ func (f *flow) send(ctx context.Context, run, node, wait string, value json.RawM
 	return op
 }
 
+// readEnd reads each limit's use as enqueue limit list does, once every
+// run ended and the fleet stopped: no slot may be held then.
+func (f *flow) readEnd(ctx context.Context) error {
+	states, err := f.client.Store().LimitStates(ctx)
+	if err != nil {
+		return err
+	}
+	var end []check.LimitEnd
+	for _, st := range states {
+		t := st.Total()
+		end = append(end, check.LimitEnd{Name: st.Name, InUse: t.InUse, Waiting: t.Waiting})
+	}
+	f.mu.Lock()
+	f.end = end
+	f.mu.Unlock()
+	return nil
+}
+
 // input is what the flow checks read.
 func (f *flow) input() *check.FlowInput {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	in := &check.FlowInput{Uses: f.uses, Parks: slices.Clone(f.parks), Resumes: slices.Clone(f.resumes),
-		Changes: slices.Clone(f.changes)}
+		Changes: slices.Clone(f.changes), End: slices.Clone(f.end)}
 	for _, l := range flowLimits {
 		in.Limits = append(in.Limits, check.FlowLimit{Name: l.Name, Concurrency: l.Concurrency, Rate: l.Rate,
 			PeriodMS: l.Period.Milliseconds(), Burst: l.Burst})

@@ -210,6 +210,9 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 
 	var flowIn *check.FlowInput
 	if fl != nil {
+		if err := fl.readEnd(readCtx); err != nil {
+			notes = append(notes, "reading the limits' use at the end: "+err.Error())
+		}
 		flowIn = fl.input()
 		if err := writeLines(filepath.Join(out, "flow.json"), []*check.FlowInput{flowIn}); err != nil {
 			return nil, err

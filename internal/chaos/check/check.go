@@ -85,7 +85,8 @@ type Violation struct {
 	// linearizable, terminal, lost_run, submit, commits, history, admit,
 	// takeover, attempts; the thread checks: thread_active, thread_queue,
 	// interrupt, rollback, resume, ckpt_version, ckpt_fence, ckpt_lost;
-	// the flow checks: limit_held, limit_rate, wait_answer, wait_value.
+	// the flow checks: limit_held, limit_rate, limit_leak, wait_answer,
+	// wait_value.
 	Check string
 	Run   string
 	Node  string

@@ -26,6 +26,16 @@ type FlowInput struct {
 	// Changes are the concurrency changes the workload made after setting
 	// Limits, in order: an operator lowering and raising a limit.
 	Changes []LimitSet `json:"changes,omitempty"`
+	// End is each limit's use read at the end, after every run ended and
+	// the fleet stopped (enqueue limit list); nil: not read.
+	End []LimitEnd `json:"end,omitempty"`
+}
+
+// LimitEnd is a limit's use as read at the end.
+type LimitEnd struct {
+	Name    string `json:"name"`
+	InUse   int    `json:"in_use"`
+	Waiting int    `json:"waiting"`
 }
 
 // LimitSet is one change of a limit's concurrency, made between Call and
@@ -167,6 +177,32 @@ func checkLimits(in Input, r *Report) []Violation {
 		if l.Rate > 0 && l.PeriodMS > 0 {
 			out = append(out, overRate(l, claims)...)
 		}
+	}
+	return append(out, leakedSlots(in)...)
+}
+
+// leakedSlots: once every run naming a limit has ended, none of its slots
+// is held: every ended claim freed its slot (a claim whose end frees
+// nothing holds it forever, and every later node under the limit waits).
+func leakedSlots(in Input) []Violation {
+	var out []Violation
+	for _, e := range in.Flow.End {
+		if e.InUse == 0 {
+			continue
+		}
+		var open []string
+		for _, k := range sortedNames(in.Flow.Uses) {
+			run, _, _ := strings.Cut(k, "/")
+			f, ok := in.Runs[run]
+			if ok && slices.Contains(in.Flow.Uses[k], e.Name) && (f.Info == nil || !terminalStatus(f.Info.Status)) {
+				open = append(open, run)
+			}
+		}
+		if len(open) > 0 {
+			continue // a run still open may hold it
+		}
+		out = append(out, Violation{Check: "limit_leak",
+			Msg: fmt.Sprintf("limit %s: %d slots held and %d waiting at the end, with every run naming it ended", e.Name, e.InUse, e.Waiting)})
 	}
 	return out
 }

@@ -208,3 +208,18 @@ func TestAClaimOverALoweredLimitIsReported(t *testing.T) {
 	require.Empty(t, checks(build(2000, 5100).Violations)) // raised back to 3
 	require.Empty(t, checks(build(950, 1005).Violations))  // while the change was made: either limit
 }
+
+// A slot still held at the end, with every run naming the limit ended, is
+// a slot lost (issue 42: a claim replayed after a lost reply came back
+// with no limits, and its end freed nothing); one held by an open run is
+// not.
+func TestASlotHeldAtTheEndIsReported(t *testing.T) {
+	t.Parallel()
+	f := newFlow(one)
+	f.node("a", "SUCCEEDED", "null", "one")
+	f.ev("a", "claimed", 1, 0, nil).ev("a", "committed", 1, 100, nil)
+	f.in.Flow.End = []LimitEnd{{Name: "one", InUse: 1}}
+	require.Equal(t, []string{"limit_leak"}, checks(f.check().Violations))
+	f.in.Runs["a"].Info.Status = "RUNNING"
+	require.Empty(t, checks(f.check().Violations))
+}
