@@ -47,6 +47,24 @@ type LimitSet struct {
 	Ret         int64  `json:"ret"`
 }
 
+// rated returns the "run/node" of the nodes that name a rate limit: a
+// claim of such a node can be refused "not due" by the rate, a takeover
+// of its expired lease too.
+func (fl *FlowInput) rated() map[string]bool {
+	out := map[string]bool{}
+	if fl == nil {
+		return out
+	}
+	rates := map[string]bool{}
+	for _, l := range fl.Limits {
+		rates[l.Name] = l.Rate > 0
+	}
+	for k, names := range fl.Uses {
+		out[k] = slices.ContainsFunc(names, func(n string) bool { return rates[n] })
+	}
+	return out
+}
+
 // FlowLimit is a limit as set: at most Concurrency holders (0: none), at
 // most Rate claims per Period plus Burst (Rate 0: none).
 type FlowLimit struct {

@@ -223,3 +223,22 @@ func TestASlotHeldAtTheEndIsReported(t *testing.T) {
 	f.in.Runs["a"].Info.Status = "RUNNING"
 	require.Empty(t, checks(f.check().Violations))
 }
+
+// A takeover of a node naming a rate can wait for the rate: its claim is
+// refused "not due" while the expired owner's lease is still RUNNING. A
+// node naming no rate has no such refusal (chaos seed 11, chaos-11-f068/r1).
+func TestATakeoverWaitingForItsRateIsLinearizable(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r3", "claim", "a", 1, "c1", 0, 1, OK),
+		refused(op("r1", "claim", "a", 0, "c2", 2000, 2001, Refused), "fence: node not due"),
+		op("r1", "claim", "a", 2, "c3", 2050, 2051, OK),
+		op("r1", "commit", "a", 2, "c3", 2100, 2101, OK),
+	}
+	runs := map[string]RunFinal{"run1": runFinal(fence.NodeInfo{ID: "a", State: "SUCCEEDED", Epoch: 2},
+		ev("claimed", "a", 1, "r3", 0, nil), ev("takeover", "a", 2, "r1", 2050, nil), ev("committed", "a", 2, "r1", 2100, nil))}
+	in := Input{Ops: ops, Submitted: []string{"run1"}, Runs: runs, Bounds: bounds}
+	require.Equal(t, []string{"linearizable"}, checks(Check(in).Violations))
+	in.Flow = &FlowInput{Limits: []FlowLimit{{Name: "rate", Rate: 4, PeriodMS: 1000}}, Uses: map[string][]string{"run1/a": {"rate"}}}
+	require.Empty(t, checks(Check(in).Violations))
+}

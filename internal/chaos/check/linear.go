@@ -40,7 +40,7 @@ type linearOutcome struct {
 // node not RUNNING at once and sets the flag a RUNNING one's owner and
 // claimers see. nil: no run was cancelled.
 func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]string,
-	cancels map[string]int64, timeout time.Duration, outDir string) linearOutcome {
+	cancels map[string]int64, rated map[string]bool, timeout time.Duration, outDir string) linearOutcome {
 	var res linearOutcome
 	if len(ops) == 0 {
 		return res
@@ -88,7 +88,7 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 			continue // changes nothing whether or not it ran
 		}
 		in := input{Op: o.Op, Epoch: o.Epoch, Claim: o.Claim, Owner: o.Source, Outcome: o.Outcome,
-			Err: o.Err, Replay: o.Replay, End: o.End}
+			Err: o.Err, Replay: o.Replay, End: o.End, Rated: rated[o.Key()]}
 		ret := o.Ret
 		if o.Outcome == Unknown {
 			ret = end

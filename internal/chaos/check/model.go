@@ -86,6 +86,9 @@ type input struct {
 	Replay  bool
 	End     string
 	Synth   string // why the checker added this operation ("" for a recorded one)
+	// Rated: the node names a rate limit, so a takeover of it can wait
+	// for the rate (refused "not due" while the node is RUNNING).
+	Rated bool
 }
 
 func (in input) describe() string {
@@ -266,7 +269,7 @@ func refusalFits(s reg, in input) bool {
 		case "fence: node done":
 			return s.terminal() || s.St == stPending
 		case "fence: node not due":
-			return s.St == stReady || s.St == stPending
+			return s.St == stReady || s.St == stPending || (in.Rated && s.St == stRunning)
 		case "fence: node blocked":
 			return s.St == stPending
 		}
