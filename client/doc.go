@@ -20,10 +20,10 @@
 //
 // PutSchedule stores a cron schedule (spec.Schedule) in Redis; FireDue is
 // the step every runner's scheduler takes each interval. Schedules need no
-// leader. A firer reads a due schedule (its generation g and next tick t),
-// submits the tick's run under the id spec.RunID(name, t), and then moves
-// the schedule from t to the next tick with schedule_fire.lua, a
-// compare-and-set on (g, t). The two steps are separate calls (on a
+// leader. A firer reads a due schedule (its generation g and next tick t,
+// a due time and a wall-clock label), submits the tick's run under the id
+// spec.TickRunID(name, t), and then moves the schedule from t to the next
+// tick with schedule_fire.lua, a compare-and-set on (g, t). The two steps are separate calls (on a
 // cluster the run and the schedule are in different slots), and each is
 // safe under any interleaving of any number of firers:
 //

@@ -15,8 +15,11 @@ import (
 // schedule list prints and GET /v1/schedules answers.
 type ScheduleStatus struct {
 	spec.Schedule
-	// Next is the next tick a runner will fire (Redis time).
-	Next time.Time `json:"next"`
+	// Next is when the next tick is due (Redis time), NextRun the id its
+	// run will have: cron.NAME.TICK, the tick's wall-clock time in the
+	// schedule's zone (docs/schedules.md).
+	Next    time.Time `json:"next"`
+	NextRun string    `json:"next_run,omitempty"`
 	// Last is the last tick fired and LastRun its run (absent before the
 	// first); Outcome says what the last firer step did ("created",
 	// "existed", "skipped: thread t busy", "skipped missed ticks").
@@ -37,6 +40,9 @@ func scheduleStatus(info fence.ScheduleInfo) ScheduleStatus {
 		out.Error = fmt.Sprintf("stored definition unreadable: %v", err)
 	}
 	out.Name = info.Name
+	if info.Tick != "" {
+		out.NextRun = spec.TickRunID(info.Name, spec.Tick{Label: info.Tick})
+	}
 	if !info.Last.IsZero() {
 		last := info.Last
 		out.Last = &last
@@ -45,7 +51,8 @@ func scheduleStatus(info fence.ScheduleInfo) ScheduleStatus {
 }
 
 // PutSchedule validates s and stores it, created or replaced: from now
-// on, some runner submits s.TickRun(tick) at each tick. Bad input is
+// on, some runner submits s.TickRun(tick) at each tick (spec.Ticks says
+// which, across daylight-saving changes). Bad input is
 // every problem at once, each a *spec.Error naming its field (errors.Is
 // spec.ErrInvalid), and nothing stored changes. Replacing a schedule
 // restarts its ticks from now and keeps its last tick; putting the same
@@ -69,7 +76,8 @@ func (c *Client) PutSchedule(ctx context.Context, s *spec.Schedule) (st Schedule
 	if err != nil {
 		return ScheduleStatus{}, false, fmt.Errorf("put schedule %s: %w", s.Name, err)
 	}
-	if _, _, changed, err = c.store.PutSchedule(ctx, s.Name, def, ticks.Next(now)); err != nil {
+	next := ticks.After(now)
+	if _, _, changed, err = c.store.PutSchedule(ctx, s.Name, def, next.At, next.Label); err != nil {
 		return ScheduleStatus{}, false, err
 	}
 	st, err = c.Schedule(ctx, s.Name)

@@ -15,8 +15,10 @@ import (
 // ticks skipped, or a problem reported on the schedule.
 type Fired struct {
 	Schedule string
-	// Tick is the tick fired; zero when none was (Outcome says why).
-	Tick time.Time
+	// Tick is when the tick fired was due, Label its wall-clock time (the
+	// run id's suffix); zero and "" when none was (Outcome says why).
+	Tick  time.Time
+	Label string
 	// Run is the tick's run id ("" when none was submitted).
 	Run string
 	// Outcome: "created", "existed" (another firer or an earlier try of
@@ -81,24 +83,31 @@ func (c *Client) fire(ctx context.Context, info fence.ScheduleInfo, now time.Tim
 		// Nothing to compute ticks with: report it and look again later.
 		problem := fmt.Sprintf("stored definition does not parse: %v", err)
 		f := Fired{Schedule: info.Name, Outcome: FiredProblem, Problem: problem}
+		// No label for the recheck: a definition mended meanwhile labels it.
 		_, aerr := c.store.AdvanceSchedule(ctx, fence.Advance{Name: info.Name, Gen: info.Gen, Expected: info.Next,
-			Next: now.Add(brokenRecheck), Outcome: FiredProblem, Error: problem})
+			ExpectedTick: info.Tick, Next: now.Add(brokenRecheck), Outcome: FiredProblem, Error: problem})
 		return []Fired{f}, ignoreMoved(aerr)
 	}
 	sched.Name = info.Name
 	invalid := sched.Validate(c.limits)
 
 	var out []Fired
-	next := info.Next
+	// The stored label names the tick. A schedule stored without one (by
+	// an earlier version, or rechecked while its definition did not parse)
+	// goes on from the first tick due at or after its due time.
+	next, stored := spec.Tick{Label: info.Tick, At: info.Next}, info.Tick
+	if next.Label == "" {
+		next = ticks.After(info.Next.Add(-time.Nanosecond))
+	}
 	for range maxStepsPerCall {
 		step, due := ticks.Step(next, now, late, sched.Missed)
 		if !due {
 			return out, nil
 		}
-		if step.Next.IsZero() { // no tick ever again ("0 0 30 2 *" once passed)
-			step.Next = now.Add(100 * 365 * 24 * time.Hour)
+		if step.Next.IsZero() { // no tick ever again ("0 0 29 2 *" past 2096)
+			step.Next = ticks.TickAt(now.Add(100 * 365 * 24 * time.Hour))
 		}
-		f := Fired{Schedule: info.Name, Tick: step.Fire, Outcome: FiredSkipped}
+		f := Fired{Schedule: info.Name, Tick: step.Fire.At, Label: step.Fire.Label, Outcome: FiredSkipped}
 		if !step.Fire.IsZero() {
 			if invalid != nil {
 				f.Outcome, f.Problem = FiredProblem, fmt.Sprintf("run spec does not validate: %v", invalid)
@@ -106,15 +115,16 @@ func (c *Client) fire(ctx context.Context, info fence.ScheduleInfo, now time.Tim
 				return out, err // Redis or the network: the next call submits the same id again
 			}
 		}
-		a := fence.Advance{Name: info.Name, Gen: info.Gen, Expected: next, Fired: step.Fire, Run: f.Run,
-			Next: step.Next, Outcome: f.Outcome, Error: f.Problem}
+		a := fence.Advance{Name: info.Name, Gen: info.Gen, Expected: next.At, ExpectedTick: stored,
+			Fired: step.Fire.At, FiredTick: step.Fire.Label, Run: f.Run,
+			Next: step.Next.At, NextTick: step.Next.Label, Outcome: f.Outcome, Error: f.Problem}
 		replayed, err := c.store.AdvanceSchedule(ctx, a)
 		if err != nil {
 			return out, ignoreMoved(err)
 		}
 		f.Replayed = replayed
 		out = append(out, f)
-		next = step.Next
+		next, stored = step.Next, step.Next.Label
 	}
 	return out, nil
 }
@@ -122,7 +132,7 @@ func (c *Client) fire(ctx context.Context, info fence.ScheduleInfo, now time.Tim
 // submitTick submits the tick's run and says in f what came of it. It
 // returns an error only when the outcome is unknown (Redis, the network):
 // the tick must then be submitted again, under the same id.
-func (c *Client) submitTick(ctx context.Context, sched *spec.Schedule, tick time.Time, f *Fired) error {
+func (c *Client) submitTick(ctx context.Context, sched *spec.Schedule, tick spec.Tick, f *Fired) error {
 	run := sched.TickRun(tick)
 	f.Run = run.ID
 	sub, err := c.Submit(ctx, run)
@@ -141,7 +151,7 @@ func (c *Client) submitTick(ctx context.Context, sched *spec.Schedule, tick time
 	case errors.Is(err, spec.ErrInvalid):
 		f.Outcome, f.Run, f.Problem = FiredProblem, "", fmt.Sprintf("run spec does not validate: %v", err)
 	default:
-		return fmt.Errorf("schedule %s: submit tick %s: %w", sched.Name, tick.UTC().Format(time.RFC3339), err)
+		return fmt.Errorf("schedule %s: submit tick %s: %w", sched.Name, tick.Label, err)
 	}
 	return nil
 }

@@ -248,3 +248,44 @@ func TestScheduleStoredSpecGoneBadIsReported(t *testing.T) {
 	require.NoError(t, b.c.DeleteSchedule(ctx, "broken"))
 	require.ErrorIs(t, b.c.DeleteSchedule(ctx, "broken"), fence.ErrNotFound)
 }
+
+// TestScheduleNeverFiresOrUnknownZoneChangesNothing: a cron that never
+// fires and a zone that does not exist are refused naming the field, and
+// the schedule stored under that name stays as it was, byte for byte.
+func TestScheduleNeverFiresOrUnknownZoneChangesNothing(t *testing.T) {
+	t.Parallel()
+	b := schedSetup(t)
+	ctx := t.Context()
+	_, _, err := b.c.PutSchedule(ctx, &spec.Schedule{Name: "x", Cron: "0 3 * * *", TZ: "Europe/Paris", Run: oneNode()})
+	require.NoError(t, err)
+	key := b.c.Store().Keys().Schedule("x")
+	before, err := b.mini.HKeys(key)
+	require.NoError(t, err)
+	stored := map[string]string{}
+	for _, f := range before {
+		stored[f] = b.mini.HGet(key, f)
+	}
+	for _, tc := range []struct{ cron, tz, field, msg string }{
+		{"0 0 30 2 *", "", "cron", "never fires"},
+		{"0 0 31 4,6,9,11 *", "America/New_York", "cron", "never fires"},
+		{"0 0 0 30 2 *", "", "cron", "never fires"},
+		{"0 3 * * *", "Europe/Pariss", "tz", "not a known IANA time zone"},
+		{"0 3 * * *", "America/New_York ", "tz", "not a known IANA time zone"},
+		{"0 3 * * *", "../../etc/passwd", "tz", "not a known IANA time zone"},
+		{"0 3 * * *", "Local", "tz", "not a known IANA time zone"},
+	} {
+		_, _, err := b.c.PutSchedule(ctx, &spec.Schedule{Name: "x", Cron: tc.cron, TZ: tc.tz, Run: oneNode()})
+		var se *spec.Error
+		require.ErrorAs(t, err, &se, "%q %q", tc.cron, tc.tz)
+		require.Equal(t, tc.field, se.Field, "%q %q", tc.cron, tc.tz)
+		require.Contains(t, err.Error(), tc.field+": ", "%q %q", tc.cron, tc.tz)
+		require.Contains(t, err.Error(), tc.msg, "%q %q", tc.cron, tc.tz)
+	}
+	after, err := b.mini.HKeys(key)
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+	for f, v := range stored {
+		require.Equal(t, v, b.mini.HGet(key, f), "field %s unchanged", f)
+	}
+	require.ElementsMatch(t, []string{key, b.c.Store().Keys().Schedules()}, b.mini.Keys(), "no other key written")
+}

@@ -48,6 +48,7 @@ func (s *Store) DeleteRun(ctx context.Context, run string) (string, error) {
 	if thread == run {
 		keys, elsewhere = append(keys, s.keys.Locator(run)), ""
 	}
+	keys = append(keys, s.streamKeys(thread, run)...) // the run's chunk stream (stream.go) goes with it
 	v, err := s.run(ctx, "delete", keys, run, Ref(thread, run, ""), len(ids), elsewhere)
 	if err != nil {
 		return "", fmt.Errorf("delete %s: %w", run, err)

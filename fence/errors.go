@@ -130,6 +130,7 @@ var codeErrors = map[int64]error{
 	-51: ErrScheduleMoved,
 	-31: errLimitKeys,
 	-32: ErrLimitWait,
+	-17: ErrStreamSeq,
 }
 
 func codeError(code int64) error {

@@ -126,12 +126,20 @@ func (s *Store) takeLimits(ctx context.Context, n NodeRef, claimID, limits, last
 		}
 		switch asInt(r[0]) {
 		case 1:
-			if l.Concurrency > 0 {
+			// A holder names the claim now (a slot, or a takeover's moved
+			// under a limit deleted since): a give-back must find it.
+			if l.Concurrency > 0 || (len(r) > 2 && asInt(r[2]) == 1) {
 				t.taken = append(t.taken, lc.key)
 			}
 			continue
 		case 2:
+			// The node waits under this key: a slot handed to it under an
+			// earlier one is kept for it meanwhile (keys go in order, so no
+			// two nodes keep what the other waits for).
 			t.outcome = "limit:" + lc.key
+			s.freeKeys(ctx, n, claimID, t.taken, nil, giveBackKeep)
+			t.taken = nil
+			return t, nil
 		case 3:
 			t.outcome = "rate:" + lc.key + ":" + strconv.FormatInt(asInt(r[1]), 10)
 		default: // 4: a claim of this node in flight holds it
@@ -167,19 +175,32 @@ func (s *Store) limitDefsSeen(ctx context.Context, costs []limitCost) ([]Limit, 
 	return out, nil
 }
 
-// giveBack frees the slots claimID holds under keys and hands them on
-// (limit_free.lua), in one pipeline: the claim did not happen. An error
-// leaves a holder that runs out at its deadline.
+// giveBack gives back the slots claimID holds under keys (limit_free.lua),
+// in one pipeline: the claim did not happen. A holder its take moved (a
+// takeover's, whose owner may have renewed its lease between the steps;
+// a slot handed to the node) is put back as it was; one it took is freed
+// and handed on. An error leaves a holder that runs out at its deadline.
 func (s *Store) giveBack(ctx context.Context, n NodeRef, claimID string, keys []string) {
-	s.freeKeys(ctx, n, claimID, keys, nil)
+	mode := ""
+	if claimID != "" {
+		mode = giveBackRestore
+	}
+	s.freeKeys(ctx, n, claimID, keys, nil, mode)
 }
+
+// limit_free.lua's ARGV[7]: how a give-back treats what its take moved.
+const (
+	giveBackRestore = "1" // put it back as it was
+	giveBackKeep    = "2" // the same, and a slot handed to the node is kept for it while it waits under a later key
+)
 
 // rateCharge is a cost to charge to one limit's rate (limit_free.lua).
 type rateCharge struct{ delta, rate, periodMS int64 }
 
-// freeKeys is giveBack, charging charge[key] to the rate of each key
-// that has one.
-func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []string, charge map[string]rateCharge) {
+// freeKeys frees the slots claimID holds under keys and hands them on,
+// charging charge[key] to the rate of each key that has one; a give-back
+// mode puts back what the claim's take moved instead (giveBack).
+func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []string, charge map[string]rateCharge, mode string) {
 	if len(keys) == 0 {
 		return
 	}
@@ -188,7 +209,7 @@ func (s *Store) freeKeys(ctx context.Context, n NodeRef, claimID string, keys []
 		k := keys[i]
 		c := charge[k]
 		return []string{s.keys.LimitHolders(k), s.keys.LimitWaiters(k), s.keys.LimitTAT(k)},
-			[]any{ref, claimID, "", c.delta, c.rate, c.periodMS}
+			[]any{ref, claimID, "", c.delta, c.rate, c.periodMS, mode}
 	})
 	for _, c := range cmds {
 		if r, ok := c.Val().([]any); ok && len(r) > 2 {
@@ -233,7 +254,7 @@ func (s *Store) freeClustered(ctx context.Context, l Lease, sp Spend, replay boo
 			}
 		}
 	}
-	s.freeKeys(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits), charge)
+	s.freeKeys(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits), charge, "")
 }
 
 // extendClustered extends, before a heartbeat on a Redis Cluster, the holders of every beat

@@ -132,6 +132,7 @@ func TestLimitOnCluster(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, first.Epoch, again.Epoch)
 		require.Equal(t, first.Attempt, again.Attempt)
+		require.Equal(t, "k2=1", again.Limits, "the replay names the node's limits")
 		cb.holdsOnly(t, "k2", "l1", "cl1")
 		// The take alone, again: this claim's own holder, nothing more taken.
 		out, taken, err := cb.store.TakeLimitsForTest(ctx, ref("l1", "a"), "cl1", "k2=1", "cl1", "default", longTTL)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -195,5 +196,74 @@ func TestLostCancelReplyHandsTheSlotOnOnce(t *testing.T) {
 		tb.commit(t, c3, `1`)
 		require.Equal(t, fence.LimitKeyState{Key: "k"}, tb.keyState(t, "k"), "all free at the end")
 		require.Empty(t, wl.take())
+	})
+}
+
+// A claim whose reply was lost after it took the node's only slot, retried
+// under its claim id: the replay answers with the node's limits, as the
+// first answer had them, so the attempt's end frees the slot and the next
+// node waiting for it runs. Before, the replay answered without them and
+// the slot stayed held forever.
+func TestReplayedClaimFreesItsSlotAtTheEnd(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		dropper, lossy := tb.lossyStore(t)
+		var wl wakeLog
+		tb.store.SetWake(wl.fn)
+		lossy.SetWake(wl.fn)
+		require.NoError(t, tb.store.SetLimit(tb.ctx, fence.Limit{Name: "one", Concurrency: 1}))
+		tb.submit(t, limited("first", "one=1"))
+		tb.submit(t, limited("next", "one=1"))
+		dropper.loseAfter("claim", 1, 1)
+		_, err := lossy.ClaimAs(tb.ctx, ref("first", "a"), "w", "claim-first", longTTL, grace)
+		require.ErrorIs(t, err, errReplyLost)
+		c, err := lossy.ClaimAs(tb.ctx, ref("first", "a"), "w", "claim-first", longTTL, grace)
+		require.NoError(t, err)
+		require.Equal(t, "one=1", c.Limits, "the replay names the node's limits")
+
+		_, err = tb.store.Claim(tb.ctx, ref("next", "a"), "w2", longTTL, grace)
+		require.ErrorIs(t, err, fence.ErrLimitWait)
+		_, err = tb.store.Commit(tb.ctx, c.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"next"}, wl.take(), "the end freed the slot and woke the waiter")
+		n := tb.claim(t, "next", "a", "w2", longTTL)
+		_, err = tb.store.Commit(tb.ctx, n.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, fence.LimitKeyState{Key: "one"}, tb.keyState(t, "one"), "no slot held at the end")
+	})
+}
+
+// A claim told to wait that handed a free slot to the waiter ahead of it
+// on its way, whose reply was lost: resent under its claim id, it names
+// that waiter again, so the waiter is woken now rather than by the
+// sweeper's recheck 30 s later. (The free slot: a handed slot ran out.)
+func TestLostWaitingClaimReplyWakesAgain(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		if tb.real() && testing.Short() {
+			t.Skip("waits 11 s on a real server's clock")
+		}
+		dropper, lossy := tb.lossyStore(t)
+		var wl wakeLog
+		tb.store.SetWake(wl.fn)
+		lossy.SetWake(wl.fn)
+		require.NoError(t, tb.store.SetLimit(tb.ctx, fence.Limit{Name: "one", Concurrency: 1}))
+		for _, r := range []string{"h", "w1", "w2", "x"} {
+			tb.submit(t, limited(r, "one=1"))
+		}
+		h := tb.claim(t, "h", "a", "w", longTTL)
+		for _, r := range []string{"w1", "w2"} {
+			_, err := tb.store.Claim(tb.ctx, ref(r, "a"), "w", longTTL, grace)
+			require.ErrorIs(t, err, fence.ErrLimitWait)
+		}
+		_, err := tb.store.Commit(tb.ctx, h.Lease, []byte(`1`), nil)
+		require.NoError(t, err)
+		require.Equal(t, []string{"w1"}, wl.take())
+		tb.advance(t, 11*time.Second) // w1 never claims: its handed slot runs out
+		dropper.loseAfter("claim", 1, 1)
+		_, err = lossy.ClaimAs(tb.ctx, ref("x", "a"), "w", "claim-x", longTTL, grace)
+		require.ErrorIs(t, err, errReplyLost)
+		require.Empty(t, wl.take(), "the lost reply woke nobody")
+		_, err = lossy.ClaimAs(tb.ctx, ref("x", "a"), "w", "claim-x", longTTL, grace)
+		require.ErrorIs(t, err, fence.ErrLimitWait)
+		require.Equal(t, []string{"w2"}, wl.take(), "the resent claim names the waiter it handed the slot to")
 	})
 }

@@ -177,13 +177,14 @@ func decodeLimit(name, v string) (Limit, bool) {
 }
 
 // SetLimit stores l, replacing the limit of that name; the next claim of
-// every node under it follows it, with no restart. An invalid limit is
-// ErrInvalidData and stores nothing.
+// every node under it follows it, with no restart, and so does the next
+// free of a slot (limitset.go): a raised limit wakes its waiters at once.
+// An invalid limit is ErrInvalidData and stores nothing.
 func (s *Store) SetLimit(ctx context.Context, l Limit) error {
 	if err := l.Validate(); err != nil {
 		return err
 	}
-	if err := s.rdb.HSet(ctx, s.keys.LimitDefs(), l.Name, l.encode()).Err(); err != nil {
+	if _, err := s.applyLimit(ctx, l.Name, l.encode()); err != nil {
 		return fmt.Errorf("set limit %s: %w", l.Name, err)
 	}
 	return nil
@@ -196,11 +197,11 @@ func (s *Store) DeleteLimit(ctx context.Context, name string) (bool, error) {
 	if err := ids.ValidateLimitName("name", name); err != nil {
 		return false, fmt.Errorf("%w: %w", ErrInvalidData, err)
 	}
-	n, err := s.rdb.HDel(ctx, s.keys.LimitDefs(), name).Result()
+	existed, err := s.applyLimit(ctx, name, "")
 	if err != nil {
 		return false, fmt.Errorf("delete limit %s: %w", name, err)
 	}
-	return n > 0, nil
+	return existed, nil
 }
 
 // Limits returns every limit set, by name.

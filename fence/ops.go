@@ -441,7 +441,13 @@ func (s *Store) ClaimKinds(ctx context.Context, n NodeRef, owner, claimID string
 		return nil, fmt.Errorf("claim %s: %w", n, err)
 	}
 	got.PrevOwner = asString(r[10])
+	// The node's limits as the script read them: a claim replayed after a
+	// lost reply answers before it is told them, and its end must free
+	// them all the same.
 	got.Limits = limits
+	if len(r) > 14 {
+		got.Limits = asString(r[14])
+	}
 	if len(r) > 13 && asString(r[13]) != "" {
 		if err := json.Unmarshal([]byte(asString(r[13])), &got.Resume); err != nil {
 			return nil, fmt.Errorf("claim %s: resume: %w", n, err)

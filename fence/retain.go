@@ -134,12 +134,14 @@ func (s *Store) RetainBatch(ctx context.Context, ttl time.Duration, limit int64)
 		case ttl >= 0:
 			elsewhere = r.Run
 		}
+		chunks := s.streamKeys(r.Thread, r.Run) // the run's chunk stream (stream.go): its time to live
+		keys = append(keys, chunks...)
 		var packed []byte
 		var seen string
 		if pack[i] {
 			packed, seen = packRead(hashes[i].Val(), nodes[i], streams[i])
 		}
-		return keys, []any{retentionMs(ttl), r.member, elsewhere, len(ids[i]), packed, seen}
+		return keys, []any{retentionMs(ttl), r.member, elsewhere, len(ids[i]), packed, seen, len(chunks)}
 	})
 	// The locator of a thread's run lives in the run id's slot: it gets its
 	// time to live once the script has retained the run (code 1), never

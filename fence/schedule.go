@@ -39,12 +39,16 @@ type ScheduleInfo struct {
 	// Gen counts the definition's changes; a firer's advance names the
 	// generation it read.
 	Gen int64
-	// Next is the next tick to fire (Redis time).
+	// Next is when the next tick is due (Redis time), Tick its label, the
+	// wall-clock time that names its run; "" for a schedule stored by a
+	// version before labels (the firer labels it from Next).
 	Next time.Time
-	// Last is the last tick fired, LastRun its run; zero and "" before
-	// the first.
-	Last    time.Time
-	LastRun string
+	Tick string
+	// Last is when the last tick fired was due, LastTick its label and
+	// LastRun its run; zero and "" before the first.
+	Last     time.Time
+	LastTick string
+	LastRun  string
 	// Outcome says what the last firer step did ("created", "existed",
 	// "skipped: ...").
 	Outcome string
@@ -57,14 +61,15 @@ type ScheduleInfo struct {
 }
 
 // PutSchedule stores the schedule name with definition def, its next
-// tick next (schedule_put.lua). The same definition again changes
-// nothing (created false, and the stored next tick is returned).
-func (s *Store) PutSchedule(ctx context.Context, name string, def []byte, next time.Time) (gen int64, stored time.Time, changed bool, err error) {
+// tick due at next and labelled tick (schedule_put.lua). The same
+// definition again changes nothing (changed false, and the stored next
+// tick is returned).
+func (s *Store) PutSchedule(ctx context.Context, name string, def []byte, next time.Time, tick string) (gen int64, stored time.Time, changed bool, err error) {
 	if err := ValidateID("schedule name", name); err != nil {
 		return 0, time.Time{}, false, err
 	}
 	v, err := s.run(ctx, "schedule_put", []string{s.keys.Schedule(name), s.keys.Schedules()},
-		name, string(def), strconv.FormatInt(next.UnixMilli(), 10))
+		name, string(def), strconv.FormatInt(next.UnixMilli(), 10), tick)
 	if err != nil {
 		return 0, time.Time{}, false, fmt.Errorf("put schedule %s: %w", name, err)
 	}
@@ -171,30 +176,38 @@ func scheduleOf(name string, m map[string]string) ScheduleInfo {
 		return time.UnixMilli(n)
 	}
 	gen, _ := strconv.ParseInt(m["gen"], 10, 64)
-	return ScheduleInfo{Name: name, Def: []byte(m["def"]), Gen: gen, Next: ms("next"), Last: ms("last"),
-		LastRun: m["last_run"], Outcome: m["outcome"], Error: m["error"],
+	return ScheduleInfo{Name: name, Def: []byte(m["def"]), Gen: gen, Next: ms("next"), Tick: m["tick"],
+		Last: ms("last"), LastTick: m["last_tick"], LastRun: m["last_run"], Outcome: m["outcome"], Error: m["error"],
 		CreatedAt: ms("created_at"), UpdatedAt: ms("updated_at"), FiredAt: ms("fired_at"), CheckedAt: ms("checked_at")}
 }
 
 // Advance is one firer step on a schedule, as schedule_fire.lua takes it.
 type Advance struct {
 	Name string
-	// Gen and Expected are the generation and next tick the firer read.
-	Gen      int64
-	Expected time.Time
-	// Fired is the tick whose run the firer submitted (Run); zero when
-	// none was (missed ticks skipped, or the schedule could not fire).
-	Fired time.Time
-	Run   string
-	// Next is the schedule's next tick after this step.
-	Next time.Time
+	// Gen, Expected and ExpectedTick are the generation and the next
+	// tick (due time and label, as stored: "" when none was) the firer
+	// read.
+	Gen          int64
+	Expected     time.Time
+	ExpectedTick string
+	// Fired is when the tick whose run the firer submitted (Run) was
+	// due, FiredTick its label; zero when none was (missed ticks
+	// skipped, or the schedule could not fire).
+	Fired     time.Time
+	FiredTick string
+	Run       string
+	// Next and NextTick are the schedule's next tick after this step.
+	Next     time.Time
+	NextTick string
 	// Outcome is a short text for people; Error, when set, is reported
 	// on the schedule until a later step goes well.
 	Outcome, Error string
 }
 
-// AdvanceSchedule moves the schedule from a.Expected to a.Next
-// (schedule_fire.lua). It answers nil also when the same step was
+// AdvanceSchedule moves the schedule from the tick a.Expected,
+// a.ExpectedTick to a.Next, a.NextTick (schedule_fire.lua): the label
+// is compared as well as the due time, since two wall-clock ticks that
+// a daylight-saving change skipped are due at the same instant. It answers nil also when the same step was
 // already made (replayed true): by the caller before a lost reply, or by
 // another firer of the same tick. ErrScheduleMoved, ErrScheduleChanged
 // or ErrNotFound: someone else moved, replaced or deleted it; read again.
@@ -207,8 +220,8 @@ func (s *Store) AdvanceSchedule(ctx context.Context, a Advance) (replayed bool, 
 		fired = strconv.FormatInt(a.Fired.UnixMilli(), 10)
 	}
 	v, err := s.run(ctx, "schedule_fire", []string{s.keys.Schedule(a.Name), s.keys.Schedules()},
-		a.Name, strconv.FormatInt(a.Gen, 10), strconv.FormatInt(a.Expected.UnixMilli(), 10), fired,
-		strconv.FormatInt(a.Next.UnixMilli(), 10), a.Run, a.Outcome, a.Error)
+		a.Name, strconv.FormatInt(a.Gen, 10), strconv.FormatInt(a.Expected.UnixMilli(), 10), a.ExpectedTick,
+		fired, a.FiredTick, strconv.FormatInt(a.Next.UnixMilli(), 10), a.NextTick, a.Run, a.Outcome, a.Error)
 	if err != nil {
 		return false, fmt.Errorf("advance schedule %s: %w", a.Name, err)
 	}

@@ -14,7 +14,7 @@ import (
 // and returns it as stored.
 func putSchedule(t *testing.T, tb *testBundle, name, def string, next time.Time) fence.ScheduleInfo {
 	t.Helper()
-	_, _, changed, err := tb.store.PutSchedule(tb.ctx, name, []byte(def), next)
+	_, _, changed, err := tb.store.PutSchedule(tb.ctx, name, []byte(def), next, "")
 	require.NoError(t, err)
 	require.True(t, changed)
 	info, err := tb.store.GetSchedule(tb.ctx, name)
@@ -33,13 +33,13 @@ func TestSchedulePutListDelete(t *testing.T) {
 		require.EqualValues(t, 1, info.Gen)
 		require.True(t, info.Last.IsZero(), "no tick fired yet")
 
-		gen, stored, changed, err := tb.store.PutSchedule(tb.ctx, "nightly", []byte(`{"cron":"0 0 * * *"}`), next.Add(time.Hour))
+		gen, stored, changed, err := tb.store.PutSchedule(tb.ctx, "nightly", []byte(`{"cron":"0 0 * * *"}`), next.Add(time.Hour), "")
 		require.NoError(t, err)
 		require.False(t, changed, "the same definition again is a retry")
 		require.EqualValues(t, 1, gen)
 		require.Equal(t, next, stored, "a retry keeps the stored next tick")
 
-		gen, _, changed, err = tb.store.PutSchedule(tb.ctx, "nightly", []byte(`{"cron":"0 1 * * *"}`), next.Add(time.Hour))
+		gen, _, changed, err = tb.store.PutSchedule(tb.ctx, "nightly", []byte(`{"cron":"0 1 * * *"}`), next.Add(time.Hour), "")
 		require.NoError(t, err)
 		require.True(t, changed)
 		require.EqualValues(t, 2, gen)
@@ -65,7 +65,7 @@ func TestSchedulePutListDelete(t *testing.T) {
 func TestScheduleBadNameStoresNothing(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, tb *testBundle) {
 		for _, name := range []string{"", "a b", "{tag}", "a:b", ".."} {
-			_, _, _, err := tb.store.PutSchedule(tb.ctx, name, []byte(`{}`), time.Now())
+			_, _, _, err := tb.store.PutSchedule(tb.ctx, name, []byte(`{}`), time.Now(), "")
 			require.ErrorIs(t, err, fence.ErrInvalidID, "name %q", name)
 		}
 		n, err := tb.be.Client.DBSize(tb.ctx).Result()
@@ -189,7 +189,7 @@ func TestScheduleFireAfterReplaceOrDelete(t *testing.T) {
 		tick := time.UnixMilli(tb.redisNow(t).Add(-time.Second).UnixMilli())
 		info := putSchedule(t, tb, "changing", `{"v":1}`, tick)
 		later := tick.Add(time.Hour)
-		_, _, _, err := tb.store.PutSchedule(tb.ctx, "changing", []byte(`{"v":2}`), later)
+		_, _, _, err := tb.store.PutSchedule(tb.ctx, "changing", []byte(`{"v":2}`), later, "")
 		require.NoError(t, err)
 		_, err = tb.store.AdvanceSchedule(tb.ctx, fence.Advance{Name: "changing", Gen: info.Gen, Expected: tick,
 			Fired: tick, Next: tick.Add(time.Second)})
@@ -206,5 +206,45 @@ func TestScheduleFireAfterReplaceOrDelete(t *testing.T) {
 		n, err := tb.be.Client.Exists(tb.ctx, tb.store.Keys().Schedule("changing")).Result()
 		require.NoError(t, err)
 		require.Zero(t, n, "a deleted schedule is not brought back")
+	})
+}
+
+// TestScheduleFireComparesTheTickLabel: two wall-clock ticks that a
+// daylight-saving change skipped are due at the same instant (02:00 and
+// 02:30 both at the change, 03:00 EDT). The schedule moves by label as
+// well as by due time: a late firer of the first tick, or a retry of its
+// step, cannot move the schedule back to the second and fire it twice.
+func TestScheduleFireComparesTheTickLabel(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		at := time.UnixMilli(tb.redisNow(t).Add(-time.Second).UnixMilli())
+		_, _, _, err := tb.store.PutSchedule(tb.ctx, "gap", []byte(`{}`), at, "20260308T020000")
+		require.NoError(t, err)
+		info, err := tb.store.GetSchedule(tb.ctx, "gap")
+		require.NoError(t, err)
+		require.Equal(t, "20260308T020000", info.Tick)
+		first := fence.Advance{Name: "gap", Gen: info.Gen, Expected: at, ExpectedTick: "20260308T020000",
+			Fired: at, FiredTick: "20260308T020000", Run: "cron.gap.20260308T020000",
+			Next: at, NextTick: "20260308T023000", Outcome: "created"}
+		replayed, err := tb.store.AdvanceSchedule(tb.ctx, first)
+		require.NoError(t, err)
+		require.False(t, replayed)
+		replayed, err = tb.store.AdvanceSchedule(tb.ctx, first)
+		require.NoError(t, err)
+		require.True(t, replayed, "the same step again is a replay")
+
+		second := fence.Advance{Name: "gap", Gen: info.Gen, Expected: at, ExpectedTick: "20260308T023000",
+			Fired: at, FiredTick: "20260308T023000", Run: "cron.gap.20260308T023000",
+			Next: at.Add(24 * time.Hour), NextTick: "20260309T020000", Outcome: "created"}
+		_, err = tb.store.AdvanceSchedule(tb.ctx, second)
+		require.NoError(t, err)
+
+		_, err = tb.store.AdvanceSchedule(tb.ctx, first)
+		require.ErrorIs(t, err, fence.ErrScheduleMoved, "a late firer of the first tick")
+		got, err := tb.store.GetSchedule(tb.ctx, "gap")
+		require.NoError(t, err)
+		require.Equal(t, "20260309T020000", got.Tick, "the schedule stays where the second step put it")
+		require.Equal(t, at.Add(24*time.Hour), got.Next)
+		require.Equal(t, "20260308T023000", got.LastTick)
+		require.Equal(t, "cron.gap.20260308T023000", got.LastRun)
 	})
 }

@@ -107,7 +107,7 @@ var bindings = map[string]struct {
 	// ARGV; each namespace listed has four keys (up to 100 namespaces).
 	"promote": {8, 7, true, true, 0, 300},
 	"retry":   {6, 6, true, true, 0, 0},
-	"retain":  {4, 6, true, false, 0, 0},
+	"retain":  {4, 7, true, false, 0, 0},
 	"delete":  {5, 4, true, false, 0, 0},
 	// timeout cancels a run past its deadline (stored by submit).
 	"timeout":      {6, 5, true, true, 0, 0},
@@ -117,14 +117,20 @@ var bindings = map[string]struct {
 	"resume":       {5, 7, false, false, 0, 0},
 	"trace":        {1, 1, false, false, 0, 0},
 	// schedules: the schedule's hash and the index, in one slot.
-	"schedule_put":  {2, 3, false, false, 0, 0},
+	"schedule_put":  {2, 4, false, false, 0, 0},
 	"schedule_rm":   {2, 1, false, false, 0, 0},
-	"schedule_fire": {2, 8, false, false, 0, 0},
+	"schedule_fire": {2, 11, false, false, 0, 0},
 	// limits on a Redis Cluster: one limit key's keys, in its own slot.
 	"limit_take":   {3, 10, false, false, 0, 0},
-	"limit_free":   {3, 6, false, false, 0, 0},
+	"limit_free":   {3, 7, false, false, 0, 0},
 	"limit_extend": {2, 3, false, false, 0, 0},
 	"limit_use":    {3, 0, false, false, 0, 0},
+	// stream_append: the chunks follow the fixed ARGV, two each.
+	"stream_append": {5, 11, false, true, 0, 0},
+	"limit_conc":    {2, 1, false, false, 0, 0},
+	// limit_set: the definitions and the index of keys seen, then the
+	// holders and waiters of each key seen under the limit.
+	"limit_set": {2, 2, true, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -232,6 +238,8 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 	b, err = s.Claim(ctx, nr("b"), "w", time.Minute, time.Second)
 	require.NoError(t, err)
+	_, err = s.AppendStream(ctx, b.Lease, 0, []StreamChunk{{Event: "updates", Data: []byte(`{"b":1}`)}})
+	require.NoError(t, err)
 	_, err = s.SaveCheckpoint(ctx, b.Lease, CheckpointWrite{NS: "b", ID: "c1", Data: []byte(`{}`)})
 	require.NoError(t, err)
 	_, err = s.PutWrites(ctx, b.Lease, "b", "c1", "t1", []PendingWrite{{Idx: 0, Channel: "x", Value: []byte(`1`)}})
@@ -277,7 +285,7 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.DeleteRun(ctx, thread+"-1")
 	require.NoError(t, err)
 	sched := "sched-" + run
-	gen, next, _, err := s.PutSchedule(ctx, sched, []byte(`{}`), time.UnixMilli(1000))
+	gen, next, _, err := s.PutSchedule(ctx, sched, []byte(`{}`), time.UnixMilli(1000), "")
 	require.NoError(t, err)
 	_, err = s.AdvanceSchedule(ctx, Advance{Name: sched, Gen: gen, Expected: next, Fired: next, Next: next.Add(time.Second)})
 	require.NoError(t, err)
@@ -319,6 +327,8 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.limitUseClustered(ctx, Limit{Name: k, Concurrency: 1}, []string{k})
 	require.NoError(t, err)
 	s.giveBack(ctx, NodeRef{Thread: run, Run: run, Node: "x"}, "c1", []string{k})
+	_, err = s.run(ctx, "limit_conc", lk[:2], 2)
+	require.NoError(t, err)
 
 	return a.Lease
 }
@@ -338,6 +348,10 @@ func TestBindings(t *testing.T) {
 	}
 
 	a := exerciseScripts(t, s, "r", "th")
+	// limit_set.lua runs on a single server only (its keys span slots),
+	// with the keys seen under the limit.
+	require.NoError(t, rdb.ZAdd(ctx, s.keys.LimitSeen(), redis.Z{Score: 1, Member: "lim-r"}).Err())
+	require.NoError(t, s.SetLimit(ctx, Limit{Name: "lim-r", Concurrency: 2}))
 	// guard.lua is bound by Guard (a downstream service's), not by Store.
 	require.NoError(t, NewGuard(rdb, nil).Admit(ctx, a.Token()))
 

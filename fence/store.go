@@ -32,6 +32,14 @@ type Options struct {
 	// and a task's pending writes together. Zero value:
 	// DefaultCheckpointBytes (1 MiB).
 	MaxCheckpointBytes int
+	// StreamMaxLen caps each run's stream of chunks (AppendStream), in
+	// entries (approximate MAXLEN); the oldest are trimmed. Zero value:
+	// DefaultStreamMaxLen (10000).
+	StreamMaxLen int64
+	// MaxStreamChunkBytes caps one stream chunk's event and data; a larger
+	// one is refused with ErrTooLarge. Zero value: DefaultStreamChunkBytes
+	// (1 MiB).
+	MaxStreamChunkBytes int
 	// Observer, when set, is called after every claim, heartbeat, commit,
 	// fail, release and expire with what the caller saw (a history for
 	// checkers; see Op). It runs on the caller's goroutine and must be
@@ -70,6 +78,9 @@ type Store struct {
 	ckptBytes   int
 	retentionMS int64 // 0: checkpoints never expire
 
+	streamMaxLen     int64 // stream.go
+	streamChunkBytes int
+
 	wake wakeFunc // limitops.go
 }
 
@@ -77,7 +88,7 @@ type Store struct {
 var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "release", "cancel", "sweep", "guard",
 	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "retain", "locator", "park", "resume", "delete", "timeout",
 	"schedule_put", "schedule_rm", "schedule_fire", "packed_fence", "trace",
-	"limit_take", "limit_free", "limit_extend", "limit_use"}
+	"limit_take", "limit_free", "limit_extend", "limit_use", "limit_set", "limit_conc", "stream_append"}
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, opt *Options) *Store {
@@ -91,7 +102,8 @@ func New(rdb redis.UniversalClient, opt *Options) *Store {
 	s := &Store{rdb: rdb, keys: opt.Keys, maxlen: strconv.FormatInt(maxlen, 10), scripts: map[string]*redis.Script{},
 		observer: opt.Observer, ckptHistory: cmp.Or(opt.CheckpointHistory, DefaultCheckpointHistory),
 		ckptBytes: cmp.Or(opt.MaxCheckpointBytes, DefaultCheckpointBytes),
-		replicas:  opt.ClaimReplicas, replicaTimeout: cmp.Or(opt.ReplicaTimeout, time.Second)}
+		replicas:  opt.ClaimReplicas, replicaTimeout: cmp.Or(opt.ReplicaTimeout, time.Second),
+		streamMaxLen: cmp.Or(max(opt.StreamMaxLen, 0), DefaultStreamMaxLen), streamChunkBytes: cmp.Or(max(opt.MaxStreamChunkBytes, 0), DefaultStreamChunkBytes)}
 	if r := cmp.Or(opt.ThreadRetention, DefaultThreadRetention); r > 0 {
 		s.retentionMS = max(r.Milliseconds(), 1)
 	}

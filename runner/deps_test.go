@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/egress"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/kinds"
 )
@@ -54,7 +55,7 @@ func TestDiamondNodesReadTheirDependenciesResults(t *testing.T) {
 	}))
 	t.Cleanup(echo.Close)
 	stock := map[string]runner.Kind{"produce": produce, "join": join,
-		"exec": kinds.Exec(kinds.ExecOptions{}), "http": kinds.HTTP(nil)}
+		"exec": kinds.Exec(kinds.ExecOptions{}), "http": kinds.HTTPWith(kinds.HTTPOptions{Egress: loopbackEgress(t)})}
 
 	victim := b.worker(b.fastConfig("w0"), stock)
 	id := b.submit(`{"id":"diamond","nodes":[
@@ -127,4 +128,13 @@ func TestSubmitRefusesAReferenceOutsideTheDeps(t *testing.T) {
 	require.ErrorIs(t, err, runner.ErrInvalidSpec)
 	require.Contains(t, err.Error(), `nodes[2].input: refers to "b" ({"$dep": ...}), which is not in its deps`)
 	require.NotContains(t, err.Error(), `"a"`)
+}
+
+// loopbackEgress lets an http kind reach the tests' servers on 127.0.0.1,
+// as EGRESS_ALLOW does for a runner.
+func loopbackEgress(t *testing.T) *egress.Policy {
+	t.Helper()
+	p, err := egress.Parse("EGRESS_ALLOW", "127.0.0.1")
+	require.NoError(t, err)
+	return p
 }

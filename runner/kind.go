@@ -42,6 +42,8 @@ type Task struct {
 
 	// ckpt saves and reads checkpoints (checkpoint.go); nil outside a worker.
 	ckpt *checkpointer
+	// stream numbers the attempt's stream batches (stream.go).
+	stream taskStream
 	// resume answers the wait the node was parked on (wait.go); nil when
 	// it was not resumed.
 	resume *fence.Answer

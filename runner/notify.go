@@ -17,6 +17,7 @@ import (
 	"github.com/hibiken/asynq"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/egress"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/internal/delivery"
 )
@@ -94,9 +95,15 @@ type NotifierConfig struct {
 	PollInterval time.Duration
 	// Logger receives the Notifier's logs. Zero value: slog.Default().
 	Logger *slog.Logger
-	// HTTPClient sends the POSTs. Zero value: a client with Timeout and no
-	// redirects followed (a redirect is an answer, not a 2xx).
+	// HTTPClient sends the POSTs. Zero value: a client with Timeout, no
+	// redirects followed (a redirect is an answer, not a 2xx), dialing
+	// through Egress.
 	HTTPClient *http.Client
+	// Egress says which addresses webhooks may reach (the runner's
+	// EGRESS_ALLOW); it applies to the default HTTPClient. Zero value:
+	// public addresses only, so a run's notify URL cannot make the runner
+	// call its own admin server or the private network.
+	Egress *egress.Policy
 }
 
 // DefaultNotifyQueue is the Asynq queue of webhook deliveries.
@@ -114,7 +121,7 @@ func (c *NotifierConfig) setDefaults() {
 	c.PollInterval = cmp.Or(c.PollInterval, 200*time.Millisecond)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{Timeout: c.Timeout,
+		c.HTTPClient = &http.Client{Timeout: c.Timeout, Transport: c.Egress.Transport(),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 }
@@ -326,6 +333,9 @@ func (n *Notifier) deliver(ctx context.Context, t *asynq.Task) error {
 		log.Error("webhook_given_up", "url", rec.URL, "attempts", attempt, "err", err)
 	} else {
 		log.Warn("webhook_failed", "url", rec.URL, "attempt", attempt, "err", err)
+	}
+	if errors.Is(err, egress.ErrRefused) {
+		return fmt.Errorf("%w (%w)", err, asynq.SkipRetry) // the policy answers the same every time
 	}
 	return err
 }

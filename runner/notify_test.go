@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/egress"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 )
@@ -55,10 +56,17 @@ func receiver(t *testing.T, fail int) (*httptest.Server, <-chan delivery) {
 }
 
 func (b *testBundle) notifier(secret string) *runner.Notifier {
+	return b.notifierTo(secret, "127.0.0.1") // the receivers run here
+}
+
+// notifierTo is a Notifier whose webhooks may reach allow (EGRESS_ALLOW).
+func (b *testBundle) notifierTo(secret, allow string) *runner.Notifier {
 	b.t.Helper()
+	pol, err := egress.Parse("EGRESS_ALLOW", allow)
+	require.NoError(b.t, err)
 	n, err := runner.NewNotifier(runner.NotifierConfig{Redis: b.rdb, Secret: secret, Interval: 20 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, RetryBase: 50 * time.Millisecond, RetryMax: 100 * time.Millisecond,
-		Logger: b.log})
+		Logger: b.log, Egress: pol})
 	require.NoError(b.t, err)
 	return n
 }
@@ -228,4 +236,28 @@ func failKind() runner.Kind {
 	return runner.KindFunc(func(context.Context, *runner.Task) (json.RawMessage, error) {
 		return nil, errors.New("boom")
 	})
+}
+
+// A webhook aimed at loopback (the runner's own admin server, say) is
+// refused by the dialer unless the operator allows the address, and the
+// refusal is not retried: the receiver is never called, and the record
+// says why.
+func TestWebhookToAPrivateAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	hook, got := receiver(t, 0)
+	b.worker(b.fastConfig("w-ssrf"), map[string]runner.Kind{"ok": okKind()})
+	n := b.notifierTo(webhookSecret, "")
+	require.NoError(t, n.Start(context.Background()))
+	t.Cleanup(n.Shutdown)
+	// By name, so that only the dialer, after resolving, can tell.
+	url := strings.Replace(hook.URL, "127.0.0.1", "localhost", 1)
+	b.submit(`{"id": "ssrf", "notify": {"url": "` + url + `/pause"}, "nodes": [{"id": "a", "kind": "ok"}]}`)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		rec, err := b.client.Store().NotifyRecordOf(context.Background(), "ssrf", "ssrf")
+		require.NoError(c, err)
+		assert.Contains(c, rec.LastError, "address refused")
+		assert.EqualValues(c, 1, rec.Attempts)
+	}, 10*time.Second, 10*time.Millisecond)
+	assert.Empty(t, got)
 }

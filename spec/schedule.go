@@ -52,23 +52,23 @@ const (
 // appended it stays an id (ids.MaxLen).
 const MaxScheduleName = ids.MaxLen - len("cron..20060102T150405Z")
 
-// RunID is the id of the run a schedule submits for its tick: "cron.",
-// the name, "." and the tick in UTC to the second. Every firer of the tick
-// derives the same id, so however many submit it, and however often a
-// lost reply makes one submit again, the tick is one run.
+// TickRunID is the id of the run a schedule submits for its tick:
+// "cron.", the name, "." and the tick's label, its wall-clock time
+// (Tick). Every firer of the tick derives the same id, so however many
+// submit it, and however often a lost reply makes one submit again, the
+// tick is one run; and because the label is the wall-clock time, not an
+// instant, firers that place a fall-back time differently still agree.
+func TickRunID(name string, tick Tick) string { return "cron." + name + "." + tick.Label }
+
+// RunID is the id of the run for the tick due at the instant tick of a
+// schedule read in UTC, or an @every schedule (TickRunID).
 func RunID(name string, tick time.Time) string {
-	return "cron." + name + "." + tick.UTC().Format("20060102T150405Z")
+	return "cron." + name + "." + tick.UTC().Format(utcLayout)
 }
 
 // cronParser reads five fields, or six with seconds first, and the
 // descriptors (@hourly, @every 5m).
 var cronParser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
-
-// Ticks is a schedule's cron expression read in its time zone: the times
-// it fires.
-type Ticks struct {
-	s cron.Schedule
-}
 
 // ParseCron reads expr in the zone tz ("" is UTC). A problem is an *Error
 // naming the field, "cron" or "tz".
@@ -92,72 +92,14 @@ func ParseCron(expr, tz string) (Ticks, error) {
 	if err != nil {
 		return Ticks{}, &Error{Field: "cron", Msg: fmt.Sprintf("%s does not parse: %v (five fields: minute hour day-of-month month day-of-week; six with seconds first; or @hourly, @daily, @every 90s)", quote(e), err)}
 	}
-	t := Ticks{s: s}
-	if t.Next(time.Now()).IsZero() {
-		return Ticks{}, &Error{Field: "cron", Msg: fmt.Sprintf("%s never fires", quote(e))}
+	t, err := newTicks(s, loc, tz, e)
+	if err != nil {
+		return Ticks{}, &Error{Field: "cron", Msg: err.Error()}
+	}
+	if t.After(time.Now()).IsZero() {
+		return Ticks{}, &Error{Field: "cron", Msg: fmt.Sprintf("%s never fires: no time matches it in the next five years", quote(e))}
 	}
 	return t, nil
-}
-
-// Next returns the first tick strictly after t; zero if there is none
-// (an expression such as "0 0 30 2 *").
-func (t Ticks) Next(after time.Time) time.Time { return t.s.Next(after) }
-
-// latestBefore returns the latest tick at or after from and before cut;
-// from when there is none later. It searches back from cut in doubling
-// steps, so a long outage of a frequent schedule costs a few steps, not
-// one per missed tick.
-func (t Ticks) latestBefore(from, cut time.Time) time.Time {
-	start := from
-	for d := time.Second; cut.Add(-d).After(from); d *= 2 {
-		if n := t.Next(cut.Add(-d)); !n.IsZero() && n.Before(cut) {
-			start = n
-			break
-		}
-	}
-	m := start
-	for range 1_000_000 {
-		n := t.Next(m)
-		if n.IsZero() || !n.Before(cut) {
-			break
-		}
-		m = n
-	}
-	return m
-}
-
-// Step is what a firer does with a due schedule (Ticks.Step).
-type Step struct {
-	// Fire is the tick to submit a run for; zero: none this step.
-	Fire time.Time
-	// Next is the schedule's next tick after this step.
-	Next time.Time
-	// Skipped: ticks before Next (other than Fire) were missed and
-	// dropped.
-	Skipped bool
-}
-
-// Step says what to do with a schedule whose next tick is next, at now
-// (Redis time): ok false when it is not due. A tick no older than late is
-// fired (late firers catch up tick by tick, none lost); older ones were
-// missed while no runner was up: missed MissedSkip drops them, and the
-// schedule goes on with the first tick not older than late, MissedLatest
-// fires the latest of them once and then goes on.
-func (t Ticks) Step(next, now time.Time, late time.Duration, missed string) (Step, bool) {
-	if next.After(now) {
-		return Step{}, false
-	}
-	cut := now.Add(-late)
-	if !next.Before(cut) {
-		return Step{Fire: next, Next: t.Next(next)}, true
-	}
-	// The first tick not older than late: Next rounds up to whole seconds.
-	first := t.Next(cut.Add(-time.Nanosecond))
-	if missed == MissedLatest {
-		latest := t.latestBefore(next, cut)
-		return Step{Fire: latest, Next: first, Skipped: !latest.Equal(next)}, true
-	}
-	return Step{Next: first, Skipped: true}, true
 }
 
 // Validate checks the schedule as a whole, the run spec included (with
@@ -197,7 +139,7 @@ func (s *Schedule) Validate(lim Limits) error {
 			bad(p.field, "the schedule says %s, its run spec %s: say it once", quote(p.sched), quote(p.run))
 		}
 	}
-	run := s.TickRun(time.Unix(0, 0))
+	run := s.TickRun(Tick{Label: "19700101T000000Z"})
 	run.ID = "" // the name's problems are reported above
 	if err := run.Validate(lim); err != nil {
 		errs = append(errs, err)
@@ -206,11 +148,11 @@ func (s *Schedule) Validate(lim Limits) error {
 }
 
 // TickRun returns the run to submit for tick: a copy of the schedule's
-// run spec with the tick's id (RunID) and the schedule's thread and
+// run spec with the tick's id (TickRunID) and the schedule's thread and
 // strategy.
-func (s *Schedule) TickRun(tick time.Time) *Run {
+func (s *Schedule) TickRun(tick Tick) *Run {
 	r := *s.Run
-	r.ID = RunID(s.Name, tick)
+	r.ID = TickRunID(s.Name, tick)
 	if s.Thread != "" {
 		r.Thread = s.Thread
 	}

@@ -19,13 +19,13 @@ func mustCron(t *testing.T, expr, tz string) Ticks {
 func TestCronTicks(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 3, 28, 12, 0, 0, 500e6, time.UTC)
-	require.Equal(t, time.Date(2026, 3, 28, 12, 5, 0, 0, time.UTC), mustCron(t, "*/5 * * * *", "").Next(at))
-	require.Equal(t, time.Date(2026, 3, 28, 12, 0, 1, 0, time.UTC), mustCron(t, "* * * * * *", "").Next(at))
-	require.Equal(t, time.Date(2026, 3, 28, 13, 0, 0, 0, time.UTC), mustCron(t, "@hourly", "").Next(at))
+	require.Equal(t, time.Date(2026, 3, 28, 12, 5, 0, 0, time.UTC), mustCron(t, "*/5 * * * *", "").After(at).At)
+	require.Equal(t, time.Date(2026, 3, 28, 12, 0, 1, 0, time.UTC), mustCron(t, "* * * * * *", "").After(at).At)
+	require.Equal(t, time.Date(2026, 3, 28, 13, 0, 0, 0, time.UTC), mustCron(t, "@hourly", "").After(at).At)
 	// 03:00 in Paris: 02:00 UTC in winter, 01:00 UTC from 29 March 2026.
 	paris := mustCron(t, "0 3 * * *", "Europe/Paris")
-	require.Equal(t, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), paris.Next(at).UTC())
-	require.Equal(t, time.Date(2026, 3, 28, 2, 0, 0, 0, time.UTC), paris.Next(at.Add(-24*time.Hour)).UTC())
+	require.Equal(t, time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC), paris.After(at).At.UTC())
+	require.Equal(t, time.Date(2026, 3, 28, 2, 0, 0, 0, time.UTC), paris.After(at.Add(-24*time.Hour)).At.UTC())
 }
 
 // TestCronBadInputNamesTheField: what does not parse says which field.
@@ -52,26 +52,35 @@ func TestCronBadInputNamesTheField(t *testing.T) {
 func TestStepMissedAndLate(t *testing.T) {
 	t.Parallel()
 	sec := mustCron(t, "* * * * * *", "")
+	at := func(u time.Time) Tick { return sec.TickAt(u) }
 	t0 := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
-	_, due := sec.Step(t0.Add(time.Second), t0, time.Minute, "")
+	_, due := sec.Step(at(t0.Add(time.Second)), t0, time.Minute, "")
 	require.False(t, due)
-	st, due := sec.Step(t0, t0.Add(30*time.Second), time.Minute, "")
+	st, due := sec.Step(at(t0), t0.Add(30*time.Second), time.Minute, "")
 	require.True(t, due)
-	require.Equal(t, Step{Fire: t0, Next: t0.Add(time.Second)}, st, "a late tick fires")
+	require.Equal(t, Step{Fire: at(t0), Next: at(t0.Add(time.Second))}, st, "a late tick fires")
 
 	// A day of every-second ticks missed: skip goes on from now - late.
 	now := t0.Add(24*time.Hour + 300*time.Millisecond)
-	st, _ = sec.Step(t0, now, time.Minute, MissedSkip)
-	require.Equal(t, Step{Next: t0.Add(24*time.Hour - time.Minute + time.Second), Skipped: true}, st)
-	st, _ = sec.Step(t0, now, time.Minute, MissedLatest)
-	require.Equal(t, t0.Add(24*time.Hour-time.Minute), st.Fire, "the latest missed tick")
-	require.Equal(t, t0.Add(24*time.Hour-time.Minute+time.Second), st.Next)
+	st, _ = sec.Step(at(t0), now, time.Minute, MissedSkip)
+	require.Equal(t, Step{Next: at(t0.Add(24*time.Hour - time.Minute + time.Second)), Skipped: true}, st)
+	st, _ = sec.Step(at(t0), now, time.Minute, MissedLatest)
+	require.Equal(t, at(t0.Add(24*time.Hour-time.Minute)), st.Fire, "the latest missed tick")
+	require.Equal(t, at(t0.Add(24*time.Hour-time.Minute+time.Second)), st.Next)
 
 	monthly := mustCron(t, "0 0 1 * *", "")
 	jan := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	st, _ = monthly.Step(jan, time.Date(2026, 7, 15, 0, 0, 0, 0, time.UTC), time.Minute, MissedLatest)
-	require.Equal(t, time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), st.Fire)
-	require.Equal(t, time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC), st.Next)
+	st, _ = monthly.Step(monthly.TickAt(jan), time.Date(2026, 7, 15, 0, 0, 0, 0, time.UTC), time.Minute, MissedLatest)
+	require.Equal(t, time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), st.Fire.At)
+	require.Equal(t, time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC), st.Next.At)
+
+	// In a zone, missed ticks are wall-clock ticks too: New York's
+	// fall-back night, runners down from 00:00 to 08:00 EST.
+	ny := mustCron(t, "*/30 * * * *", "America/New_York")
+	from := ny.After(time.Date(2026, 11, 1, 3, 59, 0, 0, time.UTC))
+	st, _ = ny.Step(from, time.Date(2026, 11, 1, 13, 0, 0, 0, time.UTC), time.Minute, MissedLatest)
+	require.Equal(t, "20261101T073000", st.Fire.Label)
+	require.Equal(t, "20261101T080000", st.Next.Label)
 }
 
 // TestRunIDIsAnIDPerTick: the tick's run id is the same for every firer,

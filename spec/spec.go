@@ -257,6 +257,11 @@ type Limits struct {
 	// client apply the same cap (MAX_SPEC_BYTES). Zero value:
 	// DefaultMaxSpecBytes.
 	MaxSpecBytes int
+	// Policy, when set, refuses what the runners would refuse a job: an
+	// http URL or a webhook into a private range, an $env or $file the
+	// operator does not allow (see Policy). Nil: not checked at submit;
+	// the runner still refuses it when the node runs.
+	Policy Policy
 }
 
 // DefaultMaxSpecBytes is the cap on a whole spec when Limits.MaxSpecBytes
@@ -411,6 +416,7 @@ func (s *Run) check(lim Limits, p *problems) {
 			}
 		}
 	}
+	s.checkPolicy(lim.Policy, bad) // policy.go
 	if p.empty() {
 		if cycle := findCycle(s.Nodes, index); cycle != nil {
 			bad("nodes", "dependency cycle: %s", cyclePath(cycle))

@@ -185,7 +185,8 @@ func (s *runnerSlot) startLocked() error {
 		"LEASE_TTL="+t.LeaseTTL.String(), "HEARTBEAT_INTERVAL="+t.Heartbeat.String(),
 		"GRACE="+t.Grace.String(), "SWEEP_INTERVAL="+t.Sweep.String(),
 		"SHUTDOWN_TIMEOUT="+t.Shutdown.String(), "READY_THRESHOLD="+t.ReadyThreshold.String(),
-		"HISTORY_FILE="+filepath.Join(s.out, "history", s.source+".jsonl"))
+		"HISTORY_FILE="+filepath.Join(s.out, "history", s.source+".jsonl"),
+		"EGRESS_ALLOW=127.0.0.1") // the http nodes' downstream runs on loopback
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -13,8 +13,9 @@ import (
 )
 
 const scheduleHelp = "Cron schedules: a run spec submitted at every tick of a cron expression by\n" +
-	"whichever runner comes first; each tick is one run, cron.NAME.TICK (the tick in\n" +
-	"UTC, e.g. cron.nightly.20261204T000000Z), however many runners fire it.\n" +
+	"whichever runner comes first; each tick is one run, however many runners fire\n" +
+	"it: cron.NAME.TICK, TICK the wall-clock time in the schedule's zone\n" +
+	"(cron.nightly.20261101T013000; in UTC with a Z: cron.nightly.20261204T000000Z).\n" +
 	"\n" +
 	"  add NAME --cron EXPR [flags] SPEC-FILE  store the schedule, or replace it;\n" +
 	"                                           prints NAME and its next tick\n" +
@@ -27,7 +28,9 @@ const scheduleHelp = "Cron schedules: a run spec submitted at every tick of a cr
 	"See docs/schedules.md."
 
 const scheduleFlags = "  --cron EXPR       the cron expression (add; required)\n" +
-	"  --tz ZONE         IANA time zone the expression is read in (default UTC)\n" +
+	"  --tz ZONE         IANA time zone the expression is read in (default UTC); a\n" +
+	"                    time the clock shows twice fires once, one it skips fires\n" +
+	"                    at the change; *-hour expressions follow elapsed time\n" +
 	"  --missed POLICY   ticks missed while no runner was up: skip (default) drops\n" +
 	"                    them, latest runs the latest of them once\n" +
 	"  --thread T        each tick's run's thread\n" +

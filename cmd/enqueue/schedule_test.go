@@ -74,6 +74,8 @@ func TestScheduleBadInputExits2NamingTheField(t *testing.T) {
 		{[]string{"add", "x", "--cron", "*/5 * * *", "-"}, oneNoop, "cron: "},
 		{[]string{"add", "x", "--cron", "61 * * * *", "-"}, oneNoop, "cron: "},
 		{[]string{"add", "x", "--cron", "* * * * *", "--tz", "Mars/Olympus", "-"}, oneNoop, "tz: "},
+		{[]string{"add", "x", "--cron", "0 0 30 2 *", "-"}, oneNoop, `cron: "0 0 30 2 *" never fires`},
+		{[]string{"add", "x", "--cron", "0 3 * * *", "--tz", "Europe/Pariss", "-"}, oneNoop, `tz: "Europe/Pariss" is not a known IANA time zone`},
 		{[]string{"add", "a:b", "--cron", "* * * * *", "-"}, oneNoop, "name: "},
 		{[]string{"add", "x", "--cron", "* * * * *", "--missed", "all", "-"}, oneNoop, "missed: "},
 		{[]string{"add", "x", "--cron", "* * * * *", "--thread", "t", "--multitask", "often", "-"}, oneNoop, "multitask: "},
@@ -92,4 +94,30 @@ func TestScheduleBadInputExits2NamingTheField(t *testing.T) {
 	n, err := b.srv.Client(t).DBSize(t.Context()).Result()
 	require.NoError(t, err)
 	require.Zero(t, n, "nothing stored")
+}
+
+// TestScheduleBadAddKeepsTheStoredSchedule: a cron that never fires or
+// a zone that does not exist, given for a stored schedule, exits 2
+// naming the field, and the stored schedule is listed as before.
+func TestScheduleBadAddKeepsTheStoredSchedule(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.run(t, oneNoop, "schedule", "add", "nightly", "--cron", "0 3 * * *", "--tz", "Europe/Paris", "-")
+	require.Equal(t, 0, r.code, r.stderr)
+	before := b.run(t, "", "schedule", "list", "--json")
+	require.Equal(t, 0, before.code, before.stderr)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cron", "0 0 30 2 *"}, `cron: "0 0 30 2 *" never fires`},
+		{[]string{"--cron", "0 3 * * *", "--tz", "Europe/Pariss"}, `tz: "Europe/Pariss" is not a known IANA time zone`},
+	} {
+		args := append(append([]string{"schedule", "add", "nightly"}, tc.args...), "-")
+		r := b.run(t, oneNoop, args...)
+		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.want)
+	}
+	after := b.run(t, "", "schedule", "list", "--json")
+	require.Equal(t, before.stdout, after.stdout, "the stored schedule is unchanged")
 }

@@ -47,6 +47,8 @@ var commands = map[string]command{
 			"                instead of Redis (default $BATON_API_URL; token: $API_TOKEN)\n" +
 			"  --interval D  with --follow, wait between retries after a failed read\n" +
 			"                (default 200ms)\n"},
+	"stream": {args: "RUN [--after ID] [--json]", run: (*app).stream,
+		short: "print what the run's attempts stream, live until it ends", help: streamHelp, flags: streamFlags},
 	"watch": {args: "RUN [--api URL] [--interval D]", run: (*app).watch,
 		short: "live progress until the run ends; exit 0 only if it SUCCEEDED",
 		help: "Show live progress until the run ends: a redrawn table on a terminal,\n" +
@@ -120,7 +122,7 @@ var commands = map[string]command{
 }
 
 // commandOrder is the order usage lists the commands in.
-var commandOrder = []string{"submit", "status", "events", "watch", "cancel", "retry", "resume", "delete", "list", "thread", "checkpoint", "workers", "pause", "unpause", "schedule"}
+var commandOrder = []string{"submit", "status", "events", "stream", "watch", "cancel", "retry", "resume", "delete", "list", "thread", "checkpoint", "workers", "pause", "unpause", "schedule"}
 
 // usage is the top-level help: commands, environment and exit statuses.
 func usage() string {

@@ -136,6 +136,9 @@ type Config struct {
 	// Default: 1m.
 	ScheduleLate time.Duration `env:"SCHEDULE_LATE" envDefault:"1m"`
 
+	// What jobs may do (jobs.go, docs/security.md).
+	Jobs JobsConfig
+
 	// Embedded is the --embedded flag: Redis is an in-process miniredis.
 	Embedded bool `env:"-"`
 }
@@ -295,6 +298,7 @@ func (c Config) validate(skip map[string]bool) error {
 	case c.MaxSpecBytes < c.MaxInputBytes:
 		bad("MAX_SPEC_BYTES", "%d is below MAX_INPUT_BYTES %d: a spec holding one largest input would be refused", c.MaxSpecBytes, c.MaxInputBytes)
 	}
+	errs = append(errs, c.Jobs.problems(skip)...) // jobs.go
 	switch {
 	case c.Prefix == "":
 		bad("BATON_PREFIX", "is empty")

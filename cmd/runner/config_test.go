@@ -34,6 +34,7 @@ func TestDefaults(t *testing.T) {
 
 		ScheduleInterval: time.Second,
 		ScheduleLate:     time.Minute,
+		Jobs:             JobsConfig{Kinds: "exec,http,sleep,noop"},
 
 		adminAddrDefault: true,
 	}, cfg)

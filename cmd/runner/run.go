@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -98,17 +97,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// exec commands get the store's address, so a command such as a
-	// LangGraph agent keeps its own fenced checkpoints (BATON_REDIS_URL).
-	// Commands get the store's URL; in cluster and sentinel modes they get
-	// none (BATON_REDIS_URL unset) and must be configured themselves.
-	var execURL string
-	if rconf.Mode() == "url" {
-		execURL = cmp.Or(rconf.URL, redisconn.DefaultURL)
-	}
-	kinds.RegisterStockWith(w, kinds.ExecOptions{RedisURL: execURL, Prefix: cfg.Prefix})
+	// The stock kinds KINDS names, with what the operator lets jobs reach
+	// (jobs.go); the API refuses at submit what a spec asks beyond it.
+	stock, kindNames := cfg.stock(rconf)
+	kinds.RegisterStockOnly(w, stock, kindNames)
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes}})
+		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}})
 	if err != nil {
 		return err
 	}
@@ -152,7 +146,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// Run-completion webhooks: every runner scans for ended runs that
 	// notify and delivers them from its own queue.
 	notifier, err := runner.NewNotifier(runner.NotifierConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Secret: cfg.WebhookSecret, Retention: cfg.Retention, Logger: log})
+		Secret: cfg.WebhookSecret, Retention: cfg.Retention, Logger: log, Egress: stock.HTTP.Egress})
 	if err == nil {
 		err = notifier.Start(ctx)
 	}

@@ -48,6 +48,13 @@ const envHelp = `Environment (default in brackets):
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
   LIMITS_FILE         [none] JSON file of fleet-wide limits set at start (docs/flow-control.md)
   TRACE_URL           [none] a tracing UI's URL with {trace_id}: the run view links to each run's trace
+  KINDS               [exec,http,sleep,noop] the stock kinds this runner runs
+  EGRESS_ALLOW        [none] private CIDRs, addresses, hosts http nodes and webhooks may reach
+  EXEC_ENV            [none] runner variables commands get besides PATH, HOME, LANG, TZ
+  EXEC_ENV_REFS       [none] runner variables an exec env's {"$env": NAME} may read
+  EXEC_FILE_DIRS      [none] directories an exec env's {"$file": PATH} may read under
+  EXEC_STORE_COMMANDS [none] commands (argv0, or *) given the runner's Redis (BATON_REDIS_URL)
+  REDACT_ENV          [none] runner variables whose values are redacted from results and errors
   OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_*  [none] export traces over OTLP/HTTP (docs/observability.md)
 `
 

@@ -31,7 +31,7 @@ func TestBinaryWebhook(t *testing.T) {
 	}))
 	defer hook.Close()
 	srv := redistest.Start(t)
-	p := start(t, map[string]string{"REDIS_URL": srv.URL(), "ADMIN_ADDR": "", "WEBHOOK_SECRET": secret})
+	p := start(t, map[string]string{"REDIS_URL": srv.URL(), "ADMIN_ADDR": "", "WEBHOOK_SECRET": secret, "EGRESS_ALLOW": "127.0.0.1"})
 	p.waitLog(t, "runner_ready")
 
 	c, err := runner.NewClient(runner.ClientConfig{Redis: srv.Client(t)})

@@ -37,6 +37,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/egress"
 	"github.com/batonrun/baton/examples/deploy"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
@@ -272,8 +273,11 @@ func (f *fleet) start(ctx context.Context, id, addr string, log *slog.Logger) er
 		_ = m.rdb.Close()
 		return err
 	}
-	kinds.RegisterStock(w)
-	w.Register("deploy-step", &deployStep{call: kinds.HTTP(nil), net: m.net, stage: f.stage})
+	// The demo's deploy API is an httptest server on loopback, which the
+	// http kind refuses unless allowed, as a runner's EGRESS_ALLOW does.
+	local, _ := egress.Parse("EGRESS_ALLOW", "127.0.0.1") // a valid entry
+	kinds.RegisterStockOnly(w, kinds.Stock{HTTP: kinds.HTTPOptions{Egress: local}}, nil)
+	w.Register("deploy-step", &deployStep{call: kinds.HTTPWith(kinds.HTTPOptions{Egress: local}), net: m.net, stage: f.stage})
 	if err := w.Start(ctx); err != nil {
 		_ = m.rdb.Close()
 		return fmt.Errorf("start %s: %w", id, err)

@@ -61,9 +61,9 @@ func TestExecEnvSecretIsNeverStored(t *testing.T) {
 	_, _ = rand.Read(b)
 	secret := "sk-" + hex.EncodeToString(b)
 	c := newCluster(t)
-	r := c.startRunner("secret-r1", map[string]string{"BATON_E2E_API_KEY": secret})
+	r := c.startRunner("secret-r1", map[string]string{"BATON_E2E_API_KEY": secret, "EXEC_ENV_REFS": "BATON_E2E_API_KEY"})
 	run := c.submit(`{"id":"secret-run","nodes":[{"id":"agent","kind":"exec","input":{
-		"command":["sh","-c","[ -n \"$OPENAI_API_KEY\" ] && [ \"$OPENAI_API_KEY\" = \"$BATON_E2E_API_KEY\" ] && echo \"{\\\"key_length\\\": ${#OPENAI_API_KEY}}\""],
+		"command":["sh","-c","case \"$OPENAI_API_KEY\" in sk-*) echo \"{\\\"key_length\\\": ${#OPENAI_API_KEY}}\";; *) exit 1;; esac"],
 		"env":{"OPENAI_API_KEY":{"$env":"BATON_E2E_API_KEY"}}}}]}`)
 	require.Equal(t, 0, c.watch(run))
 	st := c.status(run)

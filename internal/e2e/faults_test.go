@@ -40,7 +40,7 @@ func TestSIGKILLMidDAGLosesNothing(t *testing.T) {
 		}
 		nodes = append(nodes, fmt.Sprintf(`{"id":"n%d","kind":"exec","input":%s%s}`, i, step, deps))
 	}
-	victim := c.startRunner("r0", map[string]string{"RUNNER": "r0"})
+	victim := c.startRunner("r0", map[string]string{"RUNNER": "r0", "EXEC_ENV": "RUNNER"})
 	run := c.submit(`{"id":"killed","nodes":[` + strings.Join(nodes, ",") + `]}`)
 	var heldNode []byte
 	waitUntil(t, 20*time.Second, "the victim to hold a node", func() bool {
@@ -137,7 +137,8 @@ func TestSIGSTOPPedOwnerResponseIsNeverStored(t *testing.T) {
 	defer srv.Close()
 	defer close(answer1)
 
-	a := c.startRunner("ra", nil)
+	local := map[string]string{"EGRESS_ALLOW": "127.0.0.1"} // the payment service runs here
+	a := c.startRunner("ra", local)
 	body, _ := json.Marshal(map[string]any{"url": srv.URL, "body": map[string]string{"op": "pay"}})
 	run := c.submit(`{"id":"paused","nodes":[{"id":"pay","kind":"http","input":` + string(body) + `}]}`)
 	select {
@@ -146,7 +147,7 @@ func TestSIGSTOPPedOwnerResponseIsNeverStored(t *testing.T) {
 		t.Fatal("the http node never reached the server")
 	}
 	a.signal(t, syscall.SIGSTOP) // paused mid-request, past its lease
-	c.startRunner("rb", nil)
+	c.startRunner("rb", local)
 	waitUntil(t, 30*time.Second, "the takeover to commit", func() bool {
 		return c.status(run).Status == "SUCCEEDED"
 	})

@@ -56,7 +56,7 @@ func TestLangGraphPackageInstallsAndRunsTheReadmeAgent(t *testing.T) {
 	tarball := filepath.Join(packed, lines[len(lines)-1])
 
 	c := newCluster(t)
-	c.startRunner("lg-install", nil)
+	c.startRunner("lg-install", lgEnv)
 	for _, how := range []struct{ name, arg string }{
 		{"tarball", tarball},
 		{"folder", "--install-links=" + pkg},

@@ -97,7 +97,7 @@ func lgPausedRunner(t *testing.T, agent, thread string) pausedRunner {
 	const longStep = "analyze"
 	ttl, _ := time.ParseDuration(fastEnv["LEASE_TTL"])
 
-	r1 := c.startRunner("lg-r1", nil)
+	r1 := c.startRunner("lg-r1", lgEnv)
 	input, _ := json.Marshal(map[string]any{"command": []string{"node", agent}, "dir": dir,
 		"env": map[string]string{"STEP_LOG": stepLog, "LONG_STEP": longStep, "LONG_MS": "6000", "STEP_MS": "100"}})
 	run := c.submit(`{"id":"lg-paused","thread":"` + thread + `","nodes":[{"id":"agent","kind":"exec","input":` + string(input) + `}]}`)
@@ -113,7 +113,7 @@ func lgPausedRunner(t *testing.T, agent, thread string) pausedRunner {
 		return false
 	})
 	r1.signal(t, syscall.SIGSTOP) // the runner only: its agent runs on
-	c.startRunner("lg-r2", nil)
+	c.startRunner("lg-r2", lgEnv)
 
 	// The paused agent stops by itself, its runner still stopped.
 	var exit stepRecord

@@ -47,7 +47,7 @@ func TestLangGraphRunNodeInterruptRunAnswersItsOwnInput(t *testing.T) {
 	dir := lgPackage(t)
 	c := newCluster(t)
 	stepLog := filepath.Join(t.TempDir(), "steps.log")
-	c.startRunner("lg-r1", nil)
+	c.startRunner("lg-r1", lgEnv)
 	first := c.submit(runNodeSpec(t, dir, "i1", "chat", "", map[string]string{
 		"STEP_LOG": stepLog, "AGENT_TOPIC": "first", "LONG_STEP": "analyze", "LONG_MS": "60000", "STEP_MS": "50"}))
 	waitUntil(t, 60*time.Second, "i1 to reach its long step", func() bool {
@@ -79,14 +79,14 @@ func TestLangGraphRunNodeDoesNotRunAFinishedGraphAgain(t *testing.T) {
 	dir := lgPackage(t)
 	c := newCluster(t)
 	stepLog := filepath.Join(t.TempDir(), "steps.log")
-	r1 := c.startRunner("lg-r1", nil)
+	r1 := c.startRunner("lg-r1", lgEnv)
 	run := c.submit(runNodeSpec(t, dir, "finished", "done-thread", "", map[string]string{
 		"STEP_LOG": stepLog, "STEP_MS": "50", "STALL_AFTER_EPOCH": "1"}))
 	waitUntil(t, 60*time.Second, "the graph to finish on lg-r1, its result not yet printed", func() bool {
 		return slices.ContainsFunc(readSteps(t, stepLog), func(r stepRecord) bool { return r.Ev == "stall" })
 	})
 	r1.signal(t, syscall.SIGSTOP)
-	c.startRunner("lg-r2", nil)
+	c.startRunner("lg-r2", lgEnv)
 	waitUntil(t, 20*time.Second, "lg-r2 to take the node over", func() bool {
 		return slices.ContainsFunc(c.timedEvents(run), func(e timedEvent) bool { return e.Type == "takeover" })
 	})

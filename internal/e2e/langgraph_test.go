@@ -20,6 +20,10 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
+// lgEnv trusts node, the agents' command, with the runner's Redis: their
+// baton saver keeps fenced checkpoints there (BATON_REDIS_URL).
+var lgEnv = map[string]string{"EXEC_STORE_COMMANDS": "node"}
+
 // lgPackage is examples/langgraph-js. Without node 20+ and its installed
 // packages the LangGraph test skips, or fails when BATON_REQUIRE_NODE is set
 // (CI sets it after npm ci).
@@ -111,7 +115,7 @@ func TestLangGraphAgentResumesAfterTakeover(t *testing.T) {
 		timeline = append(timeline, fmt.Sprintf("%+9.3fs  %-8s %s", time.Since(begin).Seconds(), who, what))
 	}
 
-	r1 := c.startRunner("lg-r1", nil)
+	r1 := c.startRunner("lg-r1", lgEnv)
 	input, _ := json.Marshal(map[string]any{"command": []string{"node", "agent.mjs"}, "dir": dir,
 		"env": map[string]string{"AGENT_STEP_MS": "500"}})
 	run := c.submit(`{"id":"lg-agent","thread":"lg-thread","nodes":[{"id":"agent","kind":"exec","input":` + string(input) + `}]}`)
@@ -133,7 +137,7 @@ func TestLangGraphAgentResumesAfterTakeover(t *testing.T) {
 	paused := agentSteps(t, latest())
 	mark("lg-r1", fmt.Sprintf("(paused)  runner and agent SIGSTOPped after %d steps, checkpoint %s", len(paused), latest().ID))
 
-	c.startRunner("lg-r2", nil)
+	c.startRunner("lg-r2", lgEnv)
 	require.Equal(t, 0, c.watch(run), "the run succeeds on lg-r2")
 	mark("lg-r2", "(done)    run SUCCEEDED")
 	final := latest()

@@ -88,7 +88,7 @@ func TestLangGraphRunNodeInterruptWaitsForAResume(t *testing.T) {
 	dir := lgPackage(t)
 	c := newCluster(t)
 	stepLog := filepath.Join(t.TempDir(), "steps.log")
-	one := map[string]string{"CONCURRENCY": "1"}
+	one := map[string]string{"CONCURRENCY": "1", "EXEC_STORE_COMMANDS": "node"}
 	r1 := c.startRunner("hitl-r1", one)
 	r2 := c.startRunner("hitl-r2", one)
 

@@ -101,7 +101,7 @@ func TestLimitSlotOfPausedHolderPassesToTakeover(t *testing.T) {
 	dir := t.TempDir()
 	held := filepath.Join(dir, "held")
 	step := sh(fmt.Sprintf(`if [ "$RUNNER" = r0 ] && mkdir %q 2>/dev/null; then sleep 300; fi; echo 1`, held))
-	victim := c.startRunner("r0", map[string]string{"RUNNER": "r0"})
+	victim := c.startRunner("r0", map[string]string{"RUNNER": "r0", "EXEC_ENV": "RUNNER"})
 	nodes := make([]string, 6)
 	for i := range nodes {
 		nodes[i] = fmt.Sprintf(`{"id":"n%d","kind":"exec","input":%s,"limits":["one"]}`, i, step)

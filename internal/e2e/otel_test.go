@@ -216,6 +216,8 @@ func TestTracesFollowARunAcrossProcessesAndATakeover(t *testing.T) {
 		"OTEL_EXPORTER_OTLP_ENDPOINT": recv.srv.URL,
 		"OTEL_BSP_SCHEDULE_DELAY":     "50", // ms: spans reach the receiver soon after they end
 		"TRACE_URL":                   "https://traces.example/trace/{trace_id}?from=baton",
+		"EXEC_ENV":                    "OTEL_*",    // the exec child exports its span too
+		"EGRESS_ALLOW":                "127.0.0.1", // the http node's downstream runs here
 	}
 	var (
 		mu          sync.Mutex

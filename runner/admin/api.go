@@ -42,6 +42,7 @@ type api struct {
 	maxBody   int64
 	log       *slog.Logger
 	followers followers // live event streams (follow.go)
+	feeds     feedHub   // run streams (stream.go)
 }
 
 func (a *api) routes() http.Handler {
@@ -50,6 +51,7 @@ func (a *api) routes() http.Handler {
 	mux.HandleFunc("GET /v1/runs", a.list)
 	mux.HandleFunc("GET /v1/runs/{id}", a.status)
 	mux.HandleFunc("GET /v1/runs/{id}/events", a.events)
+	mux.HandleFunc("GET /v1/runs/{id}/stream", a.stream) // stream.go
 	mux.HandleFunc("DELETE /v1/runs/{id}", a.deleteRun)
 	mux.HandleFunc("POST /v1/runs/{id}/cancel", a.cancel)
 	mux.HandleFunc("POST /v1/runs/{id}/retry", a.retry)
@@ -60,6 +62,7 @@ func (a *api) routes() http.Handler {
 	mux.Handle("/v1/runs", methodNotAllowed("GET, HEAD, POST"))
 	mux.Handle("/v1/runs/{id}", methodNotAllowed("GET, HEAD, DELETE"))
 	mux.Handle("/v1/runs/{id}/events", methodNotAllowed("GET, HEAD"))
+	mux.Handle("/v1/runs/{id}/stream", methodNotAllowed("GET, HEAD"))
 	mux.Handle("/v1/runs/{id}/cancel", methodNotAllowed("POST"))
 	mux.Handle("/v1/runs/{id}/retry", methodNotAllowed("POST"))
 	mux.Handle("/v1/runs/{id}/nodes/{node}/resume", methodNotAllowed("POST"))

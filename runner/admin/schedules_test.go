@@ -35,6 +35,8 @@ func TestSchedulesAPI(t *testing.T) {
 	for _, bad := range []struct{ path, body, want string }{
 		{"/v1/schedules/nightly", `{"cron": "*/5 * * *", ` + run + `}`, "cron: "},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *", "tz": "Mars/Olympus", ` + run + `}`, "tz: "},
+		{"/v1/schedules/nightly", `{"cron": "0 0 30 2 *", ` + run + `}`, `{"field":"cron","message":"\"0 0 30 2 *\" never fires: no time matches it`},
+		{"/v1/schedules/nightly", `{"cron": "0 3 * * *", "tz": "Europe/Pariss", ` + run + `}`, `{"field":"tz","message":"\"Europe/Pariss\" is not a known IANA time zone`},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *", "missed": "all", ` + run + `}`, "missed: "},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *", "run": {"nodes": [{"id": "a"}]}}`, "kind"},
 		{"/v1/schedules/nightly", `{"cron": "* * * * *"}`, "'run'"},
@@ -48,6 +50,7 @@ func TestSchedulesAPI(t *testing.T) {
 	b.call(t, "GET", "/v1/schedules/nightly", "", http.StatusOK, &st)
 	require.Equal(t, "0 3 * * *", st.Cron, "a refused PUT changed nothing")
 	require.Equal(t, "reject", st.Multitask)
+	require.Equal(t, "Europe/Paris", st.TZ)
 
 	b.call(t, "DELETE", "/v1/schedules/nightly", "", http.StatusOK, nil)
 	b.call(t, "DELETE", "/v1/schedules/nightly", "", http.StatusNotFound, nil)

@@ -57,7 +57,7 @@ func TestHTTPDepsEnvelope(t *testing.T) {
 	} {
 		task := newTask("http", httpInput(t, map[string]any{"url": srv.URL, "body": map[string]any{"q": 1}, "bare": c.bare}))
 		task.Deps = c.deps
-		_, err := kinds.HTTP(nil).Run(context.Background(), task)
+		_, err := localHTTP().Run(context.Background(), task)
 		require.NoError(t, err, c.name)
 		assert.JSONEq(t, c.want, (<-reqs).body, c.name)
 	}

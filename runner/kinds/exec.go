@@ -14,6 +14,7 @@ import (
 	"math"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,16 +39,43 @@ type ExecOptions struct {
 	// that cannot be done, such as a ::checkpoint line that is not JSON.
 	// Default (nil): slog.Default().
 	Logger *slog.Logger
-	// RedisURL, when set, is handed to the command as BATON_REDIS_URL,
-	// with Prefix as BATON_PREFIX: the worker's Redis and key prefix, so
-	// the command can keep its own fenced checkpoints (a LangGraph saver,
-	// see examples/langgraph-js). The command can then do anything in that
-	// Redis: run only trusted commands. Default (empty): neither is set.
+	// RedisURL, when set, is handed to the commands StoreCommands names as
+	// BATON_REDIS_URL, with Prefix as BATON_PREFIX: the worker's Redis and
+	// key prefix, so the command can keep its own fenced checkpoints (a
+	// LangGraph saver, see examples/langgraph-js). Such a command can do
+	// anything in that Redis, to any run: name only trusted commands.
+	// Default (empty): no command gets either.
 	RedisURL string
+	// StoreCommands are the commands (argv0, exactly as a spec writes it)
+	// that get RedisURL; "*" names every command. Default (nil): none.
+	StoreCommands []string
 	// Prefix is baton's key prefix (the runner's BATON_PREFIX). Default
 	// (empty): "baton".
 	Prefix string
+	// Env names the worker's variables a command gets besides PATH, HOME,
+	// LANG and TZ; one ending in "*" names every variable it starts. The
+	// rest of the worker's environment (its API token, webhook secret,
+	// Redis URL and password) is never passed. Default (nil): none.
+	Env []string
+	// EnvRefs names the worker's variables an input may read with
+	// {"$env": NAME} (one ending in "*" names a prefix). Default (nil):
+	// none; such a reference fails the node, naming EXEC_ENV_REFS.
+	EnvRefs []string
+	// FileDirs are the absolute directories under which {"$file": PATH}
+	// may read a regular file. Default (nil): none.
+	FileDirs []string
+	// FileMaxBytes caps what one $file reads. Default (zero): 64 KiB.
+	FileMaxBytes int64
+	// FileTimeout bounds reading one $file. Default (zero): 5s.
+	FileTimeout time.Duration
+	// Redact holds the operator's secrets, redacted from every result and
+	// error the kind returns, beside the values of the attempt's own $env
+	// and $file references, which always are. Default (nil): those only.
+	Redact *Redactor
 }
+
+// execBaseEnv are the worker's variables every command gets when set.
+var execBaseEnv = []string{"PATH", "HOME", "LANG", "TZ"}
 
 // Caps on what the exec kind keeps of a command's output.
 const (
@@ -73,15 +101,20 @@ const (
 // Input: {"command": ["argv0", "arg", ...], "env": {"K": "V"}, "dir":
 // "path", "timeout": "30s"}; command is required and is not run through a
 // shell. An env value may instead be {"$env": "NAME"} or {"$file":
-// "/path"}: the worker's own variable NAME or a file on the worker, read at
-// the start of each attempt, so that a credential is never stored with the
-// run (see envValue). The child sees the worker's environment, then the
-// input's env, then BATON_RUN_ID, BATON_NODE_ID, BATON_ATTEMPT, BATON_EPOCH,
-// BATON_FENCING_TOKEN, BATON_WORKER_ID (the lease's owner),
-// BATON_CLAIM_ID, BATON_THREAD_ID, BATON_CHECKPOINT_FILE, BATON_DEPS_FILE
-// and, when ExecOptions.RedisURL is set, BATON_REDIS_URL, BATON_PREFIX,
-// BATON_NODE_KEY and BATON_RUN_KEY, which input env cannot override. Stdin
-// is empty.
+// "/path"}: the worker's own variable NAME or a regular file on the worker,
+// read at the start of each attempt, so that a credential is never stored
+// with the run (see envValue); each reads only what the operator allows
+// (ExecOptions.EnvRefs, FileDirs), and the values are redacted from the
+// attempt's result and error. The child's environment is an allow-list:
+// the worker's PATH, HOME, LANG and TZ and the variables ExecOptions.Env
+// names, then the input's env, then BATON_RUN_ID, BATON_NODE_ID,
+// BATON_ATTEMPT, BATON_EPOCH, BATON_FENCING_TOKEN, BATON_WORKER_ID (the
+// lease's owner), BATON_CLAIM_ID, BATON_THREAD_ID, BATON_CHECKPOINT_FILE,
+// BATON_DEPS_FILE and, for a command ExecOptions.StoreCommands names,
+// BATON_REDIS_URL, BATON_PREFIX, BATON_NODE_KEY and BATON_RUN_KEY, which
+// input env cannot override. Nothing else of the worker's environment (its
+// API token, webhook secret, Redis URL or password) reaches a command.
+// Stdin is empty.
 //
 // The lease: a command's worker may be paused (SIGSTOP, a frozen VM) while
 // the command runs on; no signal from the worker can reach it then. A
@@ -125,19 +158,41 @@ const (
 // outlive its node has to leave the group itself (setsid), and then runs
 // unfenced.
 func Exec(opts ExecOptions) runner.Kind {
-	k := &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second), log: cmp.Or(opts.Logger, slog.Default())}
-	if opts.RedisURL != "" {
+	k := &execKind{grace: cmp.Or(max(opts.KillGrace, 0), 5*time.Second), log: cmp.Or(opts.Logger, slog.Default()),
+		pass: slices.Concat(execBaseEnv, opts.Env), refs: newRefs(opts), redact: opts.Redact}
+	if opts.RedisURL != "" && len(opts.StoreCommands) > 0 {
 		k.prefix = cmp.Or(opts.Prefix, "baton")
 		k.store = []string{"BATON_REDIS_URL=" + opts.RedisURL, "BATON_PREFIX=" + k.prefix}
+		k.storeFor = slices.Clone(opts.StoreCommands)
 	}
 	return k
 }
 
+func newRefs(opts ExecOptions) *refs {
+	r := &refs{envNames: opts.EnvRefs, fileMax: cmp.Or(opts.FileMaxBytes, execSecretMax),
+		fileWait: cmp.Or(opts.FileTimeout, execFileTimeout)}
+	for _, d := range opts.FileDirs {
+		if filepath.IsAbs(d) {
+			r.fileDirs = append(r.fileDirs, filepath.Clean(d))
+		}
+	}
+	return r
+}
+
 type execKind struct {
-	grace  time.Duration
-	log    *slog.Logger
-	store  []string // BATON_REDIS_URL and BATON_PREFIX, when the options set them
-	prefix string   // the store's key prefix, when store is set
+	grace    time.Duration
+	log      *slog.Logger
+	store    []string // BATON_REDIS_URL and BATON_PREFIX, when the options set them
+	storeFor []string // the commands that get store
+	prefix   string   // the store's key prefix, when store is set
+	pass     []string // the worker's variables passed on
+	refs     *refs
+	redact   *Redactor
+}
+
+// trusted reports whether the command argv0 gets the store.
+func (k *execKind) trusted(argv0 string) bool {
+	return k.store != nil && (slices.Contains(k.storeFor, "*") || slices.Contains(k.storeFor, argv0))
 }
 
 type execInput struct {
@@ -175,6 +230,15 @@ func (e *ExitError) Error() string {
 }
 
 func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
+	var secrets []string
+	out, err := k.run(ctx, t, &secrets)
+	red := k.redact.With(secrets...)
+	return red.JSON(out), red.Error(err)
+}
+
+// run is Run; secrets receives the values the attempt's references
+// resolved to, for Run to redact.
+func (k *execKind) run(ctx context.Context, t *runner.Task, secrets *[]string) (json.RawMessage, error) {
 	var in execInput
 	if err := decodeInput("exec", t.Input, &in); err != nil {
 		return nil, err
@@ -185,11 +249,11 @@ func (k *execKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	if in.Command[0] == "" {
 		return nil, permanentf("exec", "command", "argv0 is empty")
 	}
-	store := k.store
-	if store != nil {
-		store = append(slices.Clip(store), watchEnv(t, k.prefix)...)
+	var store []string
+	if k.trusted(in.Command[0]) {
+		store = append(slices.Clip(k.store), watchEnv(t, k.prefix)...)
 	}
-	env, err := execEnv(in.Env, t, append(slices.Clip(store), traceEnv(ctx)...))
+	env, err := k.execEnv(ctx, in.Env, t, append(slices.Clip(store), traceEnv(ctx)...), secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -356,19 +420,29 @@ func traceEnv(ctx context.Context) []string {
 	return env
 }
 
-// execEnv is the worker's environment, then the input's, then the lease's
-// and the store's.
-func execEnv(in map[string]envValue, t *runner.Task, store []string) ([]string, error) {
-	env := os.Environ()
-	for _, k := range slices.Sorted(maps.Keys(in)) {
-		if k == "" || strings.ContainsAny(k, "=\x00") {
-			return nil, permanentf("exec", "env", "%q is not a valid variable", k)
+// execEnv is the worker's variables that k passes on, then the input's,
+// then the lease's and the store's. secrets receives what references
+// resolved to.
+func (k *execKind) execEnv(ctx context.Context, in map[string]envValue, t *runner.Task, store []string, secrets *[]string) ([]string, error) {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if envNamed(k.pass, name) {
+			env = append(env, kv)
 		}
-		v, err := in[k].resolve(k)
+	}
+	for _, key := range slices.Sorted(maps.Keys(in)) {
+		if key == "" || strings.ContainsAny(key, "=\x00") {
+			return nil, permanentf("exec", "env", "%q is not a valid variable", key)
+		}
+		v, err := in[key].resolve(ctx, key, k.refs)
 		if err != nil {
 			return nil, err
 		}
-		env = append(env, k+"="+v)
+		if in[key].literal == "" {
+			*secrets = append(*secrets, v)
+		}
+		env = append(env, key+"="+v)
 	}
 	l := t.Lease
 	return append(append(env,
@@ -380,6 +454,17 @@ func execEnv(in map[string]envValue, t *runner.Task, store []string) ([]string, 
 		"BATON_CLAIM_ID="+l.ClaimID,
 		"BATON_WORKER_ID="+l.Owner,
 	), store...), nil // exec keeps the last value of a duplicated name
+}
+
+// envNamed reports whether names holds name, or a prefix of it ending
+// in "*".
+func envNamed(names []string, name string) bool {
+	for _, n := range names {
+		if n == name || (strings.HasSuffix(n, "*") && strings.HasPrefix(name, n[:len(n)-1])) {
+			return true
+		}
+	}
+	return false
 }
 
 // stopGroup stops what is left of the group once its leader has exited:

@@ -19,16 +19,17 @@ func TestExecEnvReferencesAreResolvedOnTheWorker(t *testing.T) {
 	t.Setenv("BATON_TEST_SECRET", "from-env")
 	secret := filepath.Join(t.TempDir(), "key")
 	require.NoError(t, os.WriteFile(secret, []byte("from-file\n"), 0o600))
-	in := execInput(t, `echo "$A|$B|$C"`, "", map[string]any{"env": map[string]any{
+	in := execInput(t, `[ "$A" = from-env ] && [ "$B" = from-file ] && echo "ok|$C"`, "", map[string]any{"env": map[string]any{
 		"A": map[string]string{"$env": "BATON_TEST_SECRET"},
 		"B": map[string]string{"$file": secret},
 		"C": "literal",
 	}})
-	out, err := kinds.Exec(kinds.ExecOptions{}).Run(context.Background(), newTask("exec", in))
+	opts := kinds.ExecOptions{EnvRefs: []string{"BATON_TEST_*"}, FileDirs: []string{filepath.Dir(secret)}}
+	out, err := kinds.Exec(opts).Run(context.Background(), newTask("exec", in))
 	require.NoError(t, err)
 	var got string
 	require.NoError(t, json.Unmarshal(out, &got))
-	require.Equal(t, "from-env|from-file|literal", got)
+	require.Equal(t, "ok|literal", got)
 }
 
 // A reference this worker cannot resolve is a retryable error that names
@@ -50,7 +51,8 @@ func TestExecEnvReferenceErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			in := execInput(t, "true", "", map[string]any{"env": map[string]any{"K": c.env}})
-			_, err := kinds.Exec(kinds.ExecOptions{}).Run(context.Background(), newTask("exec", in))
+			opts := kinds.ExecOptions{EnvRefs: []string{"BATON_TEST_*"}, FileDirs: []string{"/nonexistent"}}
+			_, err := kinds.Exec(opts).Run(context.Background(), newTask("exec", in))
 			require.ErrorContains(t, err, c.want)
 			require.Equal(t, c.permanent, runner.IsPermanent(err), "%v", err)
 			require.NotContains(t, err.Error(), "do-not-show")

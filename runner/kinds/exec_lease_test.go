@@ -77,7 +77,7 @@ func TestExecCommandWatchesItsLeaseAndExit75IsALostAttempt(t *testing.T) {
 		LeaseTTL: 3 * time.Second, Grace: 100 * time.Millisecond, SweepInterval: 100 * time.Millisecond,
 		PollInterval: 10 * time.Millisecond, RetryBase: 20 * time.Millisecond, RetryMax: 50 * time.Millisecond})
 	require.NoError(t, err)
-	w.Register("exec", kinds.Exec(kinds.ExecOptions{Logger: log, RedisURL: srv.URL()}))
+	w.Register("exec", kinds.Exec(kinds.ExecOptions{Logger: log, RedisURL: srv.URL(), StoreCommands: []string{"*"}}))
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Shutdown)
 

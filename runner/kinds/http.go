@@ -17,6 +17,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/batonrun/baton/egress"
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
@@ -51,8 +52,10 @@ const (
 // Baton-Fencing-Token (see fence.Guard) and rejects a stale owner.
 //
 // Input: {"url": "https://...", "body": any JSON (null when absent),
-// "headers": {"K": "V"}, "timeout": "10s", "bare": false}. The Baton-* and
-// Idempotency-Key headers cannot be overridden by input headers.
+// "headers": {"K": "V"}, "timeout": "10s", "bare": false,
+// "follow_redirects": false}. The Baton-* and Idempotency-Key headers
+// cannot be overridden by input headers. Without a timeout an attempt's
+// request is bounded by HTTPDefaultTimeout (and by the node's timeout).
 //
 // A node without dependencies POSTs body as it is. A node with
 // dependencies POSTs an envelope, {"input": body, "deps": {"dep-id":
@@ -63,41 +66,83 @@ const (
 // JSON string, the first 1 MiB). 4xx is Permanent, except 408 and 429,
 // which mean "later" and are retried. 5xx, connection errors and timeouts
 // are retried. Redirects are followed only when they keep the method and
-// body (307, 308); any other 3xx is Permanent, since silently turning the
-// POST into a GET would lose the side effect.
+// body (307, 308) and stay on the same host name, unless the input sets
+// "follow_redirects": true; any other 3xx is Permanent, since silently
+// turning the POST into a GET would lose the side effect.
 //
-// client is used as given, except that when its CheckRedirect is nil the
-// policy above replaces Go's default; nil means a client of its own with
-// http.DefaultTransport. Timeouts come from ctx and the input.
-func HTTP(client *http.Client) runner.Kind {
-	c := &http.Client{}
-	if client != nil {
-		*c = *client
-	}
-	if c.CheckRedirect == nil {
-		c.CheckRedirect = keepPostRedirects
-	}
-	return &httpKind{client: c}
+// Where the request may go: every connection, each redirect hop included,
+// dials through an egress.Policy, which refuses loopback, link-local,
+// private and unique-local addresses unless the operator allows them
+// (EGRESS_ALLOW). A URL whose host is literally such an address is a
+// Permanent error naming "url".
+//
+// HTTP(client) is HTTPWith(HTTPOptions{Client: client}).
+func HTTP(client *http.Client) runner.Kind { return HTTPWith(HTTPOptions{Client: client}) }
+
+// HTTPDefaultTimeout bounds an http node's request when its input sets no
+// timeout, so a server that never answers cannot hold a slot until the
+// lease or the node's own timeout ends the attempt.
+const HTTPDefaultTimeout = 30 * time.Second
+
+// httpDefaultTimeout is HTTPDefaultTimeout, shortened by tests.
+var httpDefaultTimeout = HTTPDefaultTimeout
+
+// HTTPOptions configures the http kind. The zero value is ready to use.
+type HTTPOptions struct {
+	// Client sends the requests. It is used as given, except that when its
+	// CheckRedirect is nil the policy above replaces Go's default, and
+	// when its Transport is nil one that dials through Egress is used.
+	// Default (nil): a client of its own.
+	Client *http.Client
+	// Egress says which addresses requests may reach. Default (nil):
+	// public addresses only.
+	Egress *egress.Policy
 }
 
-type httpKind struct{ client *http.Client }
+// HTTPWith returns the http kind with opts; see HTTP.
+func HTTPWith(opts HTTPOptions) runner.Kind {
+	c := &http.Client{}
+	if opts.Client != nil {
+		*c = *opts.Client
+	}
+	if c.Transport == nil {
+		c.Transport = opts.Egress.Transport()
+	}
+	return &httpKind{client: c, egress: opts.Egress, redirects: c.CheckRedirect == nil}
+}
+
+type httpKind struct {
+	client *http.Client
+	egress *egress.Policy
+	// redirects: the kind decides which redirects are followed (the
+	// client brought no CheckRedirect of its own).
+	redirects bool
+}
 
 type httpInput struct {
-	URL     string            `json:"url"`
-	Body    json.RawMessage   `json:"body"`
-	Headers map[string]string `json:"headers"`
-	Timeout duration          `json:"timeout"`
-	Bare    bool              `json:"bare"`
+	URL             string            `json:"url"`
+	Body            json.RawMessage   `json:"body"`
+	Headers         map[string]string `json:"headers"`
+	Timeout         duration          `json:"timeout"`
+	Bare            bool              `json:"bare"`
+	FollowRedirects bool              `json:"follow_redirects"`
 }
 
-func keepPostRedirects(req *http.Request, via []*http.Request) error {
-	if len(via) >= 10 {
-		return errors.New("stopped after 10 redirects")
+// redirectPolicy follows 307 and 308 only, at most 10, and to another host
+// name only when the node's input says so.
+func redirectPolicy(anyHost bool) func(req *http.Request, via []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		if s := req.Response.StatusCode; s != http.StatusTemporaryRedirect && s != http.StatusPermanentRedirect {
+			return http.ErrUseLastResponse
+		}
+		if !anyHost && !strings.EqualFold(req.URL.Hostname(), via[0].URL.Hostname()) {
+			return http.ErrUseLastResponse
+		}
+		return nil
 	}
-	if s := req.Response.StatusCode; s != http.StatusTemporaryRedirect && s != http.StatusPermanentRedirect {
-		return http.ErrUseLastResponse
-	}
-	return nil
 }
 
 func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error) {
@@ -114,6 +159,9 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	}
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, permanentf("http", "url", "%q is not an absolute http or https URL", in.URL)
+	}
+	if err := k.egress.CheckURL(in.URL); err != nil {
+		return nil, runner.Permanent(fmt.Errorf("http: input: %q: %w", "url", err))
 	}
 	for name, v := range in.Headers {
 		if !validHeader(name, v) {
@@ -135,11 +183,14 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		}{body, deps}) // cannot fail: both are valid JSON
 	}
 
-	if in.Timeout > 0 {
+	{
+		d, what := time.Duration(in.Timeout), "input timeout"
+		if d == 0 {
+			d, what = httpDefaultTimeout, "default timeout"
+		}
 		var cancel context.CancelFunc
-		d := time.Duration(in.Timeout)
 		ctx, cancel = context.WithTimeoutCause(ctx, d,
-			fmt.Errorf("input timeout %s: %w", d, context.DeadlineExceeded))
+			fmt.Errorf("%s %s: %w", what, d, context.DeadlineExceeded))
 		defer cancel()
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
@@ -163,7 +214,13 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 	}
 
 	where := "POST " + u.Redacted()
-	resp, err := k.client.Do(req)
+	client := k.client
+	if k.redirects {
+		c := *k.client
+		c.CheckRedirect = redirectPolicy(in.FollowRedirects)
+		client = &c
+	}
+	resp, err := client.Do(req)
 	if resp != nil && tracing.Enabled() {
 		trace.SpanFromContext(ctx).SetAttributes(semconv.HTTPResponseStatusCode(resp.StatusCode))
 	}
@@ -171,6 +228,10 @@ func (k *httpKind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, er
 		if cause := context.Cause(ctx); cause != nil {
 			// Cancelled, lease lost, shutdown or timed out: say which.
 			return nil, fmt.Errorf("http: %s: %w", where, cause)
+		}
+		if errors.Is(err, egress.ErrRefused) {
+			// The operator's policy, not the network: the same next time.
+			return nil, runner.Permanent(fmt.Errorf("http: %s: %w", where, err))
 		}
 		return nil, fmt.Errorf("http: %s: %w", where, err)
 	}

@@ -14,9 +14,24 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/egress"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/kinds"
 )
+
+// localHTTP is the http kind allowed to reach the tests' servers on
+// loopback, as an operator allows an address with EGRESS_ALLOW.
+func localHTTP() runner.Kind {
+	return kinds.HTTPWith(kinds.HTTPOptions{Egress: loopback})
+}
+
+var loopback = func() *egress.Policy {
+	p, err := egress.Parse("EGRESS_ALLOW", "127.0.0.0/8,::1")
+	if err != nil {
+		panic(err)
+	}
+	return p
+}()
 
 // seen is what a test server received.
 type seen struct {
@@ -64,7 +79,7 @@ func TestHTTPPostsTheBodyWithTheFencingHeaders(t *testing.T) {
 		},
 	})
 
-	out, err := kinds.HTTP(srv.Client()).Run(context.Background(), newTask("http", in))
+	out, err := kinds.HTTPWith(kinds.HTTPOptions{Client: srv.Client(), Egress: loopback}).Run(context.Background(), newTask("http", in))
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"charged": true}`, string(out))
 
@@ -81,7 +96,7 @@ func TestHTTPPostsTheBodyWithTheFencingHeaders(t *testing.T) {
 func TestHTTPSendsNullWithoutABody(t *testing.T) {
 	t.Parallel()
 	srv, reqs := serve(t, reply(204, ""))
-	out, err := kinds.HTTP(nil).Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+	out, err := localHTTP().Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
 	require.NoError(t, err)
 	assert.Equal(t, "null", string(out))
 	assert.Equal(t, "null", (<-reqs).body)
@@ -90,7 +105,7 @@ func TestHTTPSendsNullWithoutABody(t *testing.T) {
 func TestHTTPNonJSONResponseBecomesAString(t *testing.T) {
 	t.Parallel()
 	srv, _ := serve(t, reply(201, "  created order 42\n"))
-	out, err := kinds.HTTP(nil).Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+	out, err := localHTTP().Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
 	require.NoError(t, err)
 	assert.Equal(t, `"created order 42"`, string(out))
 }
@@ -99,7 +114,7 @@ func TestHTTPClientErrorsArePermanentExceptTryLater(t *testing.T) {
 	t.Parallel()
 	for status, permanent := range map[int]bool{400: true, 404: true, 409: true, 408: false, 429: false} {
 		srv, _ := serve(t, reply(status, "  the excerpt  "))
-		_, err := kinds.HTTP(nil).Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+		_, err := localHTTP().Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
 		require.Error(t, err, status)
 		assert.Equal(t, permanent, runner.IsPermanent(err), "status %d: %v", status, err)
 		assert.Contains(t, err.Error(), http.StatusText(status))
@@ -110,7 +125,7 @@ func TestHTTPClientErrorsArePermanentExceptTryLater(t *testing.T) {
 func TestHTTPServerErrorsAreRetryable(t *testing.T) {
 	t.Parallel()
 	srv, _ := serve(t, reply(503, "overloaded"))
-	_, err := kinds.HTTP(nil).Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+	_, err := localHTTP().Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
 	require.Error(t, err)
 	assert.False(t, runner.IsPermanent(err))
 	assert.Contains(t, err.Error(), "503")
@@ -124,7 +139,7 @@ func TestHTTPConnectionRefusedIsRetryable(t *testing.T) {
 	addr := l.Addr().String()
 	require.NoError(t, l.Close())
 
-	_, err = kinds.HTTP(nil).Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": "http://" + addr})))
+	_, err = localHTTP().Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": "http://" + addr})))
 	require.Error(t, err)
 	assert.False(t, runner.IsPermanent(err))
 	assert.Contains(t, err.Error(), "refused")
@@ -153,7 +168,7 @@ func TestHTTPInputTimeoutIsHonouredAndRetryable(t *testing.T) {
 	t.Parallel()
 	srv, _ := hangingServer(t)
 	start := time.Now()
-	_, err := kinds.HTTP(nil).Run(context.Background(), newTask("http",
+	_, err := localHTTP().Run(context.Background(), newTask("http",
 		httpInput(t, map[string]any{"url": srv.URL, "timeout": "200ms"})))
 	require.Error(t, err)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
@@ -169,7 +184,7 @@ func TestHTTPCancelReturnsTheCause(t *testing.T) {
 	defer cancel(nil)
 	errc := make(chan error, 1)
 	go func() {
-		_, err := kinds.HTTP(nil).Run(ctx, newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+		_, err := localHTTP().Run(ctx, newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
 		errc <- err
 	}()
 	<-arrived
@@ -186,7 +201,7 @@ func TestHTTPCancelReturnsTheCause(t *testing.T) {
 func TestHTTPBadHeaderIsPermanent(t *testing.T) {
 	t.Parallel()
 	for _, h := range []map[string]string{{"X Bad": "v"}, {"X-Ok": "a\r\nInjected: 1"}} {
-		_, err := kinds.HTTP(nil).Run(context.Background(), newTask("http",
+		_, err := localHTTP().Run(context.Background(), newTask("http",
 			httpInput(t, map[string]any{"url": "http://127.0.0.1:1", "headers": h})))
 		require.Error(t, err, h)
 		assert.True(t, runner.IsPermanent(err), "headers %v: %v", h, err)
@@ -199,7 +214,7 @@ func TestHTTPBadURLIsPermanent(t *testing.T) {
 	for _, in := range []string{
 		`{}`, `{"url":""}`, `{"url":"ftp://example.com/x"}`, `{"url":"/relative"}`, `{"url":"http://%zz"}`,
 	} {
-		_, err := kinds.HTTP(nil).Run(context.Background(), newTask("http", in))
+		_, err := localHTTP().Run(context.Background(), newTask("http", in))
 		require.Error(t, err, in)
 		assert.True(t, runner.IsPermanent(err), "input %s: %v", in, err)
 		assert.Contains(t, err.Error(), `"url"`, in)
@@ -217,7 +232,7 @@ func TestHTTPRedirectsKeepThePostOrFail(t *testing.T) {
 		http.Redirect(w, r, target.URL, code)
 	})
 
-	out, err := kinds.HTTP(nil).Run(context.Background(), newTask("http",
+	out, err := localHTTP().Run(context.Background(), newTask("http",
 		httpInput(t, map[string]any{"url": moved.URL + "/temp", "body": "x"})))
 	require.NoError(t, err)
 	assert.Equal(t, `"landed"`, string(out))
@@ -227,7 +242,7 @@ func TestHTTPRedirectsKeepThePostOrFail(t *testing.T) {
 	assert.Equal(t, "r1/n1@7/abc", r.header.Get("Baton-Fencing-Token"))
 
 	// A 302 would turn the POST into a GET: refused, not followed.
-	_, err = kinds.HTTP(nil).Run(context.Background(), newTask("http",
+	_, err = localHTTP().Run(context.Background(), newTask("http",
 		httpInput(t, map[string]any{"url": moved.URL + "/found", "body": "x"})))
 	require.Error(t, err)
 	assert.True(t, runner.IsPermanent(err), "%v", err)
@@ -238,7 +253,7 @@ func TestHTTPRedirectsKeepThePostOrFail(t *testing.T) {
 func TestHTTPKeepsTheHeadOfAHugeResponse(t *testing.T) {
 	t.Parallel()
 	srv, _ := serve(t, reply(200, strings.Repeat("a", 2<<20)))
-	out, err := kinds.HTTP(nil).Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
+	out, err := localHTTP().Run(context.Background(), newTask("http", httpInput(t, map[string]any{"url": srv.URL})))
 	require.NoError(t, err)
 	var s string
 	require.NoError(t, json.Unmarshal(out, &s))

@@ -50,13 +50,16 @@ the takes' outcome (ARGV[11]) and claims, or records why the node waits.
 Returns
   {1, epoch, attempt, lease_until_ms, kind, queue, input, timeout_ms,
    max_attempts, dependents_json, descendants_json, prev_owner, incarnation,
-   deps_json, resume}
-         claimed (or this claim id's earlier claim, replayed); prev_owner is
+   deps_json, resume, limits}
+         claimed (or this claim id's earlier claim, replayed, with the
+         waiters the claim woke that still hold their slot); prev_owner is
          "" unless this was a takeover; incarnation names the run's
          submission (a reused run id gets a new one); deps_json lists the
          direct dependencies, whose results the caller reads next (they are
          SUCCEEDED, so their results never change again); resume is the
-         answer to the wait the node was parked on (resume.lua), or "".
+         answer to the wait the node was parked on (resume.lua), or "";
+         limits is the node's field limits ("k1=c1,..."), whose slots
+         the claim holds, "" for none.
   {-2, lease_until_ms}  busy: another owner's lease is live
   {-4, ready_at_ms}     READY but not due yet (retry backoff)
   {-6, epoch, claim_id, owner, descendants_json, limits}
@@ -78,7 +81,8 @@ Returns
   {-32, key, {woken...}}  no free slot under limit key: the node stays
          READY and waits first come first served (field waits), delivered
          again when a slot frees; woken lists "ref|queue" of waiters this
-         call handed a slot to, for the caller to enqueue
+         call handed a slot to, for the caller to enqueue (a call again
+         with the same claim id names again those still holding it)
   {-4, ready_at_ms, key}  a rate limit is spent until ready_at (field
          ready_at and waits say so); nothing taken
   A claim that woke waiters on its way appends {woken...} to its reply.
@@ -101,6 +105,7 @@ local releases, timeoutMS = tonumber(f[5]) or 0, tonumber(f[14]) or 0
 local descendants, dependents = f[10] or '[]', f[15] or '[]'
 
 --@include clock
+--@include woke
 if state == 'RUNNING' and f[9] == claimID then
   if cluster and (f[21] or '') ~= '' then
     -- A retried claim on a cluster: the slots first (limit_take.lua
@@ -113,8 +118,15 @@ if state == 'RUNNING' and f[9] == claimID then
   local renewedS = int(renewed)
   rcall('HSET', nodeKey, 'lease_until', renewedS, 'heartbeat_at', nowS)
   rcall('ZADD', leaseKey, renewedS, ref)
-  return {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
-    tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]', f[20] or ''}
+  -- Everything the first answer had: the node's limits (the caller frees
+  -- them at the attempt's end) and the waiters it woke that still hold
+  -- the slot handed to them (noted under the claim id in field
+  -- claim_woke, lib/woke.lua).
+  local out = {1, tonumber(f[8]), tonumber(f[4]), renewed, f[11], f[12], f[13], timeoutMS,
+    tonumber(f[6]), dependents, descendants, f[16] or '', f[17] or '', f[18] or '[]', f[20] or '', f[21] or ''}
+  local again = wokeAgain(nodeKey, claimID, 'claim_woke')
+  if again then out[#out + 1] = again end
+  return out
 end
 if state == 'SUCCEEDED' or state == 'FAILED' or state == 'CANCELLED' then
   if cluster and (f[21] or '') ~= '' then return {-3, f[21]} end
@@ -174,6 +186,13 @@ if limits ~= '' then
   elseif got == 'wait' then
     rcall('HSET', nodeKey, 'waits', 'limit:' .. key)
     rcall('ZADD', readyKey, int(now + limitRecheckMS), ref)
+    -- The waiters handed a slot on the way are noted under the claim id:
+    -- the same claim resent after a lost reply names them again.
+    if #x > 0 then
+      rcall('HSET', nodeKey, 'claim_woke', claimID .. ' ' .. table.concat(x, ' '))
+    else
+      x = wokeAgain(nodeKey, claimID, 'claim_woke') or {}
+    end
     return {-32, key, x}
   end
   wakes = key
@@ -215,6 +234,9 @@ else
 end
 
 local out = {1, epoch, attempt, leaseUntil, f[11], f[12], f[13], timeoutMS,
-  tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]', f[20] or ''}
-if wakes and #wakes > 0 then out[#out + 1] = wakes end
+  tonumber(f[6]), dependents, descendants, prevOwner, f[17] or '', f[18] or '[]', f[20] or '', limits}
+if wakes and #wakes > 0 then
+  out[#out + 1] = wakes
+  rcall('HSET', nodeKey, 'claim_woke', claimID .. ' ' .. table.concat(wakes, ' '))
+end
 return out

@@ -19,7 +19,9 @@ KEYS[4]   finished index (zset: "thread:run:" -> ms when the run ended)
 KEYS[5]   the run's packed key: a finished run packed into one string
           (lib/pack.lua) in place of its hashes and stream
 KEYS[6..] the run's node hashes (ARGV[3] of them), then, for a run
-          without a thread, its locator (in this slot)
+          without a thread, its locator (in this slot), then any other
+          key of the run to delete with it (its chunk stream and that
+          stream's state, stream_append.lua)
 
 ARGV[1] run id
 ARGV[2] the run's member of the finished index ("thread:run:")

@@ -13,9 +13,14 @@ A call again with the same ref and claim id (its reply was lost) finds
 its own holder and answers as the first time, taking nothing again. A
 holder naming the node's last claim (ARGV[3]: a takeover of an expired
 lease, or an end whose limit_free was lost) or a slot handed to the node
-as a woken waiter becomes this claim's. A holder of another claim whose
-deadline has not passed is a claim of the same node in flight: nothing
-is taken. A run-out holder counts for nothing and is dropped.
+as a woken waiter becomes this claim's, keeping what it was
+("claim@DEADLINE>MOVED", lib/held.lua) for a give-back to restore if the
+claim does not happen. A handed slot is taken back instead (the node
+waits again, at the head of the queue) while claims fill the concurrency
+now passed: the limit was lowered after it was handed on. A holder of
+another claim whose deadline has not passed is a claim of the same node
+in flight: nothing is taken. A run-out holder counts for nothing and is
+dropped.
 
 KEYS[1] holders hash ("{lim/KEY}:h")
 KEYS[2] waiters zset ("{lim/KEY}:w": "ref|queue" -> ms it began to wait)
@@ -33,9 +38,11 @@ ARGV[9] burst
 ARGV[10] cost the claim takes from the rate
 
 Returns
-  {1, {woken...}}  taken (or held already by this claim); woken lists
-         "ref|queue" of waiters this call handed a free slot to, for the
-         caller to enqueue
+  {1, {woken...}, held}  taken (or held already by this claim); woken
+         lists "ref|queue" of waiters this call handed a free slot to, for
+         the caller to enqueue; held is 1 when a holder names the claim now
+         (a slot, or a takeover's moved under a limit without concurrency),
+         for a give-back to find, else 0
   {2, {woken...}}  no free slot: the ref waits, first come first served
          (woken as above)
   {3, delay_ms}    the rate is spent for delay_ms more: nothing taken
@@ -51,13 +58,32 @@ local rate, period, burst, cost = tonumber(ARGV[7]), tonumber(ARGV[8]), tonumber
 --@include limits
 --@include held
 
-local move = false
+local move, who = false, nil
 local mine = rcall('HGET', hKey, ref)
 if mine then
-  local who, dl = heldBy(mine)
+  local dl
+  who, dl = heldBy(mine)
   if who == claim then
-    rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold))
-    return {1, {}}
+    local moved = movedFrom(mine)
+    rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold) .. (moved and ('>' .. moved) or ''))
+    return {1, {}, 1}
+  end
+  if who == 'r:' and dl >= now and conc > 0 then
+    -- A slot handed on before the limit was lowered: taken back when
+    -- the claims running fill the limit now (the node waits again, at
+    -- the head of the queue).
+    local running = 0
+    local all = rcall('HGETALL', hKey)
+    for i = 1, #all, 2 do
+      local c, d = heldBy(all[i + 1])
+      if all[i] ~= '~c' and c ~= 'r:' and d >= now then running = running + 1 end
+    end
+    if running >= conc then
+      rcall('HDEL', hKey, ref)
+      rcall('HSET', hKey, '~c', conc)
+      waitFirst(wKey, ref .. '|' .. queue, now)
+      return {2, {}}
+    end
   end
   if who == 'r:' or (prev ~= '' and who == prev) then
     move = dl >= now or who == prev
@@ -78,6 +104,7 @@ if rate > 0 then
 end
 
 local wakes = {}
+local held = 0
 rcall('HSET', hKey, '~c', conc)
 if conc > 0 then
   local self = ref .. '|' .. queue
@@ -97,8 +124,22 @@ if conc > 0 then
     end
     handOn(hKey, wKey, ahead, now, wakes, ref)
   end
-  rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold))
+  local holder = claim .. '@' .. int(now + hold)
+  if move then
+    -- What was moved, for a give-back to restore (lib/held.lua); a
+    -- holder that itself kept one keeps only its own.
+    holder = holder .. '>' .. string.gsub(mine, '>.*$', '')
+  end
+  rcall('HSET', hKey, ref, holder)
   rcall('ZREM', wKey, self)
+  held = 1
+elseif move and who ~= 'r:' then
+  -- No concurrency now (the limit deleted): the takeover still moves the
+  -- holder, so that its end frees it.
+  rcall('HSET', hKey, ref, claim .. '@' .. int(now + hold) .. '>' .. string.gsub(mine, '>.*$', ''))
+  held = 1
+elseif move then
+  rcall('HDEL', hKey, ref)
 end
 if tat then rcall('SET', tKey, string.format('%.3f', tat), 'PX', math.ceil(tat - now) + 1000) end
-return {1, wakes}
+return {1, wakes, held}

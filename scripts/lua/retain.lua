@@ -40,7 +40,9 @@ KEYS[4]   the run's packed key (string; written for a SUCCEEDED or FAILED
           run)
 KEYS[5..] the run's node hashes (ARGV[4] of them), then, for a run
           without a thread, its locator (only runs stored before such
-          runs stopped having one have it)
+          runs stopped having one have it), then the last ARGV[7] keys:
+          the run's chunk stream and its state (stream_append.lua), which
+          get the run's time to live (deleted at 0) and are never packed
 
 ARGV[1] time to live, ms; 0: delete now; -1: keep forever
 ARGV[2] the run's member of the finished index ("thread:run:")
@@ -54,6 +56,8 @@ ARGV[6] what the caller read: the stream's last entry id, then the
         ("ID|N|N1,N2"); ARGV[5] is stored only if that is still so, else
         the run is packed here. Encoding in Go, not Lua, spares Redis's one
         thread most of a packing's cost.
+ARGV[7] how many of the last keys are the run's chunk stream keys; ""
+        or absent: none
 
 Returns
   1  retained
@@ -64,6 +68,7 @@ local finKey, runKey, evKey, packedKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local ttl, member, elsewhere = tonumber(ARGV[1]), ARGV[2], ARGV[3]
 local nodes = tonumber(ARGV[4]) or 0
 local given, read = ARGV[5] or '', ARGV[6] or ''
+local streams = tonumber(ARGV[7]) or 0
 
 --@include stream
 --@include retain_run
@@ -80,6 +85,8 @@ else
   for i = 5, #KEYS do
     if i <= 4 + nodes then
       nodeKeys[#nodeKeys + 1] = KEYS[i]
+    elseif i > #KEYS - streams then -- the chunk stream: the run's time to live
+      otherKeys[#otherKeys + 1] = KEYS[i]
     elseif r[2] then -- a run without a thread has a locator only if stored with its id
       otherKeys[#otherKeys + 1] = KEYS[i]
     end

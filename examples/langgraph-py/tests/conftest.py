@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import shutil
+import sys
 
 import pytest
 import redis
@@ -71,7 +72,11 @@ def start_runner(runner_bin, redis_url, prefix, tmp_path):
     started = []
 
     def start(runner_id: str, **env: str) -> Runner:
-        env = {"LEASE_TTL": "2s", "GRACE": "200ms", "SWEEP_INTERVAL": "200ms", "CONCURRENCY": "4", **env}
+        # The agents run as [sys.executable, "agent.py"]: trusting that
+        # command with the runner's Redis (EXEC_STORE_COMMANDS) gives their
+        # saver BATON_REDIS_URL.
+        env = {"LEASE_TTL": "2s", "GRACE": "200ms", "SWEEP_INTERVAL": "200ms", "CONCURRENCY": "4",
+               "EXEC_STORE_COMMANDS": sys.executable, **env}
         r = Runner(runner_bin, redis_url, prefix, runner_id, log_dir=str(tmp_path), **env)
         started.append(r)
         return r

@@ -17,7 +17,10 @@
 -- A slot is freed only by the claim that holds it: a stale owner's late
 -- end finds another claim id there and frees nothing. A freed slot goes
 -- to the first waiter at once (a reservation it has limitHoldMS to use),
--- returned for the caller to enqueue: no waiter polls.
+-- returned for the caller to enqueue: no waiter polls. Field "~c" of a
+-- holders hash is the concurrency the key's frees hand on by: the
+-- definition now stored (limit_set.lua writes it with the definition,
+-- claims as they read it), never an older one.
 local limitHoldMS = 10000  -- a woken waiter's time to claim its slot
 local limitRecheckMS = 30000 -- a waiting node is looked at again after this (lost wakes)
 
@@ -78,6 +81,46 @@ local function purgeHolders(hKey, now)
   return n
 end
 
+-- claimsHeld counts the slots of hKey held by claims, not by slots
+-- handed to woken waiters ("r:...").
+local function claimsHeld(hKey)
+  local all = rcall('HGETALL', hKey)
+  local n = 0
+  for i = 1, #all, 2 do
+    if all[i] ~= '~c' and string.sub(all[i + 1], 1, 2) ~= 'r:' then n = n + 1 end
+  end
+  return n
+end
+
+-- waitFirst puts self back at the head of the waiters wKey: a woken
+-- waiter whose handed slot a lowered limit took back keeps its turn.
+local function waitFirst(wKey, self, now)
+  local head = rcall('ZRANGE', wKey, 0, 0, 'WITHSCORES')
+  local score = now
+  if head[2] then score = math.min(tonumber(head[2]), now) - 0.001 end
+  rcall('ZADD', wKey, string.format('%.3f', score), self)
+end
+
+-- keepHanded keeps, for a node that waits under the key at position pos
+-- of order, the slots handed to it under the keys before it (a
+-- reservation "r:DEADLINE|QUEUE"): their deadline moves to past the
+-- sweeper's next recheck of the waiting node, whose claim keeps them
+-- again. Without it a node naming two busy limits lost the first one's
+-- slot while it waited for the second, and the second's while it waited
+-- again for the first, for as long as both stayed busy. A node that
+-- dies or is cancelled leaves them (leaveLimits, or the deadline).
+local function keepHanded(plan, order, pos, ref, now)
+  for p = 1, pos - 1 do
+    local pl = plan[order[p]]
+    if pl.c > 0 then
+      local q = string.match(rcall('HGET', pl.h, ref) or '', '^r:%d+|(.*)$')
+      if q then
+        rcall('HSET', pl.h, ref, 'r:' .. string.format('%d', now + limitRecheckMS + limitHoldMS) .. '|' .. q)
+      end
+    end
+  end
+end
+
 -- endLimitTail is how many keys follow the holders and waiters pairs of
 -- the scripts that end a claim: with a reported spend (ARGV), the
 -- definitions hash and each limit's rate state, 1 + #list; else none.
@@ -107,8 +150,9 @@ local function freeLimits(nodeKey, ref, claim, now, spend)
     local h = rcall('HMGET', hKey, ref, '~c')
     if h[1] == claim then
       rcall('HDEL', hKey, ref)
-      -- "~c" is the limit as the last claim read it: a lowered limit
-      -- hands on nothing until enough slots are back.
+      -- "~c" is the limit as now stored (limit_set.lua writes it with
+      -- the definition): a lowered limit hands on nothing until enough
+      -- slots are back.
       local held = rcall('HLEN', hKey) - 1
       handOn(hKey, wKey, (tonumber(h[2]) or 0) - held, now, wakes, ref)
     end
@@ -164,11 +208,38 @@ local function acquireLimits(list, first, ref, queue, claim, now)
     end
   end
   if dueKey then return 'rate', dueKey, math.ceil(due) end
-  for i, l in ipairs(list) do
-    local pl = plan[i]
+  -- Slots are looked at in key order, the same for every node (a
+  -- cluster's takes go in that order too): a node that waits under one
+  -- key keeps a slot handed to it under an earlier key (keepHanded), and
+  -- no two nodes can each keep what the other waits for.
+  local order = {}
+  for i = 1, #list do order[i] = i end
+  table.sort(order, function(a, b) return list[a][1] < list[b][1] end)
+  for pos, i in ipairs(order) do
+    local l, pl = list[i], plan[i]
+    if pl.c == 0 then
+      -- No concurrency governs the key now (deleted, or a rate only): a
+      -- holder of the node's last claim (a takeover) still moves to this
+      -- claim, whose end frees it; a handed slot is no longer needed.
+      local mine = rcall('HGET', pl.h, ref)
+      if mine and string.sub(mine, 1, 2) == 'r:' then
+        rcall('HDEL', pl.h, ref)
+      elseif mine then
+        pl.move = true
+      end
+    end
     if pl.c > 0 then
       rcall('HSET', pl.h, '~c', pl.c)
       local mine = rcall('HGET', pl.h, ref)
+      if mine and string.sub(mine, 1, 2) == 'r:' and claimsHeld(pl.h) >= pl.c then
+        -- A slot handed on before the limit was lowered: the claims
+        -- running fill the limit now stored, so the slot is taken back
+        -- and the node waits again at the head of the queue.
+        rcall('HDEL', pl.h, ref)
+        waitFirst(pl.w, ref .. '|' .. queue, now)
+        keepHanded(plan, order, pos, ref, now)
+        return 'wait', l[1], wakes
+      end
       if not mine then
         local free = pl.c - purgeHolders(pl.h, now)
         local self = ref .. '|' .. queue
@@ -185,6 +256,7 @@ local function acquireLimits(list, first, ref, queue, claim, now)
             if last[2] and tonumber(last[2]) >= now then score = tonumber(last[2]) + 0.001 end
             rcall('ZADD', pl.w, string.format('%.3f', score), self)
           end
+          keepHanded(plan, order, pos, ref, now)
           return 'wait', l[1], wakes
         end
         pl.take = ahead
@@ -194,7 +266,7 @@ local function acquireLimits(list, first, ref, queue, claim, now)
   for i, l in ipairs(list) do
     local pl = plan[i]
     if pl.take then handOn(pl.h, pl.w, pl.take, now, wakes, ref) end
-    if pl.c > 0 then
+    if pl.c > 0 or pl.move then
       rcall('HSET', pl.h, ref, claim)
       rcall('ZREM', pl.w, ref .. '|' .. (queue or ''))
     end

@@ -11,8 +11,10 @@
 -- still hold the slot handed to them unclaimed (a reservation "r:..." in
 -- a limit's holders hash among KEYS), or every one noted when KEYS hold no
 -- holders hash; nil when none.
-local function wokeAgain(key, id)
-  local raw = rcall('HGET', key, 'woke')
+-- field names another field than "woke" (claim.lua notes a claim's own
+-- under "claim_woke", so that it never replaces what an end noted).
+local function wokeAgain(key, id, field)
+  local raw = rcall('HGET', key, field or 'woke')
   if not raw or string.sub(raw, 1, #id + 1) ~= id .. ' ' then return nil end
   local holders = {}
   for _, k in ipairs(KEYS) do
