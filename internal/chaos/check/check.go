@@ -144,7 +144,7 @@ func Check(in Input) Report {
 			}
 		}
 	}
-	lin := checkLinear(in.Ops, in.Faults, in.Dependents, cancels, in.Flow.rated(), timeout, in.OutDir)
+	lin := checkLinear(in.Ops, in.Faults, in.Dependents, cancels, parksOf(in.Runs), in.Flow.rated(), timeout, in.OutDir)
 	r.Ops, r.Partitions, r.Phantoms = lin.ops, lin.partitions, lin.phantoms
 	r.Violations = append(r.Violations, lin.violations...)
 	for _, k := range lin.unknown {

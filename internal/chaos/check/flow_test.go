@@ -242,3 +242,26 @@ func TestATakeoverWaitingForItsRateIsLinearizable(t *testing.T) {
 	in.Flow = &FlowInput{Limits: []FlowLimit{{Name: "rate", Rate: 4, PeriodMS: 1000}}, Uses: map[string][]string{"run1/a": {"rate"}}}
 	require.Empty(t, checks(Check(in).Violations))
 }
+
+// A park is in no history (the runners record claim, heartbeat, commit,
+// fail, release, expire): the parked event ends the claim of its epoch for
+// the register model, so the owner's heartbeat refused "not running" after
+// it, and the claim after the resume, fit (chaos seed 25,
+// chaos-25-f107/ask).
+func TestAParkedEventEndsTheClaimForTheModel(t *testing.T) {
+	t.Parallel()
+	ops := []Op{
+		op("r3", "claim", "a", 1, "c1", 0, 1, OK),
+		refused(op("r3", "heartbeat", "a", 1, "c1", 300, 301, Refused), "fence: node not running"),
+		op("r1", "claim", "a", 2, "c2", 900, 901, OK),
+		op("r1", "commit", "a", 2, "c2", 1000, 1001, OK),
+	}
+	events := []fence.Event{ev("claimed", "a", 1, "r3", 0, nil), ev("resumed", "a", 0, "client", 800, nil),
+		ev("claimed", "a", 2, "r1", 900, nil), ev("committed", "a", 2, "r1", 1000, nil)}
+	in := Input{Ops: ops, Submitted: []string{"run1"}, Bounds: bounds,
+		Runs: map[string]RunFinal{"run1": runFinal(fence.NodeInfo{ID: "a", State: "SUCCEEDED", Epoch: 2}, events...)}}
+	require.Equal(t, []string{"linearizable"}, checks(Check(in).Violations))
+	parked := append([]fence.Event{events[0], ev("parked", "a", 1, "r3", 200, map[string]string{"wait_id": "w1"})}, events[1:]...)
+	in.Runs = map[string]RunFinal{"run1": runFinal(fence.NodeInfo{ID: "a", State: "SUCCEEDED", Epoch: 2}, parked...)}
+	require.Empty(t, checks(Check(in).Violations))
+}

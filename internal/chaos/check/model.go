@@ -77,7 +77,7 @@ func (r reg) expires(epoch int64, claim string) bool {
 
 // input is an operation as the model sees it.
 type input struct {
-	Op      string // claim, heartbeat, commit, fail, release, expire, phantom
+	Op      string // claim, heartbeat, commit, fail, release, expire, phantom, park, cancel
 	Epoch   int64  // the lease's; claim: the epoch granted
 	Claim   string
 	Owner   string // incarnation
@@ -215,6 +215,12 @@ func okStep(s reg, in input) []reg {
 	case "heartbeat":
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{s}
+		}
+	case "park":
+		// The parked event names the epoch, not the claim: the claim of
+		// that epoch parked the node, which waits, then is READY again.
+		if s.St == stRunning && s.Epoch == in.Epoch {
+			return []reg{s.ended("park", stReady)}
 		}
 	// A replay answers a call whose earlier run already applied: an earlier
 	// call of the same claim, or this same call sent twice (go-redis resends
