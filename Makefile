@@ -37,11 +37,11 @@ test:
 test-short:
 	$(GO) test -short -count=1 ./...
 
-# The LangGraph.js saver (examples/langgraph-js): LangGraph's conformance
+# The LangGraph.js saver (js): LangGraph's conformance
 # suite and baton's own tests, on a redis-server they start. Needs node >= 20
 # and npm; without them it says so and skips (fails if BATON_REQUIRE_NODE is
 # set, as in CI). Installs the package's locked dependencies when missing.
-JS_DIR := examples/langgraph-js
+JS_DIR := js
 test-js:
 	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then \
 		echo "test-js: SKIPPED: node (>= 20) and npm are not both installed; the LangGraph.js tests did not run"; \
@@ -57,13 +57,13 @@ test-js:
 		npm test; \
 	fi
 
-# The LangGraph Python package (examples/langgraph-py): LangGraph's
+# The LangGraph Python package (python): LangGraph's
 # conformance suite, the saver's fencing, run_node and an end-to-end test on
 # real runners, all on a redis-server they start. Needs python3 >= 3.11;
 # without it it says so and skips (fails if BATON_REQUIRE_PYTHON is set, as
 # in CI). Installs the locked dependencies (with their hashes) into
-# examples/langgraph-py/.venv when missing or older than the lock.
-PY_DIR := examples/langgraph-py
+# python/.venv when missing or older than the lock.
+PY_DIR := python
 PYTHON ?= python3
 test-py:
 	@if ! command -v $(PYTHON) >/dev/null 2>&1 || ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \

@@ -53,15 +53,20 @@ func (c *Client) explain(ctx context.Context, op, run, node, thread string, err 
 	}
 	var msg string
 	var active *fence.RunActiveError
+	var open *fence.OpenWaitError
 	switch {
 	case errors.Is(err, fence.ErrNotFound) && run == "" && thread != "":
 		msg = fmt.Sprintf("thread %s not found", thread)
+	case errors.Is(err, fence.ErrUnknownNode) && node != "":
+		msg = fmt.Sprintf("run %s has no node %s", run, node)
 	case errors.Is(err, fence.ErrNotFound) && node != "" && op == opResume:
 		msg = fmt.Sprintf("run %s or its node %s not found", run, node)
 	case errors.Is(err, fence.ErrNotFound):
 		msg = fmt.Sprintf("run %s not found", run)
 	case errors.Is(err, fence.ErrRunDone) && op == opCancel:
 		msg = fmt.Sprintf("run %s already %s; nothing to cancel", run, status())
+	case errors.Is(err, fence.ErrRunDone) && errors.Is(err, fence.ErrRunCancelled) && op == opResume:
+		msg = fmt.Sprintf("run %s was cancelled; nothing to resume", run)
 	case errors.Is(err, fence.ErrRunDone) && op == opResume:
 		msg = fmt.Sprintf("run %s is %s; nothing to resume", run, status())
 	case errors.Is(err, fence.ErrRunDone):
@@ -76,6 +81,9 @@ func (c *Client) explain(ctx context.Context, op, run, node, thread string, err 
 		msg = fmt.Sprintf("thread %s is busy%s; submit with multitask enqueue (wait), interrupt or rollback (replace it), or once it has ended", thread, by)
 	case errors.Is(err, fence.ErrRunConflict) && !strings.Contains(err.Error(), "thread "):
 		msg = fmt.Sprintf("run %s exists with a different spec; submit the new one under another id", run)
+	case errors.As(err, &open):
+		msg = fmt.Sprintf("run %s is RUNNING and its node %s waits for a resume (wait_id %s); resume it (enqueue resume %s %s) or cancel the run, then retry",
+			run, open.Node, open.WaitID, run, open.Node)
 	case errors.Is(err, fence.ErrNotRetryable):
 		msg = fmt.Sprintf("run %s is %s; only a FAILED or CANCELLED run can be retried", run, status())
 	case errors.Is(err, fence.ErrNotActiveRun) && op == opRetry:

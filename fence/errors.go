@@ -73,6 +73,9 @@ var (
 	// ErrNotWaiting: a resume names a node that is not waiting, or a wait
 	// the node is not waiting on.
 	ErrNotWaiting = errors.New("fence: node not waiting")
+	// ErrUnknownNode: the run exists and has no node of that id. It
+	// matches ErrNotFound too.
+	ErrUnknownNode = fmt.Errorf("%w: no such node", ErrNotFound)
 	// ErrRunActive: a delete names a run that has not ended.
 	ErrRunActive = errors.New("fence: run active")
 )

@@ -56,6 +56,10 @@ func (s *Store) Promote(ctx context.Context, thread, who string) (*Promoted, err
 			keys = append(keys, s.keys.Run(thread, run))
 			args = append(args, run)
 		}
+		for _, run := range queue {
+			keys = append(keys, s.keys.Events(thread, run))
+		}
+		keys = append(keys, s.keys.Packed(thread, activeID))
 		for _, ns := range names {
 			k := s.keys.CheckpointNS(thread, ns)
 			keys = append(keys, k[0], k[1], k[2], k[3])

@@ -47,8 +47,10 @@ type NodeInfo struct {
 	Kind    string `json:"kind"`
 	State   string `json:"state"`
 	Attempt int64  `json:"attempt"`
-	// Releases counts attempts handed back (release.lua) without being
-	// used: Attempt - Releases is what counts against MaxAttempts.
+	// Releases counts attempts handed back (release.lua, park.lua)
+	// without being used: Attempt - Releases is what counts against
+	// MaxAttempts (AttemptsUsed). Attempt is the number the events give
+	// the node's latest claim.
 	Releases    int64           `json:"releases"`
 	Epoch       int64           `json:"epoch"`
 	Owner       string          `json:"owner"`
@@ -70,6 +72,9 @@ type NodeInfo struct {
 	Waiting string `json:"waiting,omitempty"`
 	// Wait is what a WAITING (parked) node waits for; a resume answers it.
 	Wait *WaitInfo `json:"wait,omitempty"`
+	// AttemptsUsed is Attempt - Releases (at least 0): what counts
+	// against MaxAttempts, as the status table's USED column shows it.
+	AttemptsUsed int64 `json:"attempts_used"`
 }
 
 // WaitInfo is a parked node's wait as stored.
@@ -232,6 +237,7 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 			Owner: str(5), Progress: int(asInt(str(6))), Error: str(8), Queue: str(10), MaxAttempts: int(asInt(str(11)))}
 		if n.State == "SUCCEEDED" { // commit.lua stores no progress
 			n.Progress = 100
+			n.Error = "" // an earlier attempt's: the node succeeded since
 		}
 		if r := str(7); r != "" {
 			n.Result = json.RawMessage(r)
@@ -245,11 +251,13 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		n.StartedAt = msTimePtr(str(13))
 		n.FinishedAt = msTimePtr(str(14))
 		n.Releases = asInt(str(15))
+		n.AttemptsUsed = max(n.Attempt-n.Releases, 0)
 		if n.State == "READY" {
 			n.ReadyAt = msTimePtr(str(20))
 			n.Waiting = limitWaiting(str(21), n.ReadyAt) // limitstate.go
 		}
 		if n.State == "WAITING" {
+			n.Owner = "" // parked: no worker holds it (park.lua released its lease)
 			n.Wait = &WaitInfo{ID: str(16), Request: json.RawMessage(cmp.Or(str(17), "null")),
 				Since: msTimePtr(str(18)), TimeoutAt: msTimePtr(str(19))}
 		}

@@ -26,13 +26,27 @@ type Retried struct {
 	AlreadyRunning bool
 }
 
+// OpenWaitError refuses a retry of a run whose node still waits for a
+// resume: the run is RUNNING, and a retry would answer no question. It
+// matches ErrNotRetryable.
+type OpenWaitError struct {
+	Run, Node, WaitID string
+}
+
+func (e *OpenWaitError) Error() string {
+	return fmt.Sprintf("retry %s: node %s waits for a resume (wait_id %s): %v", e.Run, e.Node, e.WaitID, ErrNotRetryable)
+}
+func (e *OpenWaitError) Unwrap() error { return ErrNotRetryable }
+
 // Retry re-runs a FAILED or CANCELLED run from its failed and cancelled
 // nodes, keeping the SUCCEEDED ones and their results (retry.lua). Each
 // re-run node is fenced as by a claim: its epoch grows and its claim id is
 // cleared, so a late write from an earlier attempt is refused; its
-// attempts used start again from zero. retryID (NewClaimID) names the
-// request: the same id again is a Replay. A run RUNNING already is
-// AlreadyRunning; one that SUCCEEDED or is QUEUED is ErrNotRetryable; a
+// attempts used start again from zero; the answers its waits got are
+// not read again (a node that parks asks again). retryID (NewClaimID)
+// names the request: the same id again is a Replay. A run RUNNING
+// already is AlreadyRunning, or an *OpenWaitError while a node of it
+// waits for a resume; one that SUCCEEDED or is QUEUED is ErrNotRetryable; a
 // thread's run that is no longer the thread's active run is
 // ErrNotActiveRun.
 func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, error) {
@@ -104,6 +118,8 @@ func (s *Store) Retry(ctx context.Context, run, retryID, who string) (Retried, e
 		}
 	}
 	switch {
+	case errors.Is(err, ErrNotRetryable) && len(r) > 2:
+		return Retried{}, &OpenWaitError{Run: run, Node: asString(r[1]), WaitID: asString(r[2])}
 	case errors.Is(err, ErrNotRetryable):
 		return Retried{}, fmt.Errorf("retry %s: status %s: %w", run, asString(r[0]), err)
 	case errors.Is(err, ErrNotActiveRun):

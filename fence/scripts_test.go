@@ -115,7 +115,9 @@ var bindings = map[string]struct {
 	"locator":      {3, 2, false, false, 0, 0},
 	"park":         {6, 11, false, false, 0, 0},
 	"resume":       {5, 7, false, false, 0, 0},
-	"trace":        {1, 1, false, false, 0, 0},
+	// wait_keep: the thread's namespaces, four keys each.
+	"wait_keep": {3, 3, true, true, 4, 0},
+	"trace":     {1, 1, false, false, 0, 0},
 	// schedules: the schedule's hash and the index, in one slot.
 	"schedule_put":  {2, 4, false, false, 0, 0},
 	"schedule_rm":   {2, 1, false, false, 0, 0},

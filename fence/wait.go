@@ -94,6 +94,10 @@ func (s *Store) Park(ctx context.Context, l Lease, w Wait) (Parked, error) {
 	if code == 3 {
 		return Parked{Cancelled: true, RunStatus: asString(r[0])}, nil
 	}
+	// The thread's state lives while the node waits. Best effort here:
+	// park.lua left the node's waits entry due, so a sweeper keeps it
+	// alive if this call fails.
+	_ = s.keepWait(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node})
 	return Parked{WaitID: asString(r[0])}, nil
 }
 
@@ -164,10 +168,24 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 		return Resumed{}, err
 	}
 	code, r, err := reply(v)
-	if err != nil {
-		if errors.Is(err, ErrNotWaiting) && waitID == "" {
-			return Resumed{}, fmt.Errorf("%w: nothing parked it", err)
+	switch {
+	case errors.Is(err, ErrNotFound) && len(r) > 0:
+		return Resumed{}, fmt.Errorf("run %s has no node %s: %w", n.Run, n.Node, ErrUnknownNode)
+	case errors.Is(err, ErrNotFound) && mode == "resume":
+		return s.resumePacked(ctx, n, waitID, err)
+	case errors.Is(err, ErrRunDone) && len(r) > 1 && (asString(r[0]) == "CANCELLED" || asString(r[1]) == "1"):
+		return Resumed{}, fmt.Errorf("run %s was cancelled: %w: %w", n.Run, err, ErrRunCancelled)
+	case errors.Is(err, ErrRunDone) && len(r) > 0:
+		return Resumed{}, fmt.Errorf("run %s is %s: %w", n.Run, asString(r[0]), err)
+	case errors.Is(err, ErrNotWaiting) && waitID == "":
+		return Resumed{}, fmt.Errorf("%w: nothing parked it", err)
+	case errors.Is(err, ErrNotWaiting) && mode == "resume":
+		if other := s.waitOwner(ctx, n, waitID); other != "" {
+			return Resumed{}, fmt.Errorf("wait_id %q is a wait of node %s, not of node %s: %w",
+				waitID, other, n.Node, ErrInvalidData)
 		}
+		return Resumed{}, err
+	case err != nil:
 		return Resumed{}, err
 	}
 	out := Resumed{Thread: n.Thread}
@@ -176,7 +194,7 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 		if a := asString(r[0]); a != "" {
 			_ = json.Unmarshal([]byte(a), &out.Answer) // stored by resume.lua: JSON
 		}
-		if len(r) > 3 && asString(r[1]) == "READY" {
+		if len(r) > 3 && asString(r[1]) == "READY" && asString(r[2]) != "" {
 			out.Queue, out.Attempt = asString(r[2]), asInt(r[3])
 		}
 		return out, nil
@@ -188,6 +206,65 @@ func (s *Store) resume(ctx context.Context, n NodeRef, waitID, value, who, mode 
 	return out, nil
 }
 
+// resumePacked answers a resume whose script found neither node nor run
+// hash: a run packed into one key (retention) ended, so nothing changes;
+// a wait the node answered is a Replay with its first answer, as before
+// the run was packed. notFound is returned when the run is not packed.
+func (s *Store) resumePacked(ctx context.Context, n NodeRef, waitID string, notFound error) (Resumed, error) {
+	p, err := s.packedOf(ctx, n.Thread, n.Run)
+	if err != nil {
+		return Resumed{}, err
+	}
+	if p == nil {
+		return Resumed{}, notFound
+	}
+	node := p.nodeOrNil(n.Node)
+	if node == nil {
+		return Resumed{}, fmt.Errorf("run %s has no node %s: %w", n.Run, n.Node, ErrUnknownNode)
+	}
+	if waitID == "" {
+		waitID = node["wait_id"]
+	}
+	first := node["answer:"+waitID]
+	if first == "" && waitID != "" && node["resumed_wait"] == waitID {
+		first = node["resume"]
+	}
+	if first != "" {
+		out := Resumed{Thread: n.Thread, Replay: true}
+		_ = json.Unmarshal([]byte(first), &out.Answer) // stored by resume.lua: JSON
+		return out, nil
+	}
+	if p.Run["status"] == "CANCELLED" || p.Run["cancel"] == "1" {
+		return Resumed{}, fmt.Errorf("run %s was cancelled: %w: %w", n.Run, ErrRunDone, ErrRunCancelled)
+	}
+	return Resumed{}, fmt.Errorf("run %s is %s: %w", n.Run, p.Run["status"], ErrRunDone)
+}
+
+// waitOwner names the node of n's run, other than n's, that parked on
+// waitID or answered it: "" when none did. A read for the refusal's
+// words only; nothing is changed.
+func (s *Store) waitOwner(ctx context.Context, n NodeRef, waitID string) string {
+	ids, err := s.nodeIDs(ctx, n.Thread, n.Run)
+	if err != nil {
+		return ""
+	}
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.SliceCmd, len(ids))
+	for i, id := range ids {
+		cmds[i] = pipe.HMGet(ctx, s.keys.Node(n.Thread, n.Run, id), "wait_id", "answer:"+waitID)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return ""
+	}
+	for i, id := range ids {
+		v := cmds[i].Val()
+		if id != n.Node && len(v) == 2 && (v[0] == waitID || v[1] != nil) {
+			return id
+		}
+	}
+	return ""
+}
+
 // TimedOut is a parked node whose wait timed out, now READY.
 type TimedOut struct {
 	Node    NodeRef
@@ -197,8 +274,9 @@ type TimedOut struct {
 
 // TimeOutWaits ends the waits whose timeout passed, up to limit per shard,
 // as each park said (resume.lua mode timeout), and returns the nodes now
-// READY for the caller to enqueue. The waits index is a trigger: the
-// script decides.
+// READY for the caller to enqueue. A wait not timed out whose entry came
+// due has its thread's state kept alive (keepWait). The waits index is a
+// trigger: the scripts decide.
 func (s *Store) TimeOutWaits(ctx context.Context, who string, limit int64) ([]TimedOut, error) {
 	now, err := s.rdb.Time(ctx).Result()
 	if err != nil {
@@ -222,9 +300,18 @@ func (s *Store) TimeOutWaits(ctx context.Context, who string, limit int64) ([]Ti
 				continue
 			}
 			n := NodeRef{Thread: thread, Run: run, Node: node}
-			waitID, err := s.rdb.HGet(ctx, s.keys.Node(thread, run, node), "wait_id").Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
+			f, err := s.rdb.HMGet(ctx, s.keys.Node(thread, run, node), "state", "wait_id", "wait_timeout_at").Result()
+			if err != nil {
 				errs = append(errs, err)
+				continue
+			}
+			state, waitID, timeoutAt := asString(f[0]), asString(f[1]), asString(f[2])
+			if state == "WAITING" && (timeoutAt == "" || asInt(timeoutAt) > now.UnixMilli()) {
+				// Not timed out: the entry is due for its thread state's
+				// keep-alive.
+				if err := s.keepWait(ctx, n); err != nil {
+					errs = append(errs, err)
+				}
 				continue
 			}
 			res, err := s.resume(ctx, n, waitID, "", who, "timeout")
@@ -232,7 +319,7 @@ func (s *Store) TimeOutWaits(ctx context.Context, who string, limit int64) ([]Ti
 			case err == nil && !res.Replay:
 				out = append(out, TimedOut{Node: n, Queue: res.Queue, Attempt: res.Attempt})
 			case err == nil, errors.Is(err, ErrNotWaiting), errors.Is(err, ErrLeaseActive):
-			case errors.Is(err, ErrRunDone), errors.Is(err, ErrNotFound):
+			case errors.Is(err, ErrRunDone), errors.Is(err, ErrNotFound), errors.Is(err, ErrUnknownNode):
 				s.rdb.ZRem(ctx, s.keys.Waits(ShardOf(thread)), ref) // nothing will answer it
 			default:
 				errs = append(errs, fmt.Errorf("%s: %w", n, err))

@@ -90,6 +90,13 @@ type WorkerConfig struct {
 	// handler starts or its outcome counts: a claim then survives a
 	// failover to one of them. Zero value: no waiting.
 	ClaimReplicas int
+	// ThreadRetention, CheckpointHistory and MaxCheckpointBytes are
+	// fence.Options' (how long a thread's checkpoints live, how many
+	// each namespace keeps, how large one may be). Zero values: fence's
+	// defaults (30 days, 100, 1 MiB).
+	ThreadRetention    time.Duration
+	CheckpointHistory  int
+	MaxCheckpointBytes int
 	// ScheduleInterval is how often the worker's scheduler looks for due
 	// cron schedules and fires them (scheduler.go); a tick fires at most
 	// this long after it is due. Negative: this worker fires none. Zero
@@ -225,7 +232,8 @@ func NewWorker(cfg WorkerConfig) (*Worker, error) {
 	w := &Worker{
 		cfg: cfg,
 		store: fence.New(cfg.Redis, &fence.Options{Keys: fence.Keys{Prefix: cfg.Prefix}, Observer: historyWriter(cfg.History),
-			ClaimReplicas: cfg.ClaimReplicas}),
+			ClaimReplicas: cfg.ClaimReplicas, ThreadRetention: cfg.ThreadRetention,
+			CheckpointHistory: cfg.CheckpointHistory, MaxCheckpointBytes: cfg.MaxCheckpointBytes}),
 		queue: newEnqueuer(cfg.Redis),
 		kinds: map[string]Kind{},
 		log:   cfg.Logger.With("component", "worker", "worker", cfg.ID),

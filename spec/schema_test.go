@@ -164,7 +164,7 @@ func TestSchemaAgreesWithParser(t *testing.T) {
 		files = append(files, specFiles(t, dir)...)
 	}
 	files = append(files, filepath.Join("..", "examples", "deploy", "run.json"),
-		filepath.Join("..", "examples", "langgraph-js", "run.json"))
+		filepath.Join("..", "js", "run.json"))
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		require.NoError(t, err)

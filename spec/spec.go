@@ -369,6 +369,8 @@ func (s *Run) check(lim Limits, p *problems) {
 		}
 		if len(n.Input) > lim.MaxInputBytes {
 			bad(f+".input", "%d bytes, at most %d", len(n.Input), lim.MaxInputBytes)
+		} else {
+			checkStockInput(f, n, bad) // input.go
 		}
 		if n.MaxAttempts < 0 || n.MaxAttempts > 1000 {
 			bad(f+".max_attempts", "%d: want 1 to 1000 (0: default)", n.MaxAttempts)

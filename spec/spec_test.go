@@ -216,3 +216,30 @@ func TestSpecSizeCap(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualError(t, spec.Limits{}.CheckSize(9<<20), "spec: 9437184 bytes, at most 8388608 (MAX_SPEC_BYTES)", "the default cap is 8 MiB")
 }
+
+// The stock kinds' input is checked at submit, like the rest of the spec:
+// a field the kind does not read is refused, named, with the field it
+// most likely meant; a field it needs is named when missing. A
+// dependency's result as the whole input is known only when it runs.
+func TestStockKindInputCheckedAtSubmit(t *testing.T) {
+	t.Parallel()
+	s, err := spec.ParseAs([]byte(`{"id": "r", "nodes": [
+		{"id": "a", "kind": "exec", "input": {"comand": ["ls"]}},
+		{"id": "b", "kind": "http", "input": {"url": "https://example.com", "header": {}}},
+		{"id": "c", "kind": "sleep", "input": {"duration": "1s"}},
+		{"id": "d", "kind": "exec", "deps": ["c"], "input": {"$dep": "c"}},
+		{"id": "e", "kind": "mine", "input": {"comand": 1}}]}`), spec.JSON)
+	require.NoError(t, err)
+	err = s.Validate(spec.Limits{})
+	require.Error(t, err)
+	msg := err.Error()
+	require.Contains(t, msg, `nodes[0].input.comand: unknown field of the exec kind's input; did you mean "command"?`)
+	require.Contains(t, msg, "nodes[0].input.command: missing")
+	require.Contains(t, msg, `nodes[1].input.header: unknown field of the http kind's input; did you mean "headers"?`)
+	require.NotContains(t, msg, "nodes[2]")
+	require.NotContains(t, msg, "nodes[3]")
+	require.NotContains(t, msg, "nodes[4]", "a kind of the user's own reads what it likes")
+	s, err = spec.ParseAs([]byte(`{"id": "r", "nodes": [{"id": "a", "kind": "exec", "input": {"command": ["ls"], "env": {"A": "1"}}}]}`), spec.JSON)
+	require.NoError(t, err)
+	require.NoError(t, s.Validate(spec.Limits{}))
+}

@@ -19,16 +19,17 @@ const eventPage = 1000
 
 // eventLine is one event as `events --json` prints it. Every key is always
 // present, so scripts need no defaults; the type's other fields stay under
-// details, as the strings the store recorded, so they can never collide
-// with these keys.
+// details, as the strings the store recorded (but a parked event's
+// request, given as the JSON it is), so they can never collide with these
+// keys.
 type eventLine struct {
-	ID      string            `json:"id"` // stream id, increasing
-	Type    string            `json:"type"`
-	Node    string            `json:"node"` // "" for run-level events
-	Epoch   int64             `json:"epoch"`
-	Worker  string            `json:"worker"`
-	At      string            `json:"at"` // RFC 3339 with nanoseconds, UTC
-	Details map[string]string `json:"details"`
+	ID      string         `json:"id"` // stream id, increasing
+	Type    string         `json:"type"`
+	Node    string         `json:"node"` // "" for run-level events
+	Epoch   int64          `json:"epoch"`
+	Worker  string         `json:"worker"`
+	At      string         `json:"at"` // RFC 3339 with nanoseconds, UTC
+	Details map[string]any `json:"details"`
 }
 
 // events prints a run's events; with --follow it reads them as they are
@@ -123,12 +124,8 @@ func (a *app) followEvents(ctx context.Context, run, api string, retry time.Dura
 }
 
 func writeEventJSON(w io.Writer, e fence.Event) error {
-	d := e.Details
-	if d == nil {
-		d = map[string]string{}
-	}
 	return writeJSON(w, eventLine{ID: e.ID, Type: e.Type, Node: e.Node, Epoch: e.Epoch, Worker: e.Worker,
-		At: e.At.UTC().Format(time.RFC3339Nano), Details: d})
+		At: e.At.UTC().Format(time.RFC3339Nano), Details: e.DetailsJSON()})
 }
 
 // writeEventText prints one timeline line:

@@ -44,7 +44,7 @@ func (a *app) resume(ctx context.Context, args []string) error {
 	defer done()
 	res, err := client.Resume(ctx, run, node, *wait, json.RawMessage(*value))
 	switch {
-	case errors.Is(err, fence.ErrNotWaiting), errors.Is(err, fence.ErrRunDone):
+	case errors.Is(err, fence.ErrNotWaiting), errors.Is(err, fence.ErrRunDone), errors.Is(err, fence.ErrUnknownNode):
 		return err // worded by the client, as the API says it
 	case errors.Is(err, fence.ErrInvalidData), errors.Is(err, fence.ErrTooLarge):
 		return badInput(err)

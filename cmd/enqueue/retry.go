@@ -31,7 +31,7 @@ func (a *app) retry(ctx context.Context, args []string) error {
 	res, err := client.Retry(ctx, run, *id)
 	switch {
 	case errors.Is(err, fence.ErrNotRetryable), errors.Is(err, fence.ErrNotActiveRun):
-		return err
+		return err // worded by the client: a run still waiting names its node
 	case err != nil && !fence.IsRefused(err) && res.Status != "":
 		// stored; only the enqueue failed: the sweeper delivers
 		fmt.Fprintf(a.stderr, "enqueue: %v\n", err)

@@ -104,15 +104,26 @@ func writeStatus(w io.Writer, info *fence.RunInfo) error {
 // `status --json` prints it in full.
 const resultWidth = 40
 
-// attempts is "used/max" when the maximum is known. An attempt handed back
-// by release (a shutdown, a yield) is not counted against max_attempts, so
-// used is attempt - releases: the column never reads 2/1.
+// attempts is the node's attempt number, the one its events and `status
+// --json` ("attempt") give its latest claim, with what counts against
+// max_attempts when that differs: an attempt handed back by release (a
+// shutdown's hand-off) or by a park is not counted. "2/3": attempt 2 of
+// 3; "2 (1/3 used)": attempt 2, one of 3 used ("attempts_used" in the
+// JSON). The column never reads 2/1.
 func attempts(n fence.NodeInfo) string {
-	s := strconv.FormatInt(max(n.Attempt-n.Releases, 0), 10)
+	used := max(n.Attempt-n.Releases, 0)
+	s := strconv.FormatInt(n.Attempt, 10)
+	if used == n.Attempt {
+		if n.MaxAttempts > 0 {
+			s += "/" + strconv.Itoa(n.MaxAttempts)
+		}
+		return s
+	}
+	s += " (" + strconv.FormatInt(used, 10)
 	if n.MaxAttempts > 0 {
 		s += "/" + strconv.Itoa(n.MaxAttempts)
 	}
-	return s
+	return s + " used)"
 }
 
 func orDash(s string) string {

@@ -42,7 +42,7 @@ func TestStatusShowsResultsAndAttemptsUsed(t *testing.T) {
 
 	r := b.run(t, "", "status", run)
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Regexp(t, `(?m)^a\s+SUCCEEDED\s+1/1\s+2\s+w2\s+100%\s+\{"text":"x+…\s+-$`, r.stdout)
+	require.Regexp(t, `(?m)^a\s+SUCCEEDED\s+2 \(1/1 used\)\s+2\s+w2\s+100%\s+\{"text":"x+…\s+-$`, r.stdout)
 	require.NotContains(t, r.stdout, "2/1")
 	require.NotContains(t, r.stdout, long, "the table cuts results")
 	require.Regexp(t, `(?m)^b\s+READY\s+1/2\s+1\s+w1\s+0%\s+-\s+boom$`, r.stdout)

@@ -65,7 +65,8 @@ type Config struct {
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"10s"`
 	// AdminAddr is where the admin HTTP server listens (probes, metrics,
 	// the Asynq UI, the run API). A host that is not loopback requires
-	// API_TOKEN. Default: 127.0.0.1:8080, or the next free port of the 20
+	// API_TOKEN; localhost and *.localhost bind 127.0.0.1, never looked
+	// up. Default: 127.0.0.1:8080, or the next free port of the 20
 	// after it when that one is taken (several runners on one host); set
 	// but empty: no admin server. A port set here that is taken fails the
 	// start.
@@ -79,8 +80,28 @@ type Config struct {
 	// warning at start).
 	WebhookSecret string `env:"WEBHOOK_SECRET"`
 	// APIToken, when set, is required as "Authorization: Bearer <token>"
-	// by the run API and the UI (at least 16 characters). Default: empty.
+	// by the run API and the UI: at least 16 characters and random enough
+	// by admin.TokenBits (generate one: openssl rand -hex 32). Default:
+	// empty; the admin server then serves only callers on this machine
+	// (a loopback peer addressing a loopback host, not through a proxy).
 	APIToken string `env:"API_TOKEN"`
+	// TrustedProxy lists the addresses (IPs or CIDR prefixes, comma
+	// separated) of a TLS-terminating reverse proxy in front of the admin
+	// server. From these peers only, "X-Forwarded-Proto: https" makes the
+	// session cookie Secure and X-Forwarded-For names the client for the
+	// per-client limits. Requires API_TOKEN. Default: empty.
+	TrustedProxy string `env:"TRUSTED_PROXY"`
+	// MonitorReadOnly makes the Asynq UI (/monitor/) read-only: anything
+	// but GET and HEAD is refused with 405. Default: false; every change
+	// made through it is logged (monitor_action) with who made it.
+	MonitorReadOnly bool `env:"MONITOR_READ_ONLY" envDefault:"false"`
+	// EventStreamsPerClient bounds the live event streams
+	// (/v1/runs/{id}/events?follow=1) one client address holds at once, of
+	// the admin server's 16. Default: 8.
+	EventStreamsPerClient int `env:"EVENT_STREAMS_PER_CLIENT" envDefault:"8"`
+	// EventStreamMaxAge is how long one live event stream is served
+	// before it is closed; clients resume with Last-Event-ID. Default: 10m.
+	EventStreamMaxAge time.Duration `env:"EVENT_STREAM_MAX_AGE" envDefault:"10m"`
 	// LogLevel is debug, info, warn or error. Default: info.
 	LogLevel string `env:"LOG_LEVEL" envDefault:"info"`
 	// LogFormat is text or json. Default: text.
@@ -98,6 +119,19 @@ type Config struct {
 	// Retention is how long a finished run stays readable before Redis
 	// frees it; a negative value keeps runs forever. Default: 168h.
 	Retention time.Duration `env:"RUN_RETENTION" envDefault:"168h"`
+	// ThreadRetention is how long a thread's checkpoints live after their
+	// last write, and at least while a node of the thread waits
+	// (docs/waiting.md); a negative value keeps them forever. At least
+	// 1m. Default: 720h (30 days).
+	ThreadRetention time.Duration `env:"THREAD_RETENTION" envDefault:"720h"`
+	// CheckpointHistory is how many checkpoints a thread keeps per
+	// namespace, the newest (and a rollback's anchor). 1 to 10000.
+	// Default: 100.
+	CheckpointHistory int `env:"CHECKPOINT_HISTORY" envDefault:"100"`
+	// MaxCheckpointBytes caps a checkpoint's data and metadata together,
+	// a task's pending writes, a wait's request and a resume's value.
+	// 1 KiB to 64 MiB. Default: 1048576 (1 MiB).
+	MaxCheckpointBytes int `env:"MAX_CHECKPOINT_BYTES" envDefault:"1048576"`
 	// ReadyThreshold is how long a READY node may stay unclaimed (its
 	// delivery lost) before the sweeper enqueues it again. Default: 15s.
 	ReadyThreshold time.Duration `env:"READY_THRESHOLD" envDefault:"15s"`
@@ -121,6 +155,23 @@ type Config struct {
 	// "20/s"}]}, see docs/flow-control.md), replacing those of the same
 	// names; a bad file stops the start and sets none. Default: empty.
 	LimitsFile string `env:"LIMITS_FILE"`
+	// LangGraphConfig, when set, is a LangGraph project's langgraph.json:
+	// its graphs run as the node kind "graph" in a warm worker process
+	// (docs/graph-workers.md); a bad file or a graph that fails to import
+	// stops the start. Default: empty, no graphs.
+	LangGraphConfig string `env:"LANGGRAPH_CONFIG"`
+	// LangGraphPython is the interpreter of the project's Python graphs:
+	// its virtualenv's, with baton-langgraph installed. Default: python3.
+	LangGraphPython string `env:"LANGGRAPH_PYTHON" envDefault:"python3"`
+	// LangGraphNode is the node binary of the project's JS graphs.
+	// Default: node.
+	LangGraphNode string `env:"LANGGRAPH_NODE" envDefault:"node"`
+	// LangGraphJSWorker is the JS graph worker's script. Default: empty,
+	// meaning the project's node_modules/@baton/langgraph-saver/src/worker.js.
+	LangGraphJSWorker string `env:"LANGGRAPH_JS_WORKER"`
+	// LangGraphMaxAttempts is how many graph attempts the worker process
+	// runs at once. Default: unset or 0, meaning CONCURRENCY.
+	LangGraphMaxAttempts int `env:"LANGGRAPH_MAX_ATTEMPTS"`
 	// TraceURL, when set, makes the run view link to each traced run's
 	// trace: a tracing UI's URL with {trace_id} in it
 	// (https://jaeger.example/trace/{trace_id}). Default: empty, no link.
@@ -264,6 +315,15 @@ func (c Config) validate(skip map[string]bool) error {
 	if c.Retention == 0 {
 		bad("RUN_RETENTION", "0: want a duration (a negative one keeps runs forever)")
 	}
+	if c.ThreadRetention >= 0 && c.ThreadRetention < time.Minute {
+		bad("THREAD_RETENTION", "%s: want at least 1m (a negative one keeps checkpoints forever)", c.ThreadRetention)
+	}
+	if c.CheckpointHistory < 1 || c.CheckpointHistory > 10000 {
+		bad("CHECKPOINT_HISTORY", "%d: want 1 to 10000 checkpoints per namespace", c.CheckpointHistory)
+	}
+	if c.MaxCheckpointBytes < 1<<10 || c.MaxCheckpointBytes > maxInputLimit {
+		bad("MAX_CHECKPOINT_BYTES", "%d: want %d to %d", c.MaxCheckpointBytes, 1<<10, maxInputLimit)
+	}
 	if c.AdminAddr != "" {
 		host, port, err := net.SplitHostPort(c.AdminAddr)
 		if p, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || (p == 0 && port != "0") {
@@ -274,12 +334,27 @@ func (c Config) validate(skip map[string]bool) error {
 		}
 	}
 	if c.APIToken != "" {
-		if len(c.APIToken) < minTokenLen {
+		switch {
+		case len(c.APIToken) < minTokenLen:
 			bad("API_TOKEN", "is %d characters: want at least %d", len(c.APIToken), minTokenLen)
-		}
-		if strings.IndexFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0 {
+		case strings.IndexFunc(c.APIToken, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0:
 			bad("API_TOKEN", "holds whitespace or control characters")
+		default:
+			if err := admin.CheckToken(c.APIToken); err != nil {
+				bad("API_TOKEN", "%v", err)
+			}
 		}
+	}
+	if _, err := admin.ParseTrustedProxies(c.TrustedProxy); err != nil {
+		bad("TRUSTED_PROXY", "%v", err)
+	} else if c.TrustedProxy != "" && c.APIToken == "" {
+		bad("TRUSTED_PROXY", "is set and API_TOKEN is empty: behind a proxy every caller looks local, so set API_TOKEN")
+	}
+	if c.EventStreamsPerClient < 1 || c.EventStreamsPerClient > admin.MaxFollowers {
+		bad("EVENT_STREAMS_PER_CLIENT", "%d: want 1 to %d", c.EventStreamsPerClient, admin.MaxFollowers)
+	}
+	if c.EventStreamMaxAge < time.Second {
+		bad("EVENT_STREAM_MAX_AGE", "%s: want at least 1s", c.EventStreamMaxAge)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		bad("LOG_LEVEL", "%q: want debug, info, warn or error", c.LogLevel)

@@ -30,11 +30,18 @@ func TestDefaults(t *testing.T) {
 		Prefix:          "baton",
 		TakeFromQueue:   true,
 		Retention:       7 * 24 * time.Hour,
-		ReadyThreshold:  15 * time.Second,
+		ThreadRetention: 30 * 24 * time.Hour,
+
+		CheckpointHistory:  100,
+		MaxCheckpointBytes: 1 << 20,
+		ReadyThreshold:     15 * time.Second,
 
 		ScheduleInterval: time.Second,
 		ScheduleLate:     time.Minute,
 		Jobs:             JobsConfig{Kinds: "exec,http,sleep,noop"},
+
+		EventStreamsPerClient: 8,
+		EventStreamMaxAge:     10 * time.Minute,
 
 		adminAddrDefault: true,
 	}, cfg)
@@ -148,7 +155,7 @@ func TestPollInterval(t *testing.T) {
 
 func TestAdminAddr(t *testing.T) {
 	t.Parallel()
-	const token = "0123456789abcdef-token"
+	const token = strongToken
 	cases := []struct {
 		addr, token string
 		ok          bool
@@ -283,4 +290,23 @@ func TestSpecCapHoldsAnInput(t *testing.T) {
 	c, err := loadConfig(map[string]string{}, false)
 	require.NoError(t, err)
 	require.Equal(t, 8<<20, c.MaxSpecBytes)
+}
+
+// The thread's checkpoint settings are the runner's, within their limits:
+// each bad one is named with what it accepts.
+func TestCheckpointSettings(t *testing.T) {
+	t.Parallel()
+	c, err := loadConfig(map[string]string{"THREAD_RETENTION": "-1s", "CHECKPOINT_HISTORY": "5",
+		"MAX_CHECKPOINT_BYTES": "4096"}, false)
+	require.NoError(t, err)
+	require.Equal(t, -time.Second, c.ThreadRetention)
+	require.Equal(t, 5, c.CheckpointHistory)
+	require.Equal(t, 4096, c.MaxCheckpointBytes)
+	_, err = loadConfig(map[string]string{"THREAD_RETENTION": "30s", "CHECKPOINT_HISTORY": "0",
+		"MAX_CHECKPOINT_BYTES": "100"}, false)
+	require.Error(t, err)
+	for _, want := range []string{"THREAD_RETENTION 30s: want at least 1m", "CHECKPOINT_HISTORY 0: want 1 to 10000",
+		"MAX_CHECKPOINT_BYTES 100: want 1024 to 67108864"} {
+		require.ErrorContains(t, err, want)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"syscall"
+
+	"github.com/batonrun/baton/runner/admin"
 )
 
 // adminPortTries is how many ports after the default admin port a runner
@@ -18,7 +20,28 @@ const adminPortTries = 20
 // set) and its port is taken, it takes the next free port of the
 // following adminPortTries and says so; an address the user chose fails
 // when taken, naming the setting.
-func listenAdmin(addr string, isDefault bool, log *slog.Logger) (net.Listener, error) {
+//
+// localhost and *.localhost are bound as 127.0.0.1, never looked up: a
+// resolver (DNS above all) could answer with an address other hosts
+// reach. Without a token, an address that is not loopback once bound is
+// refused, whatever its name said.
+func listenAdmin(addr string, isDefault, hasToken bool, log *slog.Logger) (net.Listener, error) {
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		addr = net.JoinHostPort(admin.ListenHost(host), port)
+	}
+	ln, err := listenTCP(addr, isDefault, log)
+	if err != nil {
+		return nil, err
+	}
+	if tcp, ok := ln.Addr().(*net.TCPAddr); !hasToken && (!ok || !tcp.IP.IsLoopback()) {
+		_ = ln.Close()
+		return nil, fmt.Errorf("ADMIN_ADDR %s was bound to %s, which is not loopback, and API_TOKEN is empty: "+
+			"set API_TOKEN, or listen on 127.0.0.1", addr, ln.Addr())
+	}
+	return ln, nil
+}
+
+func listenTCP(addr string, isDefault bool, log *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
 		return ln, err

@@ -76,6 +76,13 @@ func start(t *testing.T, env map[string]string, args ...string) *proc {
 	t.Helper()
 	p := &proc{cmd: exec.Command(binary, args...), done: make(chan struct{}), added: make(chan struct{}, 1)}
 	p.cmd.Env = baseEnv(env)
+	startProc(t, p)
+	return p
+}
+
+// startProc starts p's command, collecting its stderr lines.
+func startProc(t *testing.T, p *proc) {
+	t.Helper()
 	stderr, err := p.cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, p.cmd.Start())
@@ -101,7 +108,6 @@ func start(t *testing.T, env map[string]string, args ...string) *proc {
 			t.Logf("runner stderr:\n%s", p.log())
 		}
 	})
-	return p
 }
 
 func (p *proc) log() string {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -35,14 +37,21 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	redis.SetLogger(redisLogger{log.With("component", "go-redis")})
 	rconf := cfg.Redis
 	if cfg.Embedded {
+		// Bound to 127.0.0.1 with a random password: another user of this
+		// machine cannot reach the store (and so cannot rewrite results
+		// or start commands). The URL with the password is printed for
+		// the person who started the runner, on its own stderr.
+		pass := make([]byte, 24)
+		_, _ = rand.Read(pass) // never fails (crypto/rand)
 		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
+		m.RequireAuth(hex.EncodeToString(pass))
+		if err := m.StartAddr("127.0.0.1:0"); err != nil {
 			return fmt.Errorf("embedded redis: %w", err)
 		}
 		defer m.Close()
-		rconf = redisconn.Config{URL: "redis://" + m.Addr() + "/0"}
-		log.Warn("embedded_redis", "redis_url", rconf.URL,
-			"note", "in-process miniredis for trying baton out: runs are lost on exit, one runner only")
+		rconf = redisconn.Config{URL: "redis://:" + hex.EncodeToString(pass) + "@" + m.Addr() + "/0"}
+		log.Warn("embedded_redis", "redis_url", rconf.URL, "addr", m.Addr(),
+			"note", "in-process miniredis for trying baton out, password-protected: runs are lost on exit, one runner only")
 	}
 	rdb, err := rconf.Open()
 	if err != nil {
@@ -93,6 +102,10 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		ScheduleInterval:  cfg.ScheduleInterval,
 		ScheduleLate:      cfg.ScheduleLate,
 		ScheduleLimits:    runner.Limits{MaxInputBytes: cfg.MaxInputBytes},
+
+		ThreadRetention:    cfg.ThreadRetention,
+		CheckpointHistory:  cfg.CheckpointHistory,
+		MaxCheckpointBytes: cfg.MaxCheckpointBytes,
 	})
 	if err != nil {
 		return err
@@ -101,6 +114,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// (jobs.go); the API refuses at submit what a spec asks beyond it.
 	stock, kindNames := cfg.stock(rconf)
 	kinds.RegisterStockOnly(w, stock, kindNames)
+	stopGraphs, err := startGraphs(ctx, cfg, w, rconf, log) // graphs.go
+	if err != nil {
+		return err
+	}
+	defer stopGraphs()
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
 		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}})
 	if err != nil {
@@ -122,12 +140,15 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if cfg.AdminAddr != "" {
 		// The server's timeouts bound what a slow or silent client costs,
 		// before authentication too.
+		proxies, _ := admin.ParseTrustedProxies(cfg.TrustedProxy) // validated
 		srv, err = admin.NewServer(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
-			Logger: log, TraceURL: cfg.TraceURL, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes))})
+			Logger: log, TraceURL: cfg.TraceURL, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes)),
+			TrustedProxies: proxies, MonitorReadOnly: cfg.MonitorReadOnly,
+			FollowersPerClient: cfg.EventStreamsPerClient, FollowMaxAge: cfg.EventStreamMaxAge})
 		if err != nil {
 			return err
 		}
-		if ln, err = listenAdmin(cfg.AdminAddr, cfg.adminAddrDefault, log); err != nil {
+		if ln, err = listenAdmin(cfg.AdminAddr, cfg.adminAddrDefault, cfg.APIToken != "", log); err != nil {
 			return fmt.Errorf("admin server: %w", err)
 		}
 		defer ln.Close()

@@ -33,8 +33,14 @@ const envHelp = `Environment (default in brackets):
   ADMIN_ADDR          [127.0.0.1:8080] admin HTTP listen address; set empty to disable.
                       Unset and 8080 taken: the next free port up to 8100 (logged);
                       set and taken: the runner exits 1
-  API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars); required
-                      when ADMIN_ADDR is not loopback
+  API_TOKEN           [none] bearer token for /v1/ and /monitor/ (>= 16 chars, random:
+                      openssl rand -hex 32); required when ADMIN_ADDR is not loopback;
+                      without it only callers on this machine are served
+  TRUSTED_PROXY       [none] IPs/CIDRs of a TLS proxy in front: its X-Forwarded-Proto makes
+                      the cookie Secure, its X-Forwarded-For names the client; needs API_TOKEN
+  MONITOR_READ_ONLY   [false] the Asynq UI (/monitor/) answers GET and HEAD only
+  EVENT_STREAMS_PER_CLIENT [8] live event streams one client address may hold (of 16)
+  EVENT_STREAM_MAX_AGE [10m] a live event stream is closed after this; clients resume
   WEBHOOK_SECRET      [none] HMAC-SHA256 key of run webhooks (Baton-Signature); unset: unsigned
   LOG_LEVEL           [info] debug, info, warn or error
   LOG_FORMAT          [text] text or json
@@ -42,11 +48,21 @@ const envHelp = `Environment (default in brackets):
   MAX_SPEC_BYTES      [8388608] cap on a whole run spec submitted through the API
   BATON_PREFIX        [baton] prefix of every Redis key; must match clients'
   RUN_RETENTION       [168h] how long a finished run stays readable; negative: forever
+  THREAD_RETENTION    [720h] how long a thread's checkpoints live after their last write, and
+                      while a node waits; at least 1m, negative: forever
+  CHECKPOINT_HISTORY  [100] checkpoints kept per thread and namespace, the newest; 1 to 10000
+  MAX_CHECKPOINT_BYTES [1048576] cap of a checkpoint, of a task's pending writes, of a wait's request
+                      and of a resume's value; 1 KiB to 64 MiB
   READY_THRESHOLD     [15s] how long a READY node may wait unclaimed before it is enqueued again
   CLAIM_REPLICAS      [0] replicas that must acknowledge each claim and commit (WAIT) before it counts
   TAKE_FROM_QUEUE     [true] a commit may claim the queue's next node of its shard itself (one server)
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
   LIMITS_FILE         [none] JSON file of fleet-wide limits set at start (docs/flow-control.md)
+  LANGGRAPH_CONFIG    [none] a LangGraph project's langgraph.json: its graphs run as kind "graph" (docs/graph-workers.md)
+  LANGGRAPH_PYTHON    [python3] the interpreter of the project's Python graphs (its virtualenv's)
+  LANGGRAPH_NODE      [node] the node binary of the project's JS graphs (.ts and .mts through tsx)
+  LANGGRAPH_JS_WORKER [node_modules/@baton/langgraph-saver/src/worker.js] the JS graph worker's script
+  LANGGRAPH_MAX_ATTEMPTS [CONCURRENCY] graph attempts the worker process runs at once
   TRACE_URL           [none] a tracing UI's URL with {trace_id}: the run view links to each run's trace
   KINDS               [exec,http,sleep,noop] the stock kinds this runner runs
   EGRESS_ALLOW        [none] private CIDRs, addresses, hosts http nodes and webhooks may reach

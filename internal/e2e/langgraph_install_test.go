@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// readmeAgent is the first ```js block of examples/langgraph-js/README.md:
+// readmeAgent is the first ```js block of js/README.md:
 // the agent the package's README leads with.
 func readmeAgent(t *testing.T, pkg string) string {
 	t.Helper()

@@ -81,7 +81,7 @@ type pausedRunner struct {
 	pausedEpochRuns            []string // the steps the paused agent started
 }
 
-// lgPausedRunner runs agent (a file of examples/langgraph-js) as an exec
+// lgPausedRunner runs agent (a file of js) as an exec
 // node on thread, on runner lg-r1. When the agent is in its long step,
 // lg-r1 alone is paused (SIGSTOP) past its lease; its agent, a separate
 // process, runs on. Another runner takes the node over; lg-r1 is resumed

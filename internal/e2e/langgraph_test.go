@@ -24,13 +24,13 @@ import (
 // baton saver keeps fenced checkpoints there (BATON_REDIS_URL).
 var lgEnv = map[string]string{"EXEC_STORE_COMMANDS": "node"}
 
-// lgPackage is examples/langgraph-js. Without node 20+ and its installed
+// lgPackage is js. Without node 20+ and its installed
 // packages the LangGraph test skips, or fails when BATON_REQUIRE_NODE is set
 // (CI sets it after npm ci).
 func lgPackage(t *testing.T) string {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "examples", "langgraph-js")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "js")
 	missing := func(why string) {
 		if os.Getenv("BATON_REQUIRE_NODE") != "" {
 			t.Fatalf("BATON_REQUIRE_NODE is set but %s", why)
@@ -46,7 +46,7 @@ func lgPackage(t *testing.T) string {
 		missing(fmt.Sprintf("node %s is older than 20", strings.TrimSpace(string(out))))
 	}
 	if _, err := os.Stat(filepath.Join(dir, "node_modules", "@langchain", "langgraph")); err != nil {
-		missing("examples/langgraph-js has no node_modules: run npm ci there")
+		missing("js has no node_modules: run npm ci there")
 	}
 	return dir
 }
@@ -96,7 +96,7 @@ func childOf(parent int, comm string) int {
 	return 0
 }
 
-// The LangGraph agent of examples/langgraph-js runs as an exec node. Its
+// The LangGraph agent of js runs as an exec node. Its
 // worker (the runner and the agent's process group) is paused mid-graph past
 // its lease; another runner takes the node over and the graph resumes from
 // its last checkpoint, not from scratch; the paused agent, woken, stops:

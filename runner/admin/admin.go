@@ -3,13 +3,11 @@ package admin
 import (
 	"cmp"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -41,19 +39,44 @@ type Config struct {
 	// Token, when set, is required as "Authorization: Bearer <token>" on
 	// /v1/, /monitor/ and the run and fleet views (a browser logs in once at
 	// /login, which sets an HttpOnly session cookie; see SessionTTL). Zero
-	// value: no token; those routes then answer loopback hosts only.
+	// value: no token; those routes, and /metrics, then answer only
+	// callers on this machine: a loopback peer address and a loopback
+	// Host, with no proxy's forwarding header. A proxy in front therefore
+	// needs a token.
 	Token string
 	// SessionTTL is how long a browser login lasts. The session cookie
 	// holds an expiring value signed with a key derived from Token, never
 	// Token itself: every runner sharing the token accepts it, and
 	// rotating the token ends every session. Zero value: 12h.
 	SessionTTL time.Duration
-	// TrustForwardedProto marks the session cookie Secure when a request
-	// carries "X-Forwarded-Proto: https" (a TLS-terminating proxy in
-	// front). Set it only behind such a proxy: a client could send the
-	// header itself. Zero value: Secure only when this server terminates
-	// TLS.
+	// TrustedProxies are the addresses of a TLS-terminating reverse proxy
+	// in front (TRUSTED_PROXY): from these peers only, "X-Forwarded-Proto:
+	// https" marks the session cookie Secure, and X-Forwarded-For names
+	// the client for the per-client limits (wrong tokens, event streams).
+	// Requires Token. Zero value: none; the cookie is Secure only when
+	// this server terminates TLS.
+	TrustedProxies []netip.Prefix
+	// TrustForwardedProto trusts "X-Forwarded-Proto: https" from any peer.
+	// Prefer TrustedProxies: a client can send the header itself. Zero
+	// value: false.
 	TrustForwardedProto bool
+	// WrongTokenBurst is how many wrong tokens (bearer, session cookie or
+	// login) one client may send before it gets 429 for WrongTokenEvery
+	// per further try, its token unread. Zero value:
+	// DefaultWrongTokenBurst (10).
+	WrongTokenBurst int
+	// WrongTokenEvery is how often a throttled client earns one more try.
+	// Zero value: DefaultWrongTokenEvery (2s).
+	WrongTokenEvery time.Duration
+	// FollowersPerClient bounds the live event streams one client (see
+	// TrustedProxies) holds at once, of MaxFollowers. Zero value:
+	// DefaultFollowersPerClient (8).
+	FollowersPerClient int
+	// FollowMaxAge is how long one live event stream is served; it then
+	// ends without "end", and the client resumes with Last-Event-ID
+	// (EventSource does by itself). Zero value: DefaultFollowMaxAge
+	// (10m).
+	FollowMaxAge time.Duration
 	// Logger receives the handler's logs. Zero value: slog.Default().
 	Logger *slog.Logger
 	// MaxBodyBytes caps a request body; a larger one is refused with 413.
@@ -61,8 +84,10 @@ type Config struct {
 	MaxBodyBytes int64
 	// ReadyTimeout bounds /readyz's PING. Zero value: 2s.
 	ReadyTimeout time.Duration
-	// MonitorReadOnly restricts the Asynq UI to GET requests (no deleting,
-	// archiving or re-running tasks from the UI). Zero value: read-write.
+	// MonitorReadOnly restricts the Asynq UI to GET and HEAD requests (no
+	// deleting, archiving or re-running tasks, no pausing queues from the
+	// UI). Zero value: read-write, each change logged ("monitor_action")
+	// with who made it.
 	MonitorReadOnly bool
 	// TraceURL, when set, makes the run view link to the run's trace: an
 	// http(s) URL of a tracing UI in which {trace_id} stands for the run's
@@ -131,6 +156,12 @@ func New(cfg Config) (http.Handler, error) {
 	if cfg.Redis == nil {
 		errs = append(errs, errors.New("Redis is required"))
 	}
+	if len(cfg.TrustedProxies) > 0 && cfg.Token == "" {
+		errs = append(errs, errors.New("TrustedProxies needs a Token: behind a proxy every caller looks local"))
+	}
+	if cfg.WrongTokenBurst < 0 || cfg.WrongTokenEvery < 0 || cfg.FollowersPerClient < 0 || cfg.FollowMaxAge < 0 {
+		errs = append(errs, errors.New("WrongTokenBurst, WrongTokenEvery, FollowersPerClient and FollowMaxAge must not be negative"))
+	}
 	if cfg.MaxBodyBytes < 0 {
 		errs = append(errs, errors.New("MaxBodyBytes is negative"))
 	}
@@ -157,7 +188,12 @@ func New(cfg Config) (http.Handler, error) {
 	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 2*time.Second)
 	log := cfg.Logger.With("component", "admin")
 
-	a := &api{client: cfg.Client, maxBody: cfg.MaxBodyBytes, log: log}
+	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
+	th := newThrottle(cmp.Or(cfg.WrongTokenBurst, DefaultWrongTokenBurst), cmp.Or(cfg.WrongTokenEvery, DefaultWrongTokenEvery))
+	guard := newGuard(cfg.Token, log, newSessions(cfg.Token, cfg.SessionTTL), proxies(cfg.TrustedProxies), th)
+	a := &api{client: cfg.Client, maxBody: cfg.MaxBodyBytes, log: log, clientOf: guard.proxies.client,
+		followers:    newFollowers(cmp.Or(cfg.FollowersPerClient, DefaultFollowersPerClient)),
+		followMaxAge: cmp.Or(cfg.FollowMaxAge, DefaultFollowMaxAge)}
 	contract, err := NewOpenAPIValidator()
 	if err != nil {
 		return nil, err
@@ -168,8 +204,6 @@ func New(cfg Config) (http.Handler, error) {
 		ReadOnly:     cfg.MonitorReadOnly,
 	}) // never closed: its Close would close the shared client
 
-	cfg.SessionTTL = cmp.Or(cfg.SessionTTL, DefaultSessionTTL)
-	guard := guard{token: cfg.Token, log: log, sessions: newSessions(cfg.Token, cfg.SessionTTL)}
 	views, err := newUI(cfg.Client, cfg.Redis, log, cfg.Token != "")
 	if err != nil {
 		return nil, err
@@ -185,11 +219,19 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeText(w, http.StatusOK, "ok\n")
 	})
-	mux.Handle("GET /readyz", readyz{rdb: cfg.Redis, timeout: cfg.ReadyTimeout, log: log})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.Handle(MonitorPath+"/", protect(withMonitorBar(mon))) // asynqmon caps the bodies it reads at 1 MB
+	mux.Handle("GET /readyz", readyz{rdb: cfg.Redis, timeout: cfg.ReadyTimeout, log: log, guard: guard})
+	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
+	if cfg.Token == "" {
+		// Without a token the runner listens on loopback only, and its
+		// metrics (queue names, run counts) are for this machine too: a
+		// DNS-rebinding page must not read them.
+		metrics = guard.wrap(metrics)
+	}
+	mux.Handle("GET /metrics", metrics)
+	// asynqmon caps the bodies it reads at 1 MB.
+	mux.Handle(MonitorPath+"/", protect(monitorGuard(guard, cfg.MonitorReadOnly, withMonitorBar(mon))))
 	if cfg.Token != "" {
-		lg := login{guard: guard, ui: views, forwarded: cfg.TrustForwardedProto}
+		lg := login{guard: guard, ui: views, forwardedAny: cfg.TrustForwardedProto}
 		mux.Handle("/login", csrf.Handler(lg))
 		mux.Handle("POST /logout", csrf.Handler(http.HandlerFunc(lg.logout)))
 	}
@@ -197,7 +239,7 @@ func New(cfg Config) (http.Handler, error) {
 	mux.HandleFunc("GET "+OpenAPIPath, serveOpenAPI)
 	mux.HandleFunc("GET "+SchemaPath, serveSchema)
 	mux.Handle("/v1/", protect(a.validateRequests(contract, a.routes())))
-	return mux, nil
+	return secureHeaders(mux), nil
 }
 
 // sharedRedis hands asynqmon the caller's client instead of a new pool:
@@ -210,160 +252,25 @@ type readyz struct {
 	rdb     redis.UniversalClient
 	timeout time.Duration
 	log     *slog.Logger
+	guard   guard
 }
 
+// ServeHTTP answers 503 while Redis does not answer PING. The error itself
+// (addresses, names a dial failed on) is logged, and shown only to a
+// caller the API would admit; a probe needs only the status.
 func (h readyz) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
 	if err := h.rdb.Ping(ctx).Err(); err != nil {
 		h.log.Warn("not_ready", "err", err)
-		writeError(w, http.StatusServiceUnavailable, "redis: "+err.Error())
+		msg := "redis unreachable"
+		if h.guard.credential(r) != "" {
+			msg = "redis: " + err.Error()
+		}
+		writeError(w, http.StatusServiceUnavailable, msg)
 		return
 	}
 	writeText(w, http.StatusOK, "ok\n")
-}
-
-// guard admits a request to the API or the UI: with a token, by bearer
-// token; without one, only when addressed to a loopback host.
-type guard struct {
-	token    string
-	log      *slog.Logger
-	sessions sessions
-}
-
-func (g guard) wrap(next http.Handler) http.Handler {
-	var want [sha256.Size]byte
-	if g.token != "" {
-		want = sha256.Sum256([]byte(g.token))
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if g.token == "" {
-			if !IsLoopback(r.Host) {
-				g.log.Warn("host_refused", "host", r.Host, "remote_addr", r.RemoteAddr)
-				writeError(w, http.StatusForbidden, "host "+r.Host+" refused: without API_TOKEN only loopback hosts are served")
-				return
-			}
-			next.ServeHTTP(w, r)
-			return
-		}
-		got, ok := bearer(r.Header.Get("Authorization"))
-		// Hashing first makes the comparison constant-time in the token's
-		// length too.
-		sum := sha256.Sum256([]byte(got))
-		authorized := ok && subtle.ConstantTimeCompare(sum[:], want[:]) == 1
-		if !ok { // a browser on the UI sends the session cookie /login set
-			if c, err := r.Cookie(sessionCookie); err == nil && g.sessions.valid(c.Value) {
-				authorized = true
-			}
-		}
-		if !authorized {
-			g.log.Warn("unauthorized", "method", r.Method, "path", r.URL.Path, "remote_addr", r.RemoteAddr)
-			if r.Method == http.MethodGet && r.Header.Get("Authorization") == "" &&
-				strings.Contains(r.Header.Get("Accept"), "text/html") && !strings.HasPrefix(r.URL.Path, "/v1/") {
-				// A person in a browser: log in, then come back here.
-				http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-				return
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="baton"`)
-			writeError(w, http.StatusUnauthorized, "missing or wrong bearer token")
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
-// bearer returns the token of an "Authorization: Bearer <token>" header.
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
-
-// IsLoopback reports whether host (a Host header or a listen address, with
-// or without a port) names this machine only: localhost, *.localhost,
-// 127.0.0.0/8 or ::1. An empty host (all interfaces) is not loopback.
-func IsLoopback(hostport string) bool {
-	host := hostport
-	if h, _, err := net.SplitHostPort(hostport); err == nil {
-		host = h
-	}
-	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	if host == "" {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") || strings.HasSuffix(strings.ToLower(host), ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// login lets a person open the UI when a token is required: GET shows a
-// form, POST checks the token and sets an HttpOnly, SameSite=Strict
-// session cookie (session.go), then sends the browser where it was going.
-// A wrong token shows the form again, with a message.
-type login struct {
-	guard     guard
-	ui        *ui
-	forwarded bool // trust X-Forwarded-Proto for Secure
-}
-
-type loginData struct {
-	Next, Error string
-}
-
-func (l login) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.Method {
-	case http.MethodGet:
-		l.ui.render(w, r, http.StatusOK, "login", "page", page{Title: "Log in", Bare: true, Data: loginData{Next: localPath(r.URL.Query().Get("next"))}})
-	case http.MethodPost:
-		r.Body = http.MaxBytesReader(w, r.Body, 4096)
-		tok := r.PostFormValue("token")
-		next := localPath(r.PostFormValue("next"))
-		sum, want := sha256.Sum256([]byte(tok)), sha256.Sum256([]byte(l.guard.token))
-		if tok == "" || subtle.ConstantTimeCompare(sum[:], want[:]) != 1 {
-			l.guard.log.Warn("login_refused", "remote_addr", r.RemoteAddr)
-			msg := "That token is not this server's API token."
-			if tok == "" {
-				msg = "Enter the API token (API_TOKEN) to log in."
-			}
-			l.ui.render(w, r, http.StatusUnauthorized, "login", "page", page{Title: "Log in", Bare: true, Data: loginData{Next: next, Error: msg}})
-			return
-		}
-		val, exp := l.guard.sessions.issue()
-		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: val, Path: "/", HttpOnly: true,
-			Secure: l.secure(r), SameSite: http.SameSiteStrictMode, Expires: exp, MaxAge: int(time.Until(exp).Seconds())})
-		l.guard.log.Info("login", "remote_addr", r.RemoteAddr)
-		http.Redirect(w, r, cmp.Or(next, "/runs"), http.StatusSeeOther)
-	default:
-		w.Header().Set("Allow", "GET, POST")
-		writeError(w, http.StatusMethodNotAllowed, "method not allowed")
-	}
-}
-
-// logout clears the session cookie. The value itself stays valid until it
-// expires (sessions are stateless); rotate the token to end them all.
-func (l login) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true,
-		Secure: l.secure(r), SameSite: http.SameSiteStrictMode, MaxAge: -1})
-	http.Redirect(w, r, "/login", http.StatusSeeOther)
-}
-
-func (l login) secure(r *http.Request) bool {
-	return r.TLS != nil || (l.forwarded && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https"))
-}
-
-// localPath keeps next only if it is a path on this server ("/runs/x"),
-// so that the login cannot be used to send a browser elsewhere.
-func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") ||
-		strings.ContainsAny(next, "\r\n") {
-		return ""
-	}
-	return next
 }
 
 // CheckTraceURL checks a Config.TraceURL: empty, or an http(s) URL with

@@ -34,6 +34,12 @@ type options struct {
 	token   string
 	maxBody int64
 	maxSpec int // the client's Limits.MaxSpecBytes
+	// perClient is Config.FollowersPerClient; the test's clients all
+	// share one address.
+	perClient int
+	// wrongBurst is Config.WrongTokenBurst, for tests that send many
+	// wrong tokens on purpose.
+	wrongBurst int
 }
 
 func setup(t *testing.T, o options) *testBundle {
@@ -51,7 +57,7 @@ func setup(t *testing.T, o options) *testBundle {
 	t.Cleanup(func() { _ = c.Close() })
 	b.client = c
 	h, err := admin.New(admin.Config{Client: c, Redis: b.rdb, Gatherer: b.reg, Token: o.token,
-		MaxBodyBytes: o.maxBody, Logger: testLogger(t)})
+		MaxBodyBytes: o.maxBody, Logger: testLogger(t), FollowersPerClient: o.perClient, WrongTokenBurst: o.wrongBurst})
 	require.NoError(t, err)
 	srv := httptest.NewServer(contract(t, h))
 	t.Cleanup(srv.Close)

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
@@ -38,11 +39,14 @@ const (
 
 // api serves /v1/: the run API over a runner.Client.
 type api struct {
-	client    *runner.Client
-	maxBody   int64
-	log       *slog.Logger
-	followers followers // live event streams (follow.go)
-	feeds     feedHub   // run streams (stream.go)
+	client  *runner.Client
+	maxBody int64
+	log     *slog.Logger
+	// live event streams (follow.go)
+	followers    *followers
+	followMaxAge time.Duration
+	clientOf     func(*http.Request) string // proxies.client
+	feeds        feedHub                    // run streams (stream.go)
 }
 
 func (a *api) routes() http.Handler {

@@ -39,18 +39,25 @@
 //
 // # Who may call
 //
-// The API can start commands (the exec kind), so it is guarded twice:
+// The API can start commands (the exec kind), so it is guarded twice
+// (guard.go; docs/security.md has the whole trust model):
 //
 //   - With Config.Token set, /v1/, /monitor/ and the views require
 //     "Authorization: Bearer <token>", compared in constant time, or a
-//     session cookie that /login issued for that token. The probes, /metrics
-//     and the views' stylesheet and script stay open so that orchestrators
-//     and Prometheus need no secret.
-//   - Without a token the API and the UI answer only requests whose Host is
-//     a loopback name or address (localhost, 127.0.0.0/8, ::1). A web page
-//     that points its own domain at 127.0.0.1 (DNS rebinding) is refused.
+//     session cookie that /login issued for that token. Wrong tokens are
+//     throttled per client and logged at a rate (throttle.go). The probes,
+//     /metrics and the views' stylesheet and script stay open so that
+//     orchestrators and Prometheus need no secret.
+//   - Without a token the API, the UI and /metrics answer only callers on
+//     this machine: the connection's peer is loopback (or a Unix socket),
+//     the Host is a loopback name or address (localhost, 127.0.0.0/8,
+//     ::1), and no proxy's forwarding header is present. A remote client
+//     sending "Host: localhost" is refused; so is a web page that points
+//     its own domain at 127.0.0.1 (DNS rebinding).
 //
 // Either way, state-changing requests that a browser marks as cross-origin
 // are refused (net/http's CrossOriginProtection), so a page the operator
 // visits cannot submit or cancel runs through the operator's browser.
+// Every answer forbids framing and form posts to another origin, and
+// baton's pages take HTML only from the server (headers.go).
 package admin

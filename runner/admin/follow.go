@@ -30,6 +30,12 @@ import (
 //
 // and closes. A client must stop on "end": EventSource would otherwise
 // reconnect, and get the same end again.
+//
+// A stream is served for at most Config.FollowMaxAge, then closed without
+// "end": the client reconnects with Last-Event-ID and loses nothing. One
+// client (its address, see Config.TrustedProxies) holds at most
+// Config.FollowersPerClient streams, so clients that never read cannot
+// take every slot for good.
 
 // Limits of the live event streams.
 const (
@@ -42,6 +48,10 @@ const (
 	// each holds one pooled Redis connection while it waits (the runner's
 	// pool has 32). More are answered 503 with Retry-After.
 	MaxFollowers = 16
+	// DefaultFollowersPerClient is Config.FollowersPerClient's default.
+	DefaultFollowersPerClient = 8
+	// DefaultFollowMaxAge is Config.FollowMaxAge's default.
+	DefaultFollowMaxAge = 10 * time.Minute
 	// followWriteTimeout bounds each write of a stream: the server's
 	// WriteTimeout is extended by this much before every write, so a
 	// stream outlives it while a stalled client still loses its
@@ -57,25 +67,40 @@ type EndEvent struct {
 	Status string `json:"status"`
 }
 
-// followers counts the streams being served; its zero value is ready.
+// followers counts the streams being served, in all and per client.
 type followers struct {
-	mu sync.Mutex
-	n  int
+	perClient int
+	mu        sync.Mutex
+	n         int
+	clients   map[string]int
 }
 
-func (f *followers) acquire() bool {
+func newFollowers(perClient int) *followers {
+	return &followers{perClient: perClient, clients: map[string]int{}}
+}
+
+// acquire takes a slot for client; it answers the status to refuse with
+// otherwise: 429 when the client holds its share, 503 when all are taken.
+func (f *followers) acquire(client string) (int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.n >= MaxFollowers {
-		return false
+	switch {
+	case f.n >= MaxFollowers:
+		return http.StatusServiceUnavailable, false
+	case f.clients[client] >= f.perClient:
+		return http.StatusTooManyRequests, false
 	}
 	f.n++
-	return true
+	f.clients[client]++
+	return 0, true
 }
 
-func (f *followers) release() {
+func (f *followers) release(client string) {
 	f.mu.Lock()
 	f.n--
+	if f.clients[client]--; f.clients[client] <= 0 {
+		delete(f.clients, client)
+	}
 	f.mu.Unlock()
 }
 
@@ -105,12 +130,19 @@ func (a *api) follow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Wait = FollowKeepAlive
-	if !a.followers.acquire() {
+	client := a.clientOf(r)
+	if code, ok := a.followers.acquire(client); !ok {
 		w.Header().Set("Retry-After", "5")
-		writeError(w, http.StatusServiceUnavailable, "too many event streams ("+strconv.Itoa(MaxFollowers)+"); retry later")
+		msg := "too many event streams (" + strconv.Itoa(MaxFollowers) + "); retry later"
+		if code == http.StatusTooManyRequests {
+			msg = "too many event streams from " + client + " (" + strconv.Itoa(a.followers.perClient) + "); retry later"
+		}
+		writeError(w, code, msg)
 		return
 	}
-	defer a.followers.release()
+	defer a.followers.release(client)
+	ctx, cancel := context.WithTimeout(ctx, a.followMaxAge)
+	defer cancel()
 
 	s := &sseWriter{w: w, rc: http.NewResponseController(w)}
 	h := w.Header()
@@ -130,6 +162,8 @@ func (a *api) follow(w http.ResponseWriter, r *http.Request) {
 			s.event("end", EndEvent{ID: run, Status: f.Status()})
 			_ = s.flush()
 			return
+		case err != nil && r.Context().Err() == nil && ctx.Err() != nil:
+			return // served FollowMaxAge: the client resumes with Last-Event-ID
 		case err != nil:
 			a.streamFailed(s, r, run, err)
 			return

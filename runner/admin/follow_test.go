@@ -245,7 +245,7 @@ func TestFollowCancelledRun(t *testing.T) {
 // outcome.
 func TestFollowersAreBounded(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{real: true})
+	b := setup(t, options{real: true, perClient: admin.MaxFollowers})
 	b.call(t, "POST", "/v1/runs", `{"id": "many", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
 	var streams []*sseStream
 	for range admin.MaxFollowers {
@@ -284,7 +284,7 @@ func TestFollowersAreBounded(t *testing.T) {
 // waits on) within admin.FollowKeepAlive, while the run goes on.
 func TestFollowerLeavingFreesItsSlot(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{real: true})
+	b := setup(t, options{real: true, perClient: admin.MaxFollowers})
 	b.call(t, "POST", "/v1/runs", `{"id": "left", "nodes": [{"id": "a", "kind": "noop"}]}`, http.StatusCreated, nil)
 	ctx, cancel := context.WithCancel(t.Context())
 	for range admin.MaxFollowers {

@@ -51,6 +51,10 @@ func TestLocalPath(t *testing.T) {
 		"https://evil.example/": "",
 		"runs":                  "",
 		"/runs\r\nX: y":         "",
+		"/\t/evil.example":      "",
+		"/ /evil.example":       "",
+		"/runs/x#frag":          "/runs/x",
+		"/%09/evil.example":     "/%09/evil.example",
 	} {
 		assert.Equal(t, want, localPath(in), in)
 	}

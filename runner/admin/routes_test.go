@@ -16,7 +16,7 @@ import (
 func TestToken(t *testing.T) {
 	t.Parallel()
 	const token = "s3cret-token-for-the-test"
-	b := setup(t, options{token: token})
+	b := setup(t, options{token: token, wrongBurst: 1000}) // security_test.go: the throttle
 
 	for _, path := range []string{"/v1/runs", "/v1/runs/x", "/v1/nothing", "/monitor/", "/monitor/api/queues"} {
 		for _, auth := range []string{"", "Bearer wrong-token", "Basic " + token, "Bearer", token} {

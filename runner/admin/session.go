@@ -54,18 +54,28 @@ func (s sessions) issue() (string, time.Time) {
 // valid reports whether v is a session this token issued that has not
 // expired.
 func (s sessions) valid(v string) bool {
+	_, ok := s.check(v)
+	return ok
+}
+
+// check is valid that also returns the session's random id, which names
+// one login in audit lines without being usable as the cookie.
+func (s sessions) check(v string) (string, bool) {
 	i := strings.LastIndexByte(v, '.')
 	if i < 0 || !strings.HasPrefix(v, "v1.") {
-		return false
+		return "", false
 	}
 	payload, sig := v[:i], v[i+1:]
 	if !hmac.Equal([]byte(sig), []byte(s.mac(payload))) {
-		return false
+		return "", false
 	}
 	parts := strings.Split(payload, ".")
 	if len(parts) != 3 {
-		return false
+		return "", false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	return err == nil && s.now().Before(time.Unix(exp, 0))
+	if err != nil || !s.now().Before(time.Unix(exp, 0)) {
+		return "", false
+	}
+	return parts[2], true
 }

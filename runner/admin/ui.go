@@ -134,9 +134,7 @@ func (u *ui) render(w http.ResponseWriter, r *http.Request, code int, name, bloc
 	h := w.Header()
 	h.Set("Content-Type", "text/html; charset=utf-8")
 	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("X-Frame-Options", "DENY")
-	h.Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	h.Set("Content-Security-Policy", pagePolicy) // headers.go; secureHeaders set the rest
 	w.WriteHeader(code)
 	_, _ = w.Write(buf.Bytes())
 }

@@ -42,7 +42,7 @@ type ExecOptions struct {
 	// RedisURL, when set, is handed to the commands StoreCommands names as
 	// BATON_REDIS_URL, with Prefix as BATON_PREFIX: the worker's Redis and
 	// key prefix, so the command can keep its own fenced checkpoints (a
-	// LangGraph saver, see examples/langgraph-js). Such a command can do
+	// LangGraph saver, see js). Such a command can do
 	// anything in that Redis, to any run: name only trusted commands.
 	// Default (empty): no command gets either.
 	RedisURL string
@@ -424,13 +424,7 @@ func traceEnv(ctx context.Context) []string {
 // then the lease's and the store's. secrets receives what references
 // resolved to.
 func (k *execKind) execEnv(ctx context.Context, in map[string]envValue, t *runner.Task, store []string, secrets *[]string) ([]string, error) {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		if envNamed(k.pass, name) {
-			env = append(env, kv)
-		}
-	}
+	env := passEnv(k.pass)
 	for _, key := range slices.Sorted(maps.Keys(in)) {
 		if key == "" || strings.ContainsAny(key, "=\x00") {
 			return nil, permanentf("exec", "env", "%q is not a valid variable", key)
@@ -458,6 +452,25 @@ func (k *execKind) execEnv(ctx context.Context, in map[string]envValue, t *runne
 
 // envNamed reports whether names holds name, or a prefix of it ending
 // in "*".
+// PassEnv returns the runner's variables a job it starts may see: PATH,
+// HOME, LANG and TZ, and those that names lists (NAME, or PREFIX_* for
+// every variable starting so; the operator's EXEC_ENV). Everything else
+// of the runner's environment (its token, its Redis credentials, its
+// webhook secret) stays with the runner. The exec kind and the graph
+// workers both build their children's environment from it.
+func PassEnv(names []string) []string { return passEnv(slices.Concat(execBaseEnv, names)) }
+
+func passEnv(pass []string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if envNamed(pass, name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
 func envNamed(names []string, name string) bool {
 	for _, n := range names {
 		if n == name || (strings.HasSuffix(n, "*") && strings.HasPrefix(name, n[:len(n)-1])) {

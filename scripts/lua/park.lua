@@ -23,7 +23,8 @@ KEYS[2] run hash
 KEYS[3] run event stream
 KEYS[4] lease index (zset: ref -> lease_until ms)
 KEYS[5] finished index (zset: "thread:run:" -> ms when the run ended)
-KEYS[6] waits index (zset: ref -> ms when the wait times out)
+KEYS[6] waits index (zset: ref -> ms when the sweeper next looks at the
+        wait: its timeout, or its thread state's keep-alive, wait_keep.lua)
 
 ARGV[1]  node id
 ARGV[2]  worker id
@@ -98,12 +99,14 @@ rcall('HINCRBY', nodeKey, 'releases', 1)
 rcall('HINCRBY', runKey, 'waiting', 1) -- for listings (enqueue list)
 rcall('HSET', nodeKey, 'state', 'WAITING', 'wait', request, 'wait_id', waitID, 'wait_at', nowS,
   'end_op', 'park', 'end_claim', endedWith(f[4], 'park', claimID, 4))
-rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default')
+rcall('HDEL', nodeKey, 'resume', 'resumed_wait', 'wait_timeout_at', 'wait_on_timeout', 'wait_default', 'wait_keep_at')
 if timeout > 0 then
   local due = int(now + timeout)
   rcall('HSET', nodeKey, 'wait_timeout_at', due, 'wait_on_timeout', onTimeout, 'wait_default', default)
-  rcall('ZADD', waitsKey, due, ref)
 end
+-- Due at once: wait_keep.lua (called by the parker, else by the sweeper)
+-- keeps the thread's state alive and scores the entry by the timeout.
+rcall('ZADD', waitsKey, nowS, ref)
 rcall('XADD', evKey, 'MAXLEN', '~', maxlen, '*', 'type', 'parked',
   'node', nodeID, 'epoch', epoch, 'worker', worker, 'at', nowS, 'wait_id', waitID, 'request', request)
 return out({1, waitID})

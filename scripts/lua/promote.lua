@@ -11,7 +11,14 @@ one step:
      was not rolled back yet, everything it wrote to the thread's
      checkpoints is removed (lib/rollback.lua), once: the thread's state is
      what it was before that run, before any later run starts. A rollback
-     run cancelled while queued removes nothing;
+     run cancelled while queued removes nothing. The ended run's keys are
+     written (field rolled_back_by, a rolled_back event) only while they
+     exist: a run the retention packed into one key (lib/pack.lua), or
+     whose keys expired, is read from its packed key, or taken as ended,
+     and never written again; the rollback run then records it alone
+     (field rolled_back, and the event on its stream). It always records
+     it (field rolled_back: the target), so a second rollback of the
+     same run finds it;
   2. the queue's head becomes the active run, RUNNING, and its nodes
      without dependencies READY. A head that was cancelled while queued is
      only taken off the queue (code 2): call again for the next.
@@ -27,8 +34,10 @@ KEYS[6]   the thread's checkpoint hash (ns -> last version assigned)
 KEYS[7]   the head's event stream (the head is ARGV[8])
 KEYS[8]   the active run's event stream (any key of the thread when none)
 KEYS[9..] the hashes of the queued runs, in the order of ARGV[8..]; then
-          per namespace of ARGV, four keys: versions zset, data hash, ids
-          hash, pending writes hash; then the head's node hashes
+          their event streams, in the same order; then the active run's
+          packed key (Keys.Packed); then per namespace of ARGV, four keys:
+          versions zset, data hash, ids hash, pending writes hash; then the
+          head's node hashes
 
 ARGV[1]   the thread's active-run key as the caller read it ("" if absent)
 ARGV[2]   thread id
@@ -56,9 +65,11 @@ local activeKey, activeRunKey, queueKey, queuedKey = KEYS[1], KEYS[2], KEYS[3], 
 local readyKey, cpKey, evKey, activeEvKey = KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local active, thread, refPrefix, maxlen, who = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
 local nq, nns = tonumber(ARGV[6]), tonumber(ARGV[7])
--- KEYS[8 + i] is queued run i's hash; KEYS[firstNS + 4*(j-1) ..] namespace
--- j's keys; KEYS[firstNode + i] the head's node i, ARGV[firstNodeID + i] its id.
-local firstNS = 9 + nq
+-- KEYS[8 + i] is queued run i's hash, KEYS[8 + nq + i] its stream;
+-- KEYS[firstNS + 4*(j-1) ..] namespace j's keys; KEYS[firstNode + i] the
+-- head's node i, ARGV[firstNodeID + i] its id.
+local packedKey = KEYS[9 + 2 * nq]
+local firstNS = 10 + 2 * nq
 local firstNode, firstNodeID = firstNS + 4 * nns - 1, 7 + nq + nns
 
 if (rcall('GET', activeKey) or '') ~= active then return -23 end
@@ -74,6 +85,13 @@ end
 if rcall('HLEN', cpKey) ~= nns then return -23 end
 
 local st = rcall('HMGET', activeRunKey, 'status', 'rolled_back_by')
+local live = st[1] ~= false -- the active run's hash exists: its keys may be written
+if not live then
+--@include pack
+--@include unpack
+  local packed = unpackRunFields(rcall('GET', packedKey))
+  if packed then st = {packed.status, packed.rolled_back_by} end
+end
 if st[1] == 'RUNNING' or st[1] == 'QUEUED' then
   if active == '' then return {-21, thread} end
   return {-21, active}
@@ -85,19 +103,27 @@ end
 local activeID = active
 if active == '' and st[1] then activeID = thread end
 if activeID ~= '' and not st[2] then
+  local target, done = nil, false
   for i = 1, nq do
-    local q = rcall('HMGET', KEYS[8 + i], 'status', 'rollback_of')
-    if q[1] == 'QUEUED' and q[2] == activeID then
-      local removed = 0
-      for j = 1, nns do
-        local k = firstNS + 4 * (j - 1)
-        removed = removed + rollbackNS({KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]}, activeID)
-      end
-      rcall('HSET', activeRunKey, 'rolled_back_by', queue[i])
-      rcall('XADD', activeEvKey, 'MAXLEN', '~', maxlen, '*', 'type', 'rolled_back',
-        'node', '', 'epoch', '0', 'worker', who, 'at', nowS, 'by', queue[i], 'checkpoints', int(removed))
-      break
+    local q = rcall('HMGET', KEYS[8 + i], 'status', 'rollback_of', 'rolled_back')
+    if q[3] == activeID then done = true end
+    if not target and q[1] == 'QUEUED' and q[2] == activeID then target = i end
+  end
+  if target and not done then
+    local removed = 0
+    for j = 1, nns do
+      local k = firstNS + 4 * (j - 1)
+      removed = removed + rollbackNS({KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3]}, activeID)
     end
+    local by = queue[target]
+    rcall('HSET', KEYS[8 + target], 'rolled_back', activeID)
+    local ev = KEYS[8 + nq + target]
+    if live then
+      rcall('HSET', activeRunKey, 'rolled_back_by', by)
+      ev = activeEvKey
+    end
+    rcall('XADD', ev, 'MAXLEN', '~', maxlen, '*', 'type', 'rolled_back',
+      'node', '', 'epoch', '0', 'worker', who, 'at', nowS, 'by', by, 'of', activeID, 'checkpoints', int(removed))
   end
 end
 

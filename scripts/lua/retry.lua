@@ -5,9 +5,10 @@ node goes back to READY (all its deps SUCCEEDED) or BLOCKED (remaining
 recomputed: its deps that did not succeed, themselves re-run), as a claim
 would fence it: its epoch grows by one and its claim id is cleared, so a
 late write from any earlier attempt is refused (stale epoch) and recorded
-as stale_rejected. Its attempts used start again from zero: releases is set
-to attempt (claim.lua and fail.lua count attempt - releases against
-max_attempts), so the node gets max_attempts again while attempt itself,
+as stale_rejected. Its wait and the answer its earlier attempt read are
+cleared: a re-run node that parks asks again. Its attempts used start
+again from zero: releases is set to attempt (claim.lua and fail.lua count
+attempt - releases against max_attempts), so the node gets max_attempts again while attempt itself,
 and the task ids made from it, keep growing. The run becomes RUNNING, its
 counters (terminal: the SUCCEEDED nodes; failed; cancel flag and reason)
 reset and its time to live (retention) removed.
@@ -25,7 +26,8 @@ Idempotent: the same retry id again finds its own earlier retry (code 2),
 however many retries under other ids came after it: every retry id is
 kept, as field "retry:<id>" of the run hash, for the run's retention;
 a run RUNNING already (retried under another id, or never finished) is
-left alone (code 3).
+left alone (code 3), and refused (-24) while one of its nodes waits for a
+resume.
 
 KEYS[1]   run hash
 KEYS[2]   run event stream
@@ -55,6 +57,9 @@ Returns
   {3, run_status}   the run is RUNNING already: nothing changed
   -1                run missing
   {-24, run_status} nothing to retry: the run SUCCEEDED, or is QUEUED
+  {-24, "RUNNING", node_id, wait_id}
+                    the run is RUNNING and node_id waits on wait_id (a
+                    wait still open): nothing changed
   {-14, active_run} the thread's active run is another run
 ]]
 local rcall = redis.call
@@ -90,7 +95,15 @@ local function readyNodes(out)
 end
 
 if retryID ~= '' and r[2] then return readyNodes({2, status}) end
-if status == 'RUNNING' then return {3, status} end
+if status == 'RUNNING' then
+  -- A node still waits for a resume: refused, naming it (its answer,
+  -- or a cancel, comes first).
+  for i = firstNode + 1, #KEYS do
+    local w = rcall('HMGET', KEYS[i], 'state', 'wait_id')
+    if w[1] == 'WAITING' then return {-24, status, ARGV[i], w[2] or ''} end
+  end
+  return {3, status}
+end
 if status ~= 'FAILED' and status ~= 'CANCELLED' then return {-24, status} end
 -- A run without a thread is active while the key is absent (submit.lua).
 local active = rcall('GET', activeKey) or ''
@@ -130,7 +143,12 @@ for i = firstNode + 1, #KEYS do
     rcall('HSET', key, 'state', state, 'remaining', remaining, 'epoch', epoch, 'claim', '', 'owner', '',
       'releases', n[4], 'error', '', 'progress', 0, 'lease_until', 0, 'ready_at', now,
       'end_op', 'retry')
-    rcall('HDEL', key, 'result', 'finished_at', 'prev_owner')
+    -- A re-run asks again: the answers its earlier attempts got (an
+    -- approval, a timed-out wait's error) are not its to read. The
+    -- record of each answer ("answer:<wait id>") stays for resume.lua's
+    -- replay.
+    rcall('HDEL', key, 'result', 'finished_at', 'prev_owner', 'resume', 'resumed_wait', 'wait', 'wait_id',
+      'wait_at', 'wait_timeout_at', 'wait_on_timeout', 'wait_default')
     if state == 'READY' then
       rcall('ZADD', readyKey, now, refPrefix .. id)
       out[#out + 1] = id

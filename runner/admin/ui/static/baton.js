@@ -1,7 +1,35 @@
 // baton's run and fleet views: refresh the live part of a page while it
 // changes, open a node's details on click, confirm a cancel. No library.
+//
+// Nothing the page holds as a string (a node id from the address bar, a
+// message) becomes markup: it goes into the DOM as text. The only HTML the
+// script inserts is a fragment this server rendered (html/template, every
+// value escaped) and answered to a same-origin fetch, and it goes through
+// the one Trusted Types policy the page's content policy allows, so any
+// other innerHTML assignment is refused by the browser.
 (function () {
   "use strict";
+  var serverPolicy = window.trustedTypes && window.trustedTypes.createPolicy
+    ? window.trustedTypes.createPolicy("baton", {createHTML: function (s) { return s; }})
+    : {createHTML: function (s) { return s; }};
+
+  // serverHTML puts a fragment this server answered into el; anything
+  // else (another origin, not HTML) is refused.
+  function serverHTML(el, r, text) {
+    var type = r.headers.get("Content-Type") || "";
+    if (new URL(r.url, location.href).origin !== location.origin || type.indexOf("text/html") !== 0) return false;
+    el.innerHTML = serverPolicy.createHTML(text);
+    return true;
+  }
+
+  // message replaces el's content with one paragraph of plain text.
+  function message(el, cls, text) {
+    var p = document.createElement("p");
+    p.className = cls;
+    p.textContent = text;
+    el.replaceChildren(p);
+  }
+
   var live = document.getElementById("live");
   var detail = document.getElementById("detail");
   var selected = null;
@@ -27,9 +55,9 @@
     if (hashNode() !== id && history.replaceState) history.replaceState(null, "", "#node=" + encodeURIComponent(id));
     markSelected();
     fetch(detail.getAttribute("data-base") + encodeURIComponent(id), {credentials: "same-origin"})
-      .then(function (r) { return r.text().then(function (t) { return {ok: r.ok, text: t}; }); })
+      .then(function (r) { return r.text().then(function (t) { return {resp: r, text: t}; }); })
       .then(function (r) {
-        detail.innerHTML = r.ok ? r.text : '<p class="error">Could not load node ' + id + "</p>";
+        if (!r.resp.ok || !serverHTML(detail, r.resp, r.text)) message(detail, "error", "Could not load node " + id);
       })
       .catch(function () {});
   }
@@ -65,12 +93,11 @@
       fetch(live.getAttribute("data-src"), {credentials: "same-origin"})
         .then(function (r) {
           if (r.status === 401) { window.location = "/login?next=" + encodeURIComponent(location.pathname); }
-          return r.ok ? r.text() : null;
+          return r.ok ? r.text().then(function (t) { return {resp: r, text: t}; }) : null;
         })
-        .then(function (html) {
+        .then(function (got) {
           busy = false;
-          if (html === null || html === undefined) return;
-          live.innerHTML = html;
+          if (!got || !serverHTML(live, got.resp, got.text)) return;
           markSelected();
           var s = live.querySelector(".summary[data-active]");
           var active = s ? s.getAttribute("data-active") === "true" : true;

@@ -1,0 +1,272 @@
+"""The graph worker: ``python -m baton_langgraph.worker``, a long-lived
+process a baton runner starts (LANGGRAPH_CONFIG) to run the graphs of a
+LangGraph project, many attempts at once on one asyncio loop.
+
+The runner keeps ownership: it claims each node, renews its lease, commits
+its outcome and cancels it. This process only runs graphs. It speaks JSON
+lines on stdin (from the runner) and on the stdout it was started with (to
+the runner); what graphs print goes to stderr. The protocol is in
+docs/graph-workers.md. Every checkpoint an attempt writes goes through a
+BatonSaver holding that attempt's lease, so a write from an attempt whose
+claim is gone is refused by the store, whatever this process believes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import signal
+import sys
+import traceback
+from typing import Any
+
+import redis as redis_sync
+import redis.asyncio as redis_async
+
+from .errors import BatonError, is_fenced
+from .graphs import GraphSpec, load
+from .lease import Lease
+from .node import RESUME_KEY, RUN_KEY, _jsonable, _pending, _plan, wait_request
+from .saver import BatonSaver
+
+MODES = {"values": "values", "updates": "updates", "messages": "messages", "messages-tuple": "messages",
+         "custom": "custom", "tasks": "tasks", "checkpoints": "checkpoints", "debug": "debug"}
+"""Stream modes an attempt may ask for (LangGraph SDK names) and the graph's
+mode each is; "messages-tuple" is the SDK's name of the graph's "messages"."""
+
+_ABSENT = object()
+
+
+def _default(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return dataclasses.asdict(v)
+    return _jsonable(v)
+
+
+def dumps(v: Any) -> str:
+    """Compact JSON of what a graph yields: messages by model_dump, an
+    Interrupt as {"value", "id"}, anything else unknown as its repr. NaN
+    and infinities are refused (ValueError): they are not JSON."""
+    return json.dumps(v, default=_default, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class Channel:
+    """The runner's end: one JSON object per line, written whole. Writes
+    block the loop when the runner does not read (it is paused): the
+    attempts stop with it, at their next chunk."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def send(self, msg: dict[str, Any]) -> None:
+        try:
+            line = dumps(msg)
+        except (TypeError, ValueError) as e:
+            line = dumps({"type": "error", "id": msg.get("id"), "permanent": True,
+                          "error": f"baton: graph worker: {msg.get('type')} is not JSON: {e}"})
+        data = (line + "\n").encode()
+        while data:
+            n = os.write(self.fd, data)
+            data = data[n:]
+
+
+class Attempt:
+    """One attempt the runner handed over: its asyncio task and whether the
+    runner asked it to stop at the end of the super-step (shutdown)."""
+
+    def __init__(self, msg: dict[str, Any]) -> None:
+        self.id: str = msg["id"]
+        self.msg = msg
+        self.stop = False
+        self.task: asyncio.Task[None] | None = None
+
+
+class Worker:
+    def __init__(self, chan: Channel, init: dict[str, Any]) -> None:
+        self.chan = chan
+        self.prefix = init.get("prefix") or "baton"
+        url = init.get("redis_url")
+        if not url:
+            raise BatonError("baton: graph worker: init has no redis_url")
+        self.redis = redis_sync.Redis.from_url(url, decode_responses=True)
+        self.aredis = redis_async.Redis.from_url(url, decode_responses=True)
+        self.graphs: dict[str, GraphSpec] = {}
+        self.attempts: dict[str, Attempt] = {}
+
+    def load(self, graphs: dict[str, str]) -> None:
+        for gid, ref in graphs.items():
+            spec = load(gid, ref)
+            if spec.own_checkpointer:
+                print(f"baton: graph {gid!r} was compiled with a checkpointer of its own "
+                      f"({spec.own_checkpointer}); baton replaces it with its fenced saver, "
+                      "as LangGraph's server does", file=sys.stderr, flush=True)
+            self.graphs[gid] = spec
+
+    def handle(self, msg: dict[str, Any]) -> None:
+        kind, aid = msg.get("type"), msg.get("id")
+        if kind == "run" and isinstance(aid, str):
+            att = Attempt(msg)
+            self.attempts[aid] = att
+            att.task = asyncio.create_task(self.serve(att))
+        elif kind == "cancel" and aid in self.attempts:
+            task = self.attempts[aid].task
+            if task is not None:
+                task.cancel(msg.get("reason") or "cancelled by the runner")
+        elif kind == "stop" and aid in self.attempts:
+            self.attempts[aid].stop = True
+
+    async def serve(self, att: Attempt) -> None:
+        try:
+            out = await self.attempt(att)
+        except asyncio.CancelledError:
+            out = {"type": "cancelled"}
+        except BaseException as e:  # noqa: BLE001: every failure is the attempt's outcome
+            out = {"type": "lost" if is_fenced(e) else "error", "error": f"{type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc(), "permanent": _permanent(e)}
+        finally:
+            self.attempts.pop(att.id, None)
+        out["id"] = att.id
+        self.chan.send(out)
+
+    async def attempt(self, att: Attempt) -> dict[str, Any]:
+        msg = att.msg
+        spec = self.graphs.get(msg.get("graph", ""))
+        if spec is None:
+            raise BatonError(f"baton: unknown graph {msg.get('graph')!r} (this worker serves: "
+                             f"{', '.join(sorted(self.graphs)) or 'none'})")
+        modes = [MODES[m] for m in msg.get("stream_mode") or []]
+        lease = Lease(thread=msg["thread"], run=msg["run"], node=msg["node"], epoch=msg["epoch"],
+                      claim=msg["claim"], worker=msg["worker"], incarnation=msg.get("incarnation") or "")
+        saver = BatonSaver(redis=self.redis, aredis=self.aredis, prefix=self.prefix, lease=lease)
+        cfg: dict[str, Any] = dict(msg.get("config") or {})
+        cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
+        cfg["metadata"] = {**cfg.get("metadata", {}), RUN_KEY: lease.run}
+        graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver})
+        # The thread's latest checkpoint decides. One written by another
+        # run (or none: a new thread) starts this run's input, and needs no
+        # state computed; the run's own means a takeover or a resume.
+        latest_cp = await saver.aget_tuple({"configurable": {"thread_id": lease.thread, "checkpoint_ns": ""}})
+        if latest_cp is None or (latest_cp.metadata or {}).get(RUN_KEY) != lease.run:
+            state: Any = _LazyState(graph, cfg)
+            plan = "start"
+        else:
+            state = await graph.aget_state(cfg)
+            plan = _plan(state, lease.run)
+        if plan == "done":  # the previous attempt finished, uncommitted
+            return {"type": "done", "result": state.values}
+        if isinstance(state, _LazyState) and (msg.get("command") or {}).get("resume", _ABSENT) is not _ABSENT:
+            state = await state.get()  # a Command(resume) needs the interrupts the thread is stopped on
+        what, run_cfg = _what(state, plan, msg, cfg)
+        if what is _ABSENT:  # stopped on interrupt() and not answered: ask again
+            return {"type": "interrupt", "request": wait_request(_pending(state))}
+        internal = list(dict.fromkeys([*modes, "values", "updates"]))
+        latest: Any = _ABSENT
+        asked: list[Any] = []
+        async for mode, data in graph.astream(what, run_cfg, stream_mode=internal, durability="sync"):
+            if mode == "updates" and isinstance(data, dict) and "__interrupt__" in data:
+                asked.extend(data["__interrupt__"])
+            elif mode == "values":
+                latest = data
+            if mode in modes:
+                self.chunk(att.id, mode, data)
+            if att.stop and mode == "values":
+                # The super-step is checkpointed (durability "sync"): the
+                # runner releases the node and a takeover resumes here.
+                return {"type": "stopped"}
+        if asked:
+            return {"type": "interrupt", "request": wait_request(asked)}
+        if latest is _ABSENT:
+            latest = (await graph.aget_state(cfg)).values
+        return {"type": "done", "result": latest}
+
+    def chunk(self, aid: str, mode: str, data: Any) -> None:
+        if mode == "messages" and isinstance(data, tuple):
+            data = list(data)
+        self.chan.send({"type": "chunk", "id": aid, "event": mode, "data": data})
+
+
+class _LazyState:
+    """The thread's state, not computed: a run that starts on another run's
+    checkpoint needs it only for a Command(resume)."""
+
+    def __init__(self, graph: Any, cfg: dict[str, Any]) -> None:
+        self.graph, self.cfg = graph, cfg
+
+    async def get(self) -> Any:
+        return await self.graph.aget_state(self.cfg)
+
+
+def _permanent(e: BaseException) -> bool:
+    """Whether a failure is the input's, so that retrying cannot help: bad
+    input caught by baton, or state LangGraph's serializer cannot encode."""
+    if is_fenced(e):
+        return False
+    if isinstance(e, BatonError):
+        return True
+    return isinstance(e, TypeError) and "serializable" in str(e)
+
+
+def _what(state: Any, plan: str, msg: dict[str, Any], cfg: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """What astream gets: None to go on after a takeover, Command(resume=...)
+    with the answer of the wait the node parked on, _ABSENT to ask the
+    pending interrupts again, or the run's input (or Command) to start.
+    One answer goes to one interrupt: the checkpoints written with an answer
+    record its wait (metadata baton_resume), as run_node does."""
+    from langgraph.types import Command
+    resume = msg.get("resume")
+    if plan == "resume":
+        wait = resume.get("wait") if resume else None
+        if wait:
+            cfg = {**cfg, "metadata": {**cfg["metadata"], RESUME_KEY: wait}}
+        if not _pending(state):
+            return None, cfg
+        meta = getattr(state, "metadata", None) or {}
+        if resume is None or (wait and meta.get(RESUME_KEY) == wait):
+            return _ABSENT, cfg
+        return Command(resume=resume.get("value")), cfg
+    command = msg.get("command")
+    if command:
+        if "resume" in command and not _pending(state):
+            raise BatonError(f"baton: Command(resume) for thread {cfg['configurable']['thread_id']!r}, "
+                             "which is stopped on no interrupt")
+        return Command(**{k: command[k] for k in ("resume", "update", "goto") if k in command}), cfg
+    return (msg["input"] if "input" in msg else {}), cfg
+
+
+async def main() -> int:
+    # The protocol keeps the stdout the runner reads; fd 1 becomes stderr,
+    # so a graph's print() cannot corrupt it.
+    chan = Channel(os.dup(1))
+    os.dup2(2, 1)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the runner decides when this process ends
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=64 << 20)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    line = await reader.readline()
+    try:
+        init = json.loads(line)
+        w = Worker(chan, init)
+        w.load(init.get("graphs") or {})
+    except BaseException as e:  # noqa: BLE001: reported to the runner, which stops
+        chan.send({"type": "fatal", "error": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
+        return 3
+    chan.send({"type": "ready", "pid": os.getpid(), "graphs": sorted(w.graphs)})
+    while line := await reader.readline():
+        try:
+            msg = json.loads(line)
+        except ValueError as e:
+            print(f"baton: graph worker: a line from the runner is not JSON: {e}", file=sys.stderr, flush=True)
+            continue
+        w.handle(msg)
+    # stdin closed: the runner is gone, and with it every lease.
+    tasks = [a.task for a in w.attempts.values() if a.task is not None]
+    for t in tasks:
+        t.cancel("the runner closed the channel")
+    await asyncio.gather(*tasks, return_exceptions=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))
