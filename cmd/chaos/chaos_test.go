@@ -32,7 +32,7 @@ func (b *syncBuffer) String() string {
 }
 
 // TestChaosFixedSeed runs the whole harness for 55 s of faults on a fixed
-// seed, conversations included, and fails on any violation: the guarantees
+// seed, conversations, limits and waits included, and fails on any violation: the guarantees
 // hold under every kind of fault, every time the suite runs.
 func TestChaosFixedSeed(t *testing.T) {
 	if testing.Short() {
@@ -83,4 +83,13 @@ func TestChaosFixedSeed(t *testing.T) {
 	}
 	require.Greater(t, th.Checkpoints, 100, "checkpoints accepted")
 	require.Greater(t, th.Resumes, 10, "attempt starts checked")
+	// The flow runs claimed under every limit, and nodes parked and were
+	// resumed, some resumes sent again.
+	fl := res.report.Flow
+	require.NotNil(t, fl)
+	for _, l := range flowLimits {
+		require.Positive(t, fl.Claims[l.Name], "claims under %s", l.Name)
+	}
+	require.Positive(t, fl.Resumed, "waits resumed")
+	require.Greater(t, fl.ResumeOps, fl.Resumed, "resumes sent again")
 }

@@ -120,6 +120,21 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 		conv = newConversations(h.work.client, cfg.seed, cfg.threads, log, h.work.addRun)
 	}
 
+	var fl *flow
+	if cfg.flow >= 0 {
+		n := cfg.flow
+		if n == 0 {
+			n = max(int(cfg.duration/(2*time.Second)), 1)
+		}
+		if fl, err = newFlow(h.work.client, h.redis.Addr(), cfg.seed, n, log, h.work.addRun); err != nil {
+			return nil, err
+		}
+		defer fl.close()
+		if err := fl.setLimits(ctx); err != nil {
+			return nil, err
+		}
+	}
+
 	sched := plan(cfg.seed, cfg.duration, classes, h.timing)
 	log.Info("fault_window", "seed", cfg.seed, "duration", cfg.duration, "faults_planned", len(sched),
 		"runs", runs, "runners", cfg.runners, "out", out)
@@ -129,7 +144,13 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	wg.Add(2)
 	go func() { defer wg.Done(); inj.run(ctx, start, sched) }()
 	go func() { defer wg.Done(); h.work.submitAll(ctx, cfg.duration) }()
-	stopSampling := func() {}
+	stopSampling, stopResuming := func() {}, func() {}
+	if fl != nil {
+		stopResuming = fl.startResuming(ctx)
+		wg.Add(2)
+		go func() { defer wg.Done(); fl.submitAll(ctx, cfg.duration) }()
+		go func() { defer wg.Done(); fl.changeLimits(ctx, cfg.duration) }()
+	}
 	if conv != nil {
 		stopSampling = conv.startSampling(ctx)
 		wg.Add(1)
@@ -144,6 +165,9 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 
 	// Heal: every link clean, every runner running, and let the runs end.
 	log.Info("healing")
+	if fl != nil {
+		fl.proxy.Heal()
+	}
 	for _, s := range h.runners {
 		s.proxy.Heal()
 		if err := s.ensureRunning(); err != nil {
@@ -154,6 +178,7 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	open := h.work.waitTerminal(ctx, settled.Add(cfg.settle))
 	settleTook := time.Since(settled)
 	stopSampling()
+	stopResuming()
 	log.Info("settled", "open_runs", open, "took", settleTook.Round(time.Millisecond))
 
 	// Drain the fleet so every history is complete, then read the outcome.
@@ -179,6 +204,17 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 		}
 		threads = conv.input()
 		if err := writeLines(filepath.Join(out, "threads.json"), []*check.ThreadInput{threads}); err != nil {
+			return nil, err
+		}
+	}
+
+	var flowIn *check.FlowInput
+	if fl != nil {
+		if err := fl.readEnd(readCtx); err != nil {
+			notes = append(notes, "reading the limits' use at the end: "+err.Error())
+		}
+		flowIn = fl.input()
+		if err := writeLines(filepath.Join(out, "flow.json"), []*check.FlowInput{flowIn}); err != nil {
 			return nil, err
 		}
 	}
@@ -211,7 +247,7 @@ func runHarness(ctx context.Context, cfg config, log *slog.Logger) (*result, err
 	log.Info("checking", "ops", len(ops), "admits", len(admits), "runs", len(final))
 	rep := check.Check(check.Input{Ops: ops, Faults: faults, Admits: admits, Submitted: h.work.Accepted(),
 		SubmitRefused: h.work.Refused(),
-		Runs:          final, Dependents: h.work.dependents(), OutDir: out, Threads: threads, Workers: workers,
+		Runs:          final, Dependents: h.work.dependents(), OutDir: out, Threads: threads, Flow: flowIn, Workers: workers,
 		Bounds: check.Bounds{LeaseTTL: h.timing.LeaseTTL, Grace: h.timing.Grace, Sweep: h.timing.Sweep, Slack: cfg.slack}})
 	rep.Notes = append(rep.Notes, notes...)
 	for _, s := range h.runners {

@@ -9,10 +9,15 @@
 // (threads.go) submit runs to threads with every multitask strategy
 // (reject, enqueue, interrupt, rollback) and without a thread, cancel some,
 // and run Go nodes (on agent workers, cmd/chaos/agent) and exec nodes that
-// save a checkpoint every step. Then it heals everything, waits for the runs to
+// save a checkpoint every step. And runs of the flow workload (flow.go)
+// name fleet-wide limits (a concurrency of 1, of 3, a rate) the harness set
+// as an operator does, or park a node that the harness resumes, some
+// resumes with their reply lost and sent again, some answered twice.
+// Then it heals everything, waits for the runs to
 // end, and checks what happened (package internal/chaos/check): the
 // runners' protocol histories against a model of the node register, and
-// the outcome against baton's guarantees.
+// the outcome against baton's guarantees, the limits and the waits
+// included.
 //
 //	go run ./cmd/chaos -seed 7 -duration 5m -runners 3 -threads 6 -out /tmp/chaos
 //
@@ -48,6 +53,7 @@ type config struct {
 	agents   int           // agent workers (the conversations' Go kind)
 	threads  int           // conversations; 0: none
 	runs     int           // 0: two runs per second of the window
+	flow     int           // limits-and-waits runs; 0: one per 2 s of the window, -1: none
 	out      string        // empty: a new temporary directory, kept for a post-mortem
 	slack    time.Duration // takeover bound's allowance for delivery
 	bin      string        // prebuilt binaries; empty: go build
@@ -68,6 +74,7 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&cfg.threads, "threads", 6, "conversations: threads whose runs use every multitask strategy and save checkpoints (0: none)")
 	fs.IntVar(&cfg.agents, "agents", 2, "agent workers, serving the conversations' Go nodes (with -threads)")
 	fs.IntVar(&cfg.runs, "runs", 0, "runs to submit (0: two per second of the window)")
+	fs.IntVar(&cfg.flow, "flow", 0, "runs naming limits or parking a node, resumed by the harness (0: one per 2 s of the window; -1: none)")
 	fs.StringVar(&cfg.out, "out", "", "directory for Redis's AOF, logs, histories and visualisations (default: a new temporary one)")
 	fs.DurationVar(&cfg.slack, "slack", time.Second, "allowance for delivery in the takeover bound")
 	fs.StringVar(&cfg.bin, "bin", "", "directory with prebuilt runner, downstream and agent binaries (default: go build)")
@@ -91,8 +98,8 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	if cfg.runners < 2 || cfg.duration < 10*time.Second || fs.NArg() > 0 || cfg.threads < 0 ||
-		(cfg.threads > 0 && cfg.agents < 2) {
-		fmt.Fprintln(stderr, "chaos: want -runners >= 2, -duration >= 10s, -threads >= 0, -agents >= 2 with threads, and no arguments")
+		(cfg.threads > 0 && cfg.agents < 2) || cfg.flow < -1 {
+		fmt.Fprintln(stderr, "chaos: want -runners >= 2, -duration >= 10s, -threads >= 0, -agents >= 2 with threads, -flow >= -1, and no arguments")
 		return 2
 	}
 	if cfg.threads == 0 {
@@ -127,7 +134,8 @@ func prepareOut(out string) error {
 	}
 	old, _ := filepath.Glob(filepath.Join(out, "porcupine-*.html"))
 	for _, f := range append(old, filepath.Join(out, "admits.jsonl"), filepath.Join(out, "faults.jsonl"),
-		filepath.Join(out, "runs.jsonl"), filepath.Join(out, "meta.json"), filepath.Join(out, "threads.json")) {
+		filepath.Join(out, "runs.jsonl"), filepath.Join(out, "meta.json"), filepath.Join(out, "threads.json"),
+		filepath.Join(out, "flow.json")) {
 		if err := os.Remove(f); err != nil && !os.IsNotExist(err) {
 			return err
 		}

@@ -65,6 +65,11 @@ func inputFrom(out string, slack time.Duration) (check.Input, meta, error) {
 		!os.IsNotExist(err) {
 		return in, m, err
 	}
+	// flow.json: what the limits-and-waits workload recorded; absent without it.
+	if err := readLines(filepath.Join(out, "flow.json"), func(f *check.FlowInput) { in.Flow = f }); err != nil &&
+		!os.IsNotExist(err) {
+		return in, m, err
+	}
 	err = readLines(filepath.Join(out, "runs.jsonl"), func(r finalRecord) {
 		if r.Run == nil {
 			return

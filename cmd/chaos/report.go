@@ -50,6 +50,38 @@ type summary struct {
 	Violations int            `json:"violations"`
 	// Threads sums up the conversations; absent without them.
 	Threads *threadSummary `json:"threads,omitempty"`
+	// Flow sums up the limits and waits; absent without them.
+	Flow *flowSummary `json:"flow,omitempty"`
+}
+
+// flowSummary is the limits-and-waits part of the JSON line.
+type flowSummary struct {
+	Claims     map[string]int `json:"claims"`   // claims and takeovers under each limit
+	MaxHeld    map[string]int `json:"max_held"` // most holders of each concurrency limit at once
+	Parks      int            `json:"parks"`
+	Resumed    int            `json:"resumed"`
+	ResumeOps  int            `json:"resume_calls"`
+	Replays    int            `json:"replays"`
+	Changes    int            `json:"limit_changes"`
+	Violations int            `json:"violations"`
+}
+
+// flowChecks are the limit and wait checks' names.
+var flowChecks = map[string]bool{"limit_held": true, "limit_rate": true, "wait_answer": true, "wait_value": true}
+
+func (r *result) flowSummary() *flowSummary {
+	f := r.report.Flow
+	if f == nil {
+		return nil
+	}
+	out := &flowSummary{Claims: f.Claims, MaxHeld: f.MaxHeld, Parks: f.Parks, Resumed: f.Resumed,
+		ResumeOps: f.ResumeOps, Replays: f.Replays, Changes: f.Changes}
+	for _, v := range r.report.Violations {
+		if flowChecks[v.Check] {
+			out.Violations++
+		}
+	}
+	return out
 }
 
 // threadSummary is the conversations' part of the JSON line.
@@ -156,6 +188,12 @@ func (r *result) print(w io.Writer) {
 		fmt.Fprintf(w, "              rollbacks applied %d (rolled_back events %d); attempt starts checked %d, undecided %d; thread violations %d\n",
 			ts.Rollbacks, t.RolledBackEvents, ts.Resumes, ts.Undecided, ts.Violations)
 	}
+	if fs := r.flowSummary(); fs != nil {
+		fmt.Fprintf(w, "  limits:     claims:%s; most held at once:%s; %d changes\n", countList(fs.Claims),
+			countList(fs.MaxHeld), fs.Changes)
+		fmt.Fprintf(w, "  waits:      %d parked, %d resumed; %d resume calls, %d answered as a replay; flow violations %d\n",
+			fs.Parks, fs.Resumed, fs.ResumeOps, fs.Replays, fs.Violations)
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(w, "  note: %s\n", n)
 	}
@@ -168,6 +206,7 @@ func (r *result) print(w io.Writer) {
 		}
 	}
 	line, _ := json.Marshal(summary{Seed: r.cfg.seed, DurationS: r.cfg.duration.Seconds(), Faults: counts,
-		Runs: len(r.final), Nodes: rep.Nodes, Ops: rep.Ops, Violations: len(rep.Violations), Threads: r.threadSummary()})
+		Runs: len(r.final), Nodes: rep.Nodes, Ops: rep.Ops, Violations: len(rep.Violations), Threads: r.threadSummary(),
+		Flow: r.flowSummary()})
 	fmt.Fprintln(w, string(line))
 }

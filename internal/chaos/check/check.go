@@ -42,6 +42,9 @@ type Input struct {
 	// Threads is what the conversation workload recorded; nil: it did not
 	// run, and the thread checks are skipped.
 	Threads *ThreadInput
+	// Flow is what the limits-and-waits workload recorded; nil: it did
+	// not run, and the limit and wait checks are skipped.
+	Flow *FlowInput
 }
 
 // RunFinal is a run as read back from Redis after the fault run.
@@ -81,7 +84,9 @@ type Worker struct {
 type Violation struct {
 	// linearizable, terminal, lost_run, submit, commits, history, admit,
 	// takeover, attempts; the thread checks: thread_active, thread_queue,
-	// interrupt, rollback, resume, ckpt_version, ckpt_fence, ckpt_lost.
+	// interrupt, rollback, resume, ckpt_version, ckpt_fence, ckpt_lost;
+	// the flow checks: limit_held, limit_rate, limit_leak, wait_answer,
+	// wait_value.
 	Check string
 	Run   string
 	Node  string
@@ -116,6 +121,8 @@ type Report struct {
 	Admits      int // admitted tokens
 	// Threads sums up the conversation workload; nil when it did not run.
 	Threads *ThreadFigures
+	// Flow sums up the limits-and-waits workload; nil when it did not run.
+	Flow *FlowFigures
 }
 
 // Check runs every check on in.
@@ -137,7 +144,7 @@ func Check(in Input) Report {
 			}
 		}
 	}
-	lin := checkLinear(in.Ops, in.Faults, in.Dependents, cancels, timeout, in.OutDir)
+	lin := checkLinear(in.Ops, in.Faults, in.Dependents, cancels, parksOf(in.Runs), in.Flow.rated(), timeout, in.OutDir)
 	r.Ops, r.Partitions, r.Phantoms = lin.ops, lin.partitions, lin.phantoms
 	r.Violations = append(r.Violations, lin.violations...)
 	for _, k := range lin.unknown {
@@ -152,6 +159,8 @@ func Check(in Input) Report {
 	r.Violations = append(r.Violations, checkTakeovers(in, &r)...)
 	r.Violations = append(r.Violations, checkAttempts(in)...)
 	r.Violations = append(r.Violations, checkThreads(in, &r)...)
+	r.Violations = append(r.Violations, checkLimits(in, &r)...)
+	r.Violations = append(r.Violations, checkWaits(in, &r)...)
 	return r
 }
 

@@ -39,8 +39,26 @@ type linearOutcome struct {
 // that cancel to each of the run's nodes that has operations: it ends a
 // node not RUNNING at once and sets the flag a RUNNING one's owner and
 // claimers see. nil: no run was cancelled.
+// parkAt is a parked event: the epoch of the claim it ended, and when (ms,
+// Redis's clock).
+type parkAt struct{ epoch, at int64 }
+
+// parksOf reads every parked event of the runs, by "run/node".
+func parksOf(runs map[string]RunFinal) map[string][]parkAt {
+	out := map[string][]parkAt{}
+	for id, f := range runs {
+		for _, e := range f.Events {
+			if e.Type == "parked" {
+				out[id+"/"+e.Node] = append(out[id+"/"+e.Node], parkAt{epoch: e.Epoch, at: e.At.UnixMilli()})
+			}
+		}
+	}
+	return out
+}
+
 func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]string,
-	cancels map[string]int64, timeout time.Duration, outDir string) linearOutcome {
+	cancels map[string]int64, parks map[string][]parkAt, rated map[string]bool, timeout time.Duration,
+	outDir string) linearOutcome {
 	var res linearOutcome
 	if len(ops) == 0 {
 		return res
@@ -88,7 +106,7 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 			continue // changes nothing whether or not it ran
 		}
 		in := input{Op: o.Op, Epoch: o.Epoch, Claim: o.Claim, Owner: o.Source, Outcome: o.Outcome,
-			Err: o.Err, Replay: o.Replay, End: o.End}
+			Err: o.Err, Replay: o.Replay, End: o.End, Rated: rated[o.Key()]}
 		ret := o.Ret
 		if o.Outcome == Unknown {
 			ret = end
@@ -157,6 +175,16 @@ func checkLinear(ops []Op, faults []Fault, dependents map[string]map[string][]st
 			call := at*int64(time.Millisecond) - int64(2*time.Millisecond)
 			add(k, input{Op: "cancel", Outcome: OK, Synth: "the run's cancel"}, call,
 				call+int64(5*time.Millisecond), clientOf("cancel"), false)
+		}
+	}
+	// A park is no history line either (the runners record claim,
+	// heartbeat, commit, fail, release, expire): it is placed at its
+	// parked event's time the same way, ending the claim of its epoch.
+	for _, k := range keys {
+		for _, pk := range parks[k] {
+			call := pk.at*int64(time.Millisecond) - int64(2*time.Millisecond)
+			add(k, input{Op: "park", Epoch: pk.epoch, Outcome: OK, Synth: "the parked event"}, call,
+				call+int64(5*time.Millisecond), clientOf("park"), false)
 		}
 	}
 	m := model()

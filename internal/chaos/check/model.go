@@ -77,7 +77,7 @@ func (r reg) expires(epoch int64, claim string) bool {
 
 // input is an operation as the model sees it.
 type input struct {
-	Op      string // claim, heartbeat, commit, fail, release, expire, phantom
+	Op      string // claim, heartbeat, commit, fail, release, expire, phantom, park, cancel
 	Epoch   int64  // the lease's; claim: the epoch granted
 	Claim   string
 	Owner   string // incarnation
@@ -86,6 +86,9 @@ type input struct {
 	Replay  bool
 	End     string
 	Synth   string // why the checker added this operation ("" for a recorded one)
+	// Rated: the node names a rate limit, so a takeover of it can wait
+	// for the rate (refused "not due" while the node is RUNNING).
+	Rated bool
 }
 
 func (in input) describe() string {
@@ -213,6 +216,12 @@ func okStep(s reg, in input) []reg {
 		if s.St == stRunning && s.owns(in.Epoch, in.Claim) {
 			return []reg{s}
 		}
+	case "park":
+		// The parked event names the epoch, not the claim: the claim of
+		// that epoch parked the node, which waits, then is READY again.
+		if s.St == stRunning && s.Epoch == in.Epoch {
+			return []reg{s.ended("park", stReady)}
+		}
 	// A replay answers a call whose earlier run already applied: an earlier
 	// call of the same claim, or this same call sent twice (go-redis resends
 	// a command whose connection broke, and only the second reply arrives).
@@ -266,7 +275,7 @@ func refusalFits(s reg, in input) bool {
 		case "fence: node done":
 			return s.terminal() || s.St == stPending
 		case "fence: node not due":
-			return s.St == stReady || s.St == stPending
+			return s.St == stReady || s.St == stPending || (in.Rated && s.St == stRunning)
 		case "fence: node blocked":
 			return s.St == stPending
 		}
