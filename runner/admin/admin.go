@@ -192,7 +192,8 @@ func New(cfg Config) (http.Handler, error) {
 	th := newThrottle(cmp.Or(cfg.WrongTokenBurst, DefaultWrongTokenBurst), cmp.Or(cfg.WrongTokenEvery, DefaultWrongTokenEvery))
 	guard := newGuard(cfg.Token, log, newSessions(cfg.Token, cfg.SessionTTL), proxies(cfg.TrustedProxies), th)
 	a := &api{client: cfg.Client, maxBody: cfg.MaxBodyBytes, log: log, clientOf: guard.proxies.client,
-		followers:    newFollowers(cmp.Or(cfg.FollowersPerClient, DefaultFollowersPerClient)),
+		followers:    newFollowers(MaxFollowers, cmp.Or(cfg.FollowersPerClient, DefaultFollowersPerClient)),
+		streamers:    newFollowers(MaxStreamClients, cmp.Or(cfg.FollowersPerClient, DefaultFollowersPerClient)),
 		followMaxAge: cmp.Or(cfg.FollowMaxAge, DefaultFollowMaxAge)}
 	contract, err := NewOpenAPIValidator()
 	if err != nil {

@@ -47,6 +47,7 @@ type api struct {
 	followMaxAge time.Duration
 	clientOf     func(*http.Request) string // proxies.client
 	feeds        feedHub                    // run streams (stream.go)
+	streamers    *followers                 // run streams' clients (stream.go)
 }
 
 func (a *api) routes() http.Handler {

@@ -67,16 +67,18 @@ type EndEvent struct {
 	Status string `json:"status"`
 }
 
-// followers counts the streams being served, in all and per client.
+// followers counts the streams being served, in all (at most max) and
+// per client.
 type followers struct {
+	max       int
 	perClient int
 	mu        sync.Mutex
 	n         int
 	clients   map[string]int
 }
 
-func newFollowers(perClient int) *followers {
-	return &followers{perClient: perClient, clients: map[string]int{}}
+func newFollowers(max, perClient int) *followers {
+	return &followers{max: max, perClient: perClient, clients: map[string]int{}}
 }
 
 // acquire takes a slot for client; it answers the status to refuse with
@@ -85,7 +87,7 @@ func (f *followers) acquire(client string) (int, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
-	case f.n >= MaxFollowers:
+	case f.n >= f.max:
 		return http.StatusServiceUnavailable, false
 	case f.clients[client] >= f.perClient:
 		return http.StatusTooManyRequests, false

@@ -310,3 +310,46 @@ func TestTokenBits(t *testing.T) {
 		}
 	}
 }
+
+// Run streams hold a client to the same share and lifetime as event
+// streams: a client's third stream is refused with 429, another client
+// is still served, and a held stream ends on its own at its lifetime
+// without "end" (the run goes on), for the client to reconnect.
+func TestRunStreamPerClientAndMaxAge(t *testing.T) {
+	t.Parallel()
+	_, rdb := redistest.Mini(t)
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	h, err := admin.New(admin.Config{Client: c, Redis: rdb, Logger: testLogger(t), FollowersPerClient: 2, FollowMaxAge: 300 * time.Millisecond})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	spec, err := runner.ParseSpec([]byte(`{"id":"s1","nodes":[{"id":"a","kind":"noop"}]}`))
+	require.NoError(t, err)
+	_, err = c.Submit(t.Context(), spec)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	held := []*sseStream{openStream(t, ctx, srv.URL+"/v1/runs/s1/stream", ""), openStream(t, ctx, srv.URL+"/v1/runs/s1/stream", "")}
+	resp, err := http.Get(srv.URL + "/v1/runs/s1/stream")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusTooManyRequests, resp.StatusCode, "%s", body)
+	assert.Contains(t, string(body), "too many run streams from 127.0.0.1")
+	assert.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	for _, s := range held {
+		for {
+			m, ok := s.next()
+			if !ok {
+				break
+			}
+			assert.NotEqual(t, "end", m.event, "the run goes on: the stream ended at its lifetime")
+		}
+	}
+	// Their slots are free again.
+	s := openStream(t, ctx, srv.URL+"/v1/runs/s1/stream", "")
+	s.resp.Body.Close()
+}

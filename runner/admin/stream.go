@@ -45,6 +45,13 @@ const (
 	// waits. Clients of a run already served are not counted. More are
 	// answered 503 with Retry-After.
 	MaxStreamRuns = 16
+	// MaxStreamClients bounds the clients of run streams one admin server
+	// serves at once, all runs together; a client (an address, or the
+	// forwarded one behind TRUSTED_PROXY) holds at most the event streams'
+	// share (FollowersPerClient) of them. Each client costs a goroutine and
+	// its buffers, not a Redis connection. More are answered 503 (all) or
+	// 429 (a client's share) with Retry-After.
+	MaxStreamClients = 1024
 	// streamBlock is how long the reader's XREAD waits, and so how long a
 	// reader whose clients all left may hold its connection.
 	streamBlock = 5 * time.Second
@@ -242,6 +249,22 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err)
 		return
 	}
+	// A client's share of the streams, and a lifetime, as for event
+	// streams (follow.go): clients that never read cannot hold them all,
+	// and one that outlives it reconnects with Last-Event-ID.
+	client := a.clientOf(r)
+	if code, ok := a.streamers.acquire(client); !ok {
+		w.Header().Set("Retry-After", "5")
+		msg := "too many run streams (" + strconv.Itoa(MaxStreamClients) + "); retry later"
+		if code == http.StatusTooManyRequests {
+			msg = "too many run streams from " + client + " (" + strconv.Itoa(a.streamers.perClient) + "); retry later"
+		}
+		writeError(w, code, msg)
+		return
+	}
+	defer a.streamers.release(client)
+	ctx, cancel := context.WithTimeout(ctx, a.followMaxAge)
+	defer cancel()
 	f, ok := a.feeds.join(a, thread, run)
 	if !ok {
 		w.Header().Set("Retry-After", "5")
