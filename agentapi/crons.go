@@ -1,0 +1,4 @@
+package agentapi
+
+// cronRoutes registers the routes of this group.
+func (s *Server) cronRoutes() {}

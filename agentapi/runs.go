@@ -1,0 +1,4 @@
+package agentapi
+
+// runRoutes registers the routes of this group.
+func (s *Server) runRoutes() {}

@@ -1,0 +1,4 @@
+package agentapi
+
+// storeRoutes registers the routes of this group.
+func (s *Server) storeRoutes() {}

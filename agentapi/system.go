@@ -1,0 +1,4 @@
+package agentapi
+
+// systemRoutes registers the routes of this group.
+func (s *Server) systemRoutes() {}

@@ -1,0 +1,4 @@
+package agentapi
+
+// threadRoutes registers the routes of this group.
+func (s *Server) threadRoutes() {}
