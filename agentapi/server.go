@@ -40,6 +40,8 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+
+	defaults defaults // assistants_store.go
 }
 
 // New returns the API's handler.
