@@ -264,10 +264,6 @@ func (s *Server) updateState(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, err)
 		return
 	}
-	if before.Status == threadBusy {
-		writeError(w, http.StatusConflict, "Thread is busy")
-		return
-	}
 	input, _ := json.Marshal(map[string]any{"graph": graph, "update_state": up})
 	runID := newUUIDv4()
 	_, err = s.cfg.Client.Submit(r.Context(), &spec.Run{ID: runID, Thread: rec.ID, Multitask: "reject",
