@@ -62,14 +62,28 @@ func (b *bundle) submitGraphRun(t *testing.T, thread, do string, wait bool) stri
 	t.Helper()
 	id := newUUIDv4()
 	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"do": do}})
-	_, err := b.client.Submit(t.Context(), &spec.Run{ID: id, Thread: thread, Multitask: "reject",
-		Nodes: []spec.Node{{ID: "graph", Kind: "graph", Input: input, MaxAttempts: 1}}})
-	require.NoError(t, err)
+	submit(t, b, id, thread, input)
 	if wait {
-		_, err = b.client.Wait(t.Context(), id)
+		_, err := b.client.Wait(t.Context(), id)
 		require.NoError(t, err)
 	}
 	return id
+}
+
+// submit stores a run of one graph node with input on thread.
+func submit(t *testing.T, b *bundle, id, thread string, input json.RawMessage) {
+	t.Helper()
+	_, err := b.client.Submit(t.Context(), &spec.Run{ID: id, Thread: thread, Multitask: "reject",
+		Nodes: []spec.Node{{ID: "graph", Kind: "graph", Input: input, MaxAttempts: 1}}})
+	require.NoError(t, err)
+}
+
+// submitRaw submits a graph run with input and waits for it to end.
+func submitRaw(t *testing.T, b *bundle, id, thread string, input json.RawMessage) {
+	t.Helper()
+	submit(t, b, id, thread, input)
+	_, err := b.client.Wait(t.Context(), id)
+	require.NoError(t, err)
 }
 
 func (b *bundle) thread(t *testing.T, id string) threadOut {
