@@ -178,7 +178,7 @@ func (s *Server) writeAssistant(ctx context.Context, id string,
 			doc = versionDoc(all)
 		}
 		a, err = store.WriteAssistant(ctx, id, a.Rev, version, doc, fields, op)
-		if errors.Is(err, fence.ErrRecordChanged) && try < 10 {
+		if errors.Is(err, fence.ErrRecordChanged) && try < maxWriteTries {
 			continue
 		}
 		return a, err

@@ -159,7 +159,7 @@ func (s *Server) updateThread(ctx context.Context, thread string,
 			return rec, err
 		}
 		rec, err = store.WriteAgentThread(ctx, thread, rec.Rev, op, fields)
-		if errors.Is(err, fence.ErrRecordChanged) && try < 10 {
+		if errors.Is(err, fence.ErrRecordChanged) && try < maxWriteTries {
 			continue
 		}
 		return rec, err
@@ -208,3 +208,8 @@ func (s *Server) stampThread(ctx context.Context, thread, graphID, assistantID s
 	})
 	return err
 }
+
+// maxWriteTries bounds how often a record write is redone after another
+// writer came first: each round lets one writer through, so it is the
+// most writers of one record at once that are all answered.
+const maxWriteTries = 100
