@@ -88,3 +88,58 @@ func TestThreadsThroughThePythonSDK(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	require.Equal(t, "ok\n", string(out))
 }
+
+// sdkScriptJS is sdkScript's twin through LangGraph's JS SDK
+// (@langchain/langgraph-sdk).
+const sdkScriptJS = `
+const { Client } = await import(process.env.SDK_PATH);
+const assert = (ok, what) => { if (!ok) { console.log("FAILED: " + what); process.exit(1); } };
+const c = new Client({ apiUrl: process.env.API_URL, apiKey: null, callerOptions: { maxRetries: 0 } });
+const T1 = process.env.T1, AID = process.env.AID;
+const statusOf = async (p) => { try { await p; return 200; } catch (e) { return e.status ?? String(e); } };
+
+let t = await c.threads.create({ threadId: T1, metadata: { user: "ann" }, graphId: "agent" });
+assert(t.thread_id === T1 && t.status === "idle" && t.metadata.graph_id === "agent", JSON.stringify(t));
+assert(await statusOf(c.threads.create({ threadId: T1 })) === 409, "409 on raise");
+t = await c.threads.update(T1, { metadata: { tag: "x" } });
+assert(t.metadata.tag === "x" && t.metadata.user === "ann", JSON.stringify(t));
+assert((await c.threads.search({ metadata: { tag: "x" } })).length === 1, "search");
+assert(await c.threads.count({ status: "idle" }) === 1, "count");
+const st = await c.threads.getState(T1);
+assert(JSON.stringify(st.values) === '{"n":1}', JSON.stringify(st));
+assert((await c.threads.getHistory(T1, { limit: 2 })).length === 1, "history");
+const a = await c.assistants.get("agent");
+assert(a.graph_id === "agent" && a.version === 1, JSON.stringify(a));
+const mine = await c.assistants.create({ graphId: "agent", assistantId: AID, metadata: { team: "a" } });
+assert(mine.assistant_id === AID && mine.name === "agent", JSON.stringify(mine));
+assert((await c.assistants.update(AID, { metadata: { tier: "gold" } })).version === 2, "update");
+assert((await c.assistants.getVersions(AID)).length === 2, "versions");
+assert((await c.assistants.setLatest(AID, 1)).version === 1, "setLatest");
+assert((await c.assistants.search({ graphId: "agent" })).length === 2, "assistants search");
+assert(await c.assistants.count({ graphId: "agent" }) === 2, "assistants count");
+assert((await c.assistants.getSchemas(AID)).graph_id === "agent", "schemas");
+await c.assistants.delete(AID);
+assert(await statusOf(c.assistants.get(AID)) === 404, "404 after delete");
+await c.threads.delete(T1);
+assert(await statusOf(c.threads.get(T1)) === 404, "thread 404 after delete");
+console.log("ok");
+`
+
+// TestThreadsThroughTheJSSDK: LangGraph's JS client drives the routes. It
+// needs LANGGRAPH_JS_SDK, the path of @langchain/langgraph-sdk's
+// dist/index.js, and skips without it.
+func TestThreadsThroughTheJSSDK(t *testing.T) {
+	t.Parallel()
+	sdk := os.Getenv("LANGGRAPH_JS_SDK")
+	if sdk == "" {
+		t.Skip("LANGGRAPH_JS_SDK is not set")
+	}
+	b := newBundle(t, redistest.Start(t).Client(t))
+	script := filepath.Join(t.TempDir(), "sdk.mjs")
+	require.NoError(t, os.WriteFile(script, []byte(sdkScriptJS), 0o644))
+	cmd := exec.CommandContext(t.Context(), "node", script)
+	cmd.Env = append(os.Environ(), "API_URL="+b.url, "T1="+tid1, "AID="+aid, "SDK_PATH="+sdk)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Equal(t, "ok\n", string(out))
+}
