@@ -223,8 +223,9 @@ func (s *Server) deleteThread(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// copyThread copies a thread's record under a new id. Its checkpoints are
-// not copied yet (docs/agent-server.md): the copy starts empty.
+// copyThread copies a thread under a new id: its record (metadata) and its
+// checkpoints, so the copy's state and history are the source's. Its runs
+// stay the source's.
 func (s *Server) copyThread(w http.ResponseWriter, r *http.Request) {
 	id, ok := threadID(w, r)
 	if !ok {
@@ -243,6 +244,11 @@ func (s *Server) copyThread(w http.ResponseWriter, r *http.Request) {
 	newID := newUUIDv4()
 	meta := parseObject(rec.Metadata)
 	meta["thread_id"], _ = json.Marshal(newID)
+	// The checkpoints first: a copy whose record exists is complete.
+	if _, err := s.cfg.Client.Store().CopyCheckpoints(r.Context(), id, newID); err != nil {
+		s.storeFailed(w, r, err)
+		return
+	}
 	cp, _, err := s.cfg.Client.Store().PutAgentThread(r.Context(), newID, meta.marshal(), "raise", newOp())
 	if err != nil {
 		s.storeFailed(w, r, err)

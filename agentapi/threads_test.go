@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/internal/redistest"
 )
 
@@ -211,4 +213,31 @@ func TestConcurrentPatchesLoseNothing(t *testing.T) {
 	b.call(t, "GET", "/assistants/"+aid, "", http.StatusOK, &a)
 	assert.Len(t, a.Metadata, n)
 	assert.Equal(t, n+1, a.Version, "each patch made one version")
+}
+
+// TestCopyThreadCopiesItsState: a thread's copy has its checkpoints, so
+// its state is the source's.
+func TestCopyThreadCopiesItsState(t *testing.T) {
+	t.Parallel()
+	backends(t, func(t *testing.T, b *bundle) {
+		ctx := t.Context()
+		st := b.client.Store()
+		b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","metadata":{"graph_id":"agent"}}`, http.StatusOK, nil)
+		one := []fence.NodeSpec{{ID: "graph", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}
+		_, err := st.Submit(ctx, fence.SubmitArgs{Run: "r1", Thread: tid1, Multitask: "reject", Digest: "d", Nodes: one})
+		require.NoError(t, err)
+		c, err := st.Claim(ctx, fence.NodeRef{Thread: tid1, Run: "r1", Node: "graph"}, "w", time.Minute, time.Second)
+		require.NoError(t, err)
+		_, err = st.SaveCheckpoint(ctx, c.Lease, fence.CheckpointWrite{NS: "", ID: "k1", Data: []byte(`{"v":1}`)})
+		require.NoError(t, err)
+
+		var cp threadOut
+		b.call(t, "POST", "/threads/"+tid1+"/copy", "", http.StatusOK, &cp)
+		assert.Equal(t, "agent", cp.Metadata["graph_id"])
+		got, err := st.LatestCheckpoint(ctx, cp.ThreadID, "")
+		require.NoError(t, err)
+		assert.Equal(t, "k1", got.ID)
+		assert.JSONEq(t, `{"v":1}`, string(got.Data))
+		assert.Equal(t, "Thread not found", b.detail(t, "POST", "/threads/"+tid2+"/copy", "", http.StatusConflict))
+	})
 }

@@ -141,6 +141,7 @@ var bindings = map[string]struct {
 	"agent_asst_put":      {3, 4, false, true, 0, 0},
 	"agent_asst_write":    {2, 4, false, true, 0, 0},
 	"agent_asst_delete":   {4, 2, false, false, 0, 0},
+	"agent_ckpt_copy":     {5, 7, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
