@@ -25,63 +25,65 @@ const (
 // reference answers each, on miniredis and a real Redis.
 func TestThreadRecords(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, b *bundle) {
-		var th threadOut
-		b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","metadata":{"user":"ann","n":1}}`, http.StatusOK, &th)
-		assert.Equal(t, tid1, th.ThreadID)
-		assert.Equal(t, "idle", th.Status)
-		assert.Equal(t, map[string]any{"user": "ann", "n": 1.0}, th.Metadata)
-		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, th.CreatedAt)
+	backends(t, threadRecordsFlow)
+}
 
-		assert.Equal(t, "Thread already exists", b.detail(t, "POST", "/threads", `{"thread_id":"`+tid1+`"}`, http.StatusConflict))
-		var same threadOut
-		b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","if_exists":"do_nothing","metadata":{"x":1}}`, http.StatusOK, &same)
-		assert.Equal(t, th.Metadata, same.Metadata, "do_nothing answers the thread as it is")
+func threadRecordsFlow(t *testing.T, b *bundle) {
+	var th threadOut
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","metadata":{"user":"ann","n":1}}`, http.StatusOK, &th)
+	assert.Equal(t, tid1, th.ThreadID)
+	assert.Equal(t, "idle", th.Status)
+	assert.Equal(t, map[string]any{"user": "ann", "n": 1.0}, th.Metadata)
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, th.CreatedAt)
 
-		var gen threadOut
-		b.call(t, "POST", "/threads", ``, http.StatusOK, &gen)
-		assert.True(t, isUUID(gen.ThreadID), "a new thread gets a UUID: %q", gen.ThreadID)
+	assert.Equal(t, "Thread already exists", b.detail(t, "POST", "/threads", `{"thread_id":"`+tid1+`"}`, http.StatusConflict))
+	var same threadOut
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","if_exists":"do_nothing","metadata":{"x":1}}`, http.StatusOK, &same)
+	assert.Equal(t, th.Metadata, same.Metadata, "do_nothing answers the thread as it is")
 
-		var got threadOut
-		b.call(t, "GET", "/threads/"+tid1, "", http.StatusOK, &got)
-		assert.Equal(t, th.CreatedAt, got.CreatedAt)
+	var gen threadOut
+	b.call(t, "POST", "/threads", ``, http.StatusOK, &gen)
+	assert.True(t, isUUID(gen.ThreadID), "a new thread gets a UUID: %q", gen.ThreadID)
 
-		var patched threadOut
-		b.call(t, "PATCH", "/threads/"+tid1, `{"metadata":{"n":2,"tag":"x"}}`, http.StatusOK, &patched)
-		assert.Equal(t, map[string]any{"user": "ann", "n": 2.0, "tag": "x"}, patched.Metadata)
+	var got threadOut
+	b.call(t, "GET", "/threads/"+tid1, "", http.StatusOK, &got)
+	assert.Equal(t, th.CreatedAt, got.CreatedAt)
 
-		var found []threadOut
-		b.call(t, "POST", "/threads/search", `{"metadata":{"tag":"x"}}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		assert.Equal(t, tid1, found[0].ThreadID)
-		b.call(t, "POST", "/threads/search", `{"sort_by":"thread_id","sort_order":"asc","limit":1}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		b.call(t, "POST", "/threads/search", `{"ids":["`+tid1+`"],"status":"idle","select":["thread_id"]}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		var n int
-		b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
-		assert.Equal(t, 2, n)
-		b.call(t, "POST", "/threads/count", `{"metadata":{"user":"ann"}}`, http.StatusOK, &n)
-		assert.Equal(t, 1, n)
+	var patched threadOut
+	b.call(t, "PATCH", "/threads/"+tid1, `{"metadata":{"n":2,"tag":"x"}}`, http.StatusOK, &patched)
+	assert.Equal(t, map[string]any{"user": "ann", "n": 2.0, "tag": "x"}, patched.Metadata)
 
-		var cp threadOut
-		b.call(t, "POST", "/threads/"+tid1+"/copy", "", http.StatusOK, &cp)
-		assert.NotEqual(t, tid1, cp.ThreadID)
-		assert.Equal(t, cp.ThreadID, cp.Metadata["thread_id"])
-		assert.Equal(t, "ann", cp.Metadata["user"])
+	var found []threadOut
+	b.call(t, "POST", "/threads/search", `{"metadata":{"tag":"x"}}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	assert.Equal(t, tid1, found[0].ThreadID)
+	b.call(t, "POST", "/threads/search", `{"sort_by":"thread_id","sort_order":"asc","limit":1}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	b.call(t, "POST", "/threads/search", `{"ids":["`+tid1+`"],"status":"idle","select":["thread_id"]}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	var n int
+	b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
+	assert.Equal(t, 2, n)
+	b.call(t, "POST", "/threads/count", `{"metadata":{"user":"ann"}}`, http.StatusOK, &n)
+	assert.Equal(t, 1, n)
 
-		code, _ := b.do(t, "DELETE", "/threads/"+tid1, "")
-		assert.Equal(t, http.StatusNoContent, code)
-		assert.Equal(t, "Thread with ID "+tid1+" not found", b.detail(t, "GET", "/threads/"+tid1, "", http.StatusNotFound))
-		b.detail(t, "DELETE", "/threads/"+tid1, "", http.StatusNotFound)
-		b.detail(t, "PATCH", "/threads/"+tid1, `{"metadata":{}}`, http.StatusNotFound)
+	var cp threadOut
+	b.call(t, "POST", "/threads/"+tid1+"/copy", "", http.StatusOK, &cp)
+	assert.NotEqual(t, tid1, cp.ThreadID)
+	assert.Equal(t, cp.ThreadID, cp.Metadata["thread_id"])
+	assert.Equal(t, "ann", cp.Metadata["user"])
 
-		var pruned map[string]int
-		b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+cp.ThreadID+`","`+tid2+`"]}`, http.StatusOK, &pruned)
-		assert.Equal(t, map[string]int{"pruned_count": 1}, pruned)
-		b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
-		assert.Equal(t, 1, n)
-	})
+	code, _ := b.do(t, "DELETE", "/threads/"+tid1, "")
+	assert.Equal(t, http.StatusNoContent, code)
+	assert.Equal(t, "Thread with ID "+tid1+" not found", b.detail(t, "GET", "/threads/"+tid1, "", http.StatusNotFound))
+	b.detail(t, "DELETE", "/threads/"+tid1, "", http.StatusNotFound)
+	b.detail(t, "PATCH", "/threads/"+tid1, `{"metadata":{}}`, http.StatusNotFound)
+
+	var pruned map[string]int
+	b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+cp.ThreadID+`","`+tid2+`"]}`, http.StatusOK, &pruned)
+	assert.Equal(t, map[string]int{"pruned_count": 1}, pruned)
+	b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
+	assert.Equal(t, 1, n)
 }
 
 // TestThreadBadInput: each malformed request is answered as the reference
