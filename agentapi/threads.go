@@ -413,10 +413,10 @@ func (s *Server) countThreads(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, len(list))
 }
 
-// pruneThreads deletes threads by id (strategy "delete"), as DELETE does
-// each; missing ones are skipped, busy ones kept. "keep_latest" (drop all
-// but each thread's latest checkpoint) is refused: baton does not offer
-// it yet.
+// pruneThreads prunes threads by id: strategy "delete" (the default)
+// deletes each as DELETE does; "keep_latest" keeps each thread and its
+// newest checkpoint of every namespace, dropping its history. Missing and
+// busy threads are skipped.
 func (s *Server) pruneThreads(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ThreadIDs []string `json:"thread_ids"`
@@ -425,13 +425,13 @@ func (s *Server) pruneThreads(w http.ResponseWriter, r *http.Request) {
 	if !bodyInto(w, r, &body) {
 		return
 	}
-	if body.Strategy != nil && *body.Strategy != "delete" {
-		if *body.Strategy == "keep_latest" {
-			invalid(w, "strategy", "keep_latest is not supported by baton yet")
-		} else {
+	strategy := "delete"
+	if body.Strategy != nil {
+		if *body.Strategy != "delete" && *body.Strategy != "keep_latest" {
 			invalid(w, "strategy", `must be "delete" or "keep_latest"`)
+			return
 		}
-		return
+		strategy = *body.Strategy
 	}
 	for i, id := range body.ThreadIDs {
 		if !isUUID(id) {
@@ -439,9 +439,15 @@ func (s *Server) pruneThreads(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	store := s.cfg.Client.Store()
 	n := 0
 	for _, id := range body.ThreadIDs {
-		err := s.deleteThreadState(r.Context(), id)
+		var err error
+		if strategy == "delete" {
+			err = s.deleteThreadState(r.Context(), id)
+		} else if _, err = store.AgentThread(r.Context(), id); err == nil {
+			_, err = store.KeepLatestCheckpoints(r.Context(), id)
+		}
 		switch {
 		case err == nil:
 			n++

@@ -116,7 +116,8 @@ func TestThreadBadInput(t *testing.T) {
 		{"POST", "/threads/" + tid1 + "/state", `{"values":{}}`, 400, "has no graph ID"},
 		{"POST", "/threads/" + tid2 + "/state", `{"values":{}}`, 404, "not found"},
 		{"POST", "/threads/" + tid1 + "/history", `{"limit":"x"}`, 422, "limit"},
-		{"POST", "/threads/prune", `{"thread_ids":["` + tid1 + `"],"strategy":"keep_latest"}`, 422, "keep_latest"},
+		{"POST", "/threads/prune", `{"thread_ids":["` + tid1 + `"],"strategy":"all"}`, 422, "strategy"},
+		{"POST", "/threads/prune", `{"thread_ids":["x"]}`, 422, "thread_ids[0]"},
 	} {
 		d := b.detail(t, tc.method, tc.path, tc.body, tc.code)
 		assert.Contains(t, d, tc.detail, "%s %s %s", tc.method, tc.path, tc.body)
@@ -241,5 +242,21 @@ func TestCopyThreadCopiesItsState(t *testing.T) {
 		assert.Equal(t, "k1", got.ID)
 		assert.JSONEq(t, `{"v":1}`, string(got.Data))
 		assert.Equal(t, "Thread not found", b.detail(t, "POST", "/threads/"+tid2+"/copy", "", http.StatusConflict))
+
+		// keep_latest keeps the thread and its newest checkpoint only.
+		_, err = st.SaveCheckpoint(ctx, c.Lease, fence.CheckpointWrite{NS: "", ID: "k2", Data: []byte(`{"v":2}`)})
+		require.NoError(t, err)
+		var pruned map[string]int
+		b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+tid1+`"],"strategy":"keep_latest"}`, http.StatusOK, &pruned)
+		assert.Equal(t, map[string]int{"pruned_count": 0}, pruned, "a thread whose run is RUNNING is skipped")
+		_, err = st.Commit(ctx, c.Lease, []byte(`{}`), nil)
+		require.NoError(t, err)
+		b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+tid1+`","`+tid2+`"],"strategy":"keep_latest"}`, http.StatusOK, &pruned)
+		assert.Equal(t, map[string]int{"pruned_count": 1}, pruned)
+		list, _, err := st.Checkpoints(ctx, tid1, "", 0, 10)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		assert.Equal(t, "k2", list[0].ID)
+		b.call(t, "GET", "/threads/"+tid1, "", http.StatusOK, nil)
 	})
 }

@@ -142,6 +142,8 @@ var bindings = map[string]struct {
 	"agent_asst_write":    {2, 4, false, true, 0, 0},
 	"agent_asst_delete":   {4, 2, false, false, 0, 0},
 	"agent_ckpt_copy":     {5, 7, false, false, 0, 0},
+	// agent_ckpt_keep_latest: four keys per namespace listed.
+	"agent_ckpt_keep_latest": {3, 2, true, true, 4, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
