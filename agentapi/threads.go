@@ -85,8 +85,8 @@ type threadCreate struct {
 	ThreadID *string `json:"thread_id"`
 	Metadata object  `json:"metadata"`
 	IfExists *string `json:"if_exists"`
-	// Supersteps are refused: baton does not apply them yet.
-	Supersteps json.RawMessage `json:"supersteps"`
+	// Supersteps are applied to a new thread, one state update each.
+	Supersteps []superstep `json:"supersteps"`
 }
 
 func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
@@ -110,11 +110,14 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 		}
 		ifExists = *body.IfExists
 	}
-	if len(body.Supersteps) > 0 && string(body.Supersteps) != "null" && string(body.Supersteps) != "[]" {
-		invalid(w, "supersteps", "not supported by baton yet")
+	if !checkSupersteps(w, body.Supersteps) {
 		return
 	}
-	rec, _, err := s.cfg.Client.Store().PutAgentThread(r.Context(), id, body.Metadata.marshal(), ifExists, newOp())
+	if len(body.Supersteps) > 0 && graphOf(&fence.AgentThread{Metadata: body.Metadata.marshal()}) == "" {
+		invalid(w, "metadata.graph_id", "supersteps need the thread's graph")
+		return
+	}
+	rec, created, err := s.cfg.Client.Store().PutAgentThread(r.Context(), id, body.Metadata.marshal(), ifExists, newOp())
 	if errors.Is(err, fence.ErrExists) {
 		writeError(w, http.StatusConflict, "Thread already exists")
 		return
@@ -122,6 +125,16 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.storeFailed(w, r, err)
 		return
+	}
+	if created && len(body.Supersteps) > 0 {
+		if err := s.applySupersteps(r.Context(), rec, body.Supersteps); err != nil {
+			s.answerUpdateError(w, r, err)
+			return
+		}
+		if rec, err = s.cfg.Client.Store().AgentThread(r.Context(), id); err != nil {
+			s.storeFailed(w, r, err)
+			return
+		}
 	}
 	doc, err := s.renderThread(r.Context(), rec)
 	if err != nil {

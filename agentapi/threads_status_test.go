@@ -162,6 +162,14 @@ func TestThreadStatusFromRuns(t *testing.T) {
 
 	code, _ := b.do(t, "DELETE", "/threads/"+tid1, "")
 	assert.Equal(t, http.StatusNoContent, code)
+
+	// A new thread's supersteps are applied, one state update each.
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid2+`","metadata":{"graph_id":"agent"},
+		"supersteps":[{"updates":[{"values":{"n":3},"as_node":"step"}]},{"updates":[{"values":{"n":4},"as_node":"step"}]}]}`,
+		http.StatusOK, &th)
+	assert.Equal(t, "idle", th.Status)
+	assert.JSONEq(t, `{"n":1}`, string(th.Values), "the values the graph worker reads after the updates")
+	assert.Equal(t, 2, b.runsOf(t, tid2))
 }
 
 // runsOf counts the baton runs of thread.
