@@ -205,4 +205,3 @@ func (s *Server) postHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	s.answerHistory(w, r, rec, args)
 }
-
