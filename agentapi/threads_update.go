@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
@@ -20,6 +21,10 @@ type stateUpdate struct {
 	CheckpointID string          `json:"checkpoint_id,omitempty"`
 	CheckpointNS string          `json:"checkpoint_ns,omitempty"`
 }
+
+// updateWait bounds how long a state update waits for its run, once
+// stored, whether or not its caller is still there.
+const updateWait = 5 * time.Minute
 
 // updateError is a state update refused or failed, with the status the
 // reference answers it with.
@@ -71,6 +76,10 @@ func (s *Server) applyUpdate(ctx context.Context, rec *fence.AgentThread, up sta
 	if err != nil {
 		return nil, err
 	}
+	// The run is stored: see it through, and record the thread's status
+	// after it, even when the caller goes away meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), updateWait)
+	defer cancel()
 	run, err := s.cfg.Client.Wait(ctx, runID)
 	if err != nil {
 		return nil, err
