@@ -46,6 +46,13 @@ func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, err error) 
 	if errors.Is(err, context.Canceled) {
 		return
 	}
+	// A graph worker's answer carries its status (langgraph.CallError:
+	// 404 for a checkpoint it does not have, 422 for bad arguments).
+	var coded interface{ StatusCode() int }
+	if errors.As(err, &coded) && coded.StatusCode() < 500 {
+		writeError(w, coded.StatusCode(), err.Error())
+		return
+	}
 	s.log.Warn("agent api request failed", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusInternalServerError, err.Error())
 }

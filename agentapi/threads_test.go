@@ -163,6 +163,8 @@ func TestThreadStateReads(t *testing.T) {
 		`{"graph":"agent","thread":"` + tid1 + `","checkpoint_id":"` + cp + `"}`,
 		`{"graph":"agent","thread":"` + tid1 + `","checkpoint_id":"` + cp + `"}`,
 	}, b.graphs.asked("get_state"))
+	assert.Contains(t, b.detail(t, "GET", "/threads/"+tid1+"/state/"+missingCheckpoint, "", http.StatusNotFound),
+		"no checkpoint", "the graph worker's status is the answer's")
 	b.call(t, "GET", "/threads/"+tid1+"/history?limit=3&before="+cp, "", http.StatusOK, &hist)
 	require.Len(t, hist, 1)
 	b.call(t, "POST", "/threads/"+tid1+"/history", `{"limit":5,"metadata":{"step":1}}`, http.StatusOK, &hist)

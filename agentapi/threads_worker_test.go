@@ -88,7 +88,7 @@ func TestThreadsOnARealGraphWorker(t *testing.T) {
 	b.worker(t, kind.Run)
 	require.NoError(t, b.srv.stampThread(t.Context(), tid1, "agent", DefaultAssistantID("agent")))
 
-	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"topic": "x"}})
+	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"topic": "x"}, "interrupts": "end"})
 	run := newUUIDv4()
 	submitRaw(t, b, run, tid1, input)
 	th := b.thread(t, tid1)
