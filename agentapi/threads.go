@@ -69,8 +69,8 @@ func threadDoc(rec *fence.AgentThread, st threadState) map[string]any {
 	}
 	return map[string]any{
 		"thread_id":  rec.ID,
-		"created_at": apiTime(rec.CreatedAt),
-		"updated_at": apiTime(rec.UpdatedAt),
+		"created_at": timeText(rec.CreatedAt),
+		"updated_at": timeText(rec.UpdatedAt),
 		"metadata":   json.RawMessage(rec.Metadata),
 		"status":     st.Status,
 		"config":     map[string]any{},
