@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/batonrun/baton/fence"
 )
@@ -326,25 +327,58 @@ func (s *Server) matching(ctx context.Context, q threadQuery, sortBy string) ([]
 		if q.Metadata != nil && !contains(rec.Metadata, q.Metadata.marshal()) {
 			continue
 		}
-		l := listed{rec: rec}
-		if needStatus {
-			st, err := s.threadStatus(ctx, rec)
-			if err != nil {
-				return nil, err
-			}
-			l.st = &st
-			if q.Status != nil && st.Status != *q.Status {
-				continue
-			}
-			// As the reference: a thread without values passes a values
-			// filter.
-			if q.Values != nil && len(st.Values) > 0 && !contains(st.Values, q.Values.marshal()) {
-				continue
-			}
-		}
-		out = append(out, l)
+		out = append(out, listed{rec: rec})
 	}
-	return out, nil
+	if !needStatus {
+		return out, nil
+	}
+	if err := s.readStatuses(ctx, out); err != nil {
+		return nil, err
+	}
+	kept := out[:0]
+	for _, l := range out {
+		if q.Status != nil && l.st.Status != *q.Status {
+			continue
+		}
+		// As the reference: a thread without values passes a values filter.
+		if q.Values != nil && len(l.st.Values) > 0 && !contains(l.st.Values, q.Values.marshal()) {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	return kept, nil
+}
+
+// statusReaders bounds the threads whose status one search reads at once.
+const statusReaders = 16
+
+// readStatuses reads the status of each listed thread, statusReaders at a
+// time: each read is a few round trips, so a search over many threads is
+// bound by Redis, not by their sum.
+func (s *Server) readStatuses(ctx context.Context, list []listed) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, statusReaders)
+	)
+	for i := range list {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st, err := s.threadStatus(ctx, list[i].rec)
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+				return
+			}
+			list[i].st = &st
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 func (s *Server) searchThreads(w http.ResponseWriter, r *http.Request) {
@@ -402,18 +436,15 @@ func (s *Server) searchThreads(w http.ResponseWriter, r *http.Request) {
 	})
 	list = list[min(offset, len(list)):]
 	list = list[:min(limit, len(list))]
+	if len(list) > 0 && list[0].st == nil {
+		if err := s.readStatuses(r.Context(), list); err != nil {
+			s.storeFailed(w, r, err)
+			return
+		}
+	}
 	out := make([]map[string]any, 0, len(list))
 	for _, l := range list {
-		st := l.st
-		if st == nil {
-			got, err := s.threadStatus(r.Context(), l.rec)
-			if err != nil {
-				s.storeFailed(w, r, err)
-				return
-			}
-			st = &got
-		}
-		out = append(out, selectFields(threadDoc(l.rec, *st), body.Select))
+		out = append(out, selectFields(threadDoc(l.rec, *l.st), body.Select))
 	}
 	paginate(w, offset, limit, len(out))
 	writeJSON(w, http.StatusOK, out)
