@@ -209,13 +209,21 @@ func (s *Server) patchThread(w http.ResponseWriter, r *http.Request) {
 }
 
 // deleteThreadState deletes a thread: its checkpoints first (refused with
-// fence.ErrThreadBusy while a run of it is RUNNING), then its record. A
-// failure between the two leaves a record without state, which a retried
-// delete removes.
+// fence.ErrThreadBusy while a run of it is RUNNING, in the script that
+// deletes them), then its record. Runs waiting behind the active one
+// refuse it too, so none starts on a deleted thread. A failure between the
+// two steps leaves a record without state, which a retried delete removes.
 func (s *Server) deleteThreadState(ctx context.Context, id string) error {
 	store := s.cfg.Client.Store()
 	if _, err := store.AgentThread(ctx, id); err != nil {
 		return err
+	}
+	info, err := s.cfg.Client.Thread(ctx, id)
+	if err != nil && !errors.Is(err, fence.ErrNotFound) {
+		return err
+	}
+	if err == nil && len(info.Queued) > 0 {
+		return fmt.Errorf("thread %s: runs wait: %w", id, fence.ErrThreadBusy)
 	}
 	if _, err := store.DeleteCheckpoints(ctx, id); err != nil {
 		return err
