@@ -179,6 +179,10 @@ func (s *Server) createCron(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, msg)
 		return
 	}
+	if tid := r.PathValue("thread_id"); tid != "" && !cronIsUUID(tid) {
+		writeError(w, http.StatusUnprocessableEntity, "thread_id: must be a UUID")
+		return
+	}
 	graph, aid, ok := s.cronAssistant(*b.AssistantID)
 	if !ok {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("Assistant %q not found", *b.AssistantID))
@@ -271,16 +275,18 @@ func cronOf(st client.ScheduleStatus) (map[string]any, bool) {
 
 // cronGet reads one cron; a schedule that is not a cron is not found.
 func (s *Server) cronGet(w http.ResponseWriter, r *http.Request, id string) (client.ScheduleStatus, bool) {
-	if cronIsUUID(id) {
-		st, err := s.cfg.Client.Schedule(r.Context(), id)
-		if err == nil {
-			if _, ok := cronOf(st); ok {
-				return st, true
-			}
-		} else if !errors.Is(err, fence.ErrNotFound) {
-			writeError(w, http.StatusInternalServerError, err.Error())
-			return st, false
+	if !cronIsUUID(id) {
+		writeError(w, http.StatusUnprocessableEntity, "cron_id: must be a UUID")
+		return client.ScheduleStatus{}, false
+	}
+	st, err := s.cfg.Client.Schedule(r.Context(), id)
+	if err == nil {
+		if _, ok := cronOf(st); ok {
+			return st, true
 		}
+	} else if !errors.Is(err, fence.ErrNotFound) {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return st, false
 	}
 	writeError(w, http.StatusNotFound, fmt.Sprintf("Cron %q not found", id))
 	return client.ScheduleStatus{}, false
