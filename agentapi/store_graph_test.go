@@ -60,14 +60,18 @@ func TestGraphsShareTheStoreWithTheAPI(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
+		stop := time.Now()
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
+		t.Logf("runner stopped in %v", time.Since(stop))
 		if t.Failed() {
 			b, _ := os.ReadFile(logs.Name())
 			t.Logf("runner log:\n%s", b)
 		}
 	})
 
+	t0 := time.Now()
+	defer func() { t.Logf("graphs ran and were read back in %v", time.Since(t0)) }()
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	for _, g := range []struct{ graph, user, fact string }{
@@ -82,6 +86,7 @@ func TestGraphsShareTheStoreWithTheAPI(t *testing.T) {
 		require.NoError(t, err)
 		info, err := c.Wait(ctx, sub.RunID)
 		require.NoError(t, err)
+		t.Logf("%s done at %v", g.graph, time.Since(t0))
 		require.Equal(t, "SUCCEEDED", info.Status, "%s: %+v", g.graph, info.Nodes)
 		var result map[string]any
 		require.NoError(t, json.Unmarshal(info.Nodes[0].Result, &result))
