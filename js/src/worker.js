@@ -20,6 +20,7 @@ import { Redis } from "ioredis";
 import { BatonError, isFenced } from "./errors.js";
 import { waitRequest } from "./node.js";
 import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
+import { BatonStore } from "./store.js";
 
 /** Stream modes an attempt may ask for (SDK names) and the graph's mode each is. */
 const MODES = {
@@ -89,15 +90,16 @@ async function load(id, ref) {
 }
 
 /** The graph for one attempt, with saver as its checkpointer: a copy, so attempts never share one. */
-async function graphFor(spec, config, saver) {
+async function graphFor(spec, config, saver, store) {
   let g = spec.value;
   if (!isCompiled(g) && !isBuilder(g)) {
     g = await g(config);
   }
-  if (isBuilder(g)) return g.compile({ checkpointer: saver });
+  if (isBuilder(g)) return g.compile({ checkpointer: saver, store });
   if (!isCompiled(g)) throw new BatonError(`baton: graph ${JSON.stringify(spec.id)}: its function returned no graph`);
   const copy = g.withConfig({});
   copy.checkpointer = saver;
+  copy.store = store;
   return copy;
 }
 
@@ -110,6 +112,9 @@ class Worker {
     if (!init.redis_url) throw new BatonError("baton: graph worker: init has no redis_url");
     this.redis = new Redis(init.redis_url);
     this.prefix = init.prefix || "baton";
+    // Every graph's store (config.store in a node), as LangGraph's server
+    // injects its own: baton's, on Redis, shared with /store.
+    this.store = new BatonStore({ redis: this.redis, prefix: this.prefix });
     this.graphs = new Map();
     this.attempts = new Map();
   }
@@ -154,7 +159,7 @@ class Worker {
     const cfg = { ...(msg.config ?? {}) };
     cfg.configurable = { ...cfg.configurable, thread_id: lease.thread };
     cfg.metadata = { ...cfg.metadata, [RUN_METADATA_KEY]: lease.run };
-    const graph = await graphFor(spec, cfg, saver);
+    const graph = await graphFor(spec, cfg, saver, this.store);
     const state = await graph.getState({ configurable: { thread_id: lease.thread } });
     const mine = state?.metadata?.[RUN_METADATA_KEY] === lease.run;
     let what;

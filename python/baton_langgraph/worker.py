@@ -30,6 +30,7 @@ from .graphs import GraphSpec, load
 from .lease import Lease
 from .node import RESUME_KEY, RUN_KEY, _jsonable, _pending, _plan, wait_request
 from .saver import BatonSaver
+from .store import BatonStore
 
 MODES = {"values": "values", "updates": "updates", "messages": "messages", "messages-tuple": "messages",
          "custom": "custom", "tasks": "tasks", "checkpoints": "checkpoints", "debug": "debug"}
@@ -92,6 +93,9 @@ class Worker:
             raise BatonError("baton: graph worker: init has no redis_url")
         self.redis = redis_sync.Redis.from_url(url, decode_responses=True)
         self.aredis = redis_async.Redis.from_url(url, decode_responses=True)
+        # Every graph's store (a node's `store`, get_store()), as LangGraph's
+        # server injects its own: baton's, on Redis, shared with /store.
+        self.store = BatonStore(self.redis, aredis=self.aredis, prefix=self.prefix)
         self.graphs: dict[str, GraphSpec] = {}
         self.attempts: dict[str, Attempt] = {}
 
@@ -143,7 +147,7 @@ class Worker:
         cfg: dict[str, Any] = dict(msg.get("config") or {})
         cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
         cfg["metadata"] = {**cfg.get("metadata", {}), RUN_KEY: lease.run}
-        graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver})
+        graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver, "store": self.store})
         # The thread's latest checkpoint decides. One written by another
         # run (or none: a new thread) starts this run's input, and needs no
         # state computed; the run's own means a takeover or a resume.
