@@ -20,12 +20,8 @@ import { Redis } from "ioredis";
 import { BatonError, isFenced } from "./errors.js";
 import { waitRequest } from "./node.js";
 import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
-
-/** Stream modes an attempt may ask for (SDK names) and the graph's mode each is. */
-const MODES = {
-  values: "values", updates: "updates", messages: "messages", "messages-tuple": "messages",
-  custom: "custom", tasks: "tasks", checkpoints: "checkpoints", debug: "debug",
-};
+import { CallError, answer, interruptJSON } from "./calls.js";
+import { SDK_MODES, Stream } from "./streams.js";
 
 // The protocol keeps fd 1; what the graphs print goes to stderr.
 const OUT = 1;
@@ -50,13 +46,31 @@ function replacer(key, value) {
   return value;
 }
 
+/** replacer, and a repeated object (a cycle in a callback event) as "[Circular]". */
+function safeReplacer() {
+  const seen = new WeakSet();
+  return function (key, value) {
+    const v = replacer.call(this, key, value);
+    if (v && typeof v === "object") {
+      if (seen.has(v)) return "[Circular]";
+      seen.add(v);
+    }
+    return v;
+  };
+}
+
 function send(msg) {
   let line;
   try {
     line = JSON.stringify(msg, replacer);
   } catch (err) {
-    line = JSON.stringify({ type: "error", id: msg.id, permanent: true,
-      error: `baton: graph worker: ${msg.type} is not JSON: ${err.message}` });
+    try {
+      if (msg.type !== "chunk") throw err;
+      line = JSON.stringify(msg, safeReplacer()); // an events chunk's cycles, not a reason to fail the run
+    } catch {
+      line = JSON.stringify({ type: "error", id: msg.id, permanent: true,
+        error: `baton: graph worker: ${msg.type} is not JSON: ${err.message}` });
+    }
   }
   writeSync(OUT, line + "\n");
 }
@@ -123,6 +137,8 @@ class Worker {
       this.attempts.get(msg.id).abort.abort(new Error(msg.reason || "cancelled by the runner"));
     } else if (msg.type === "stop" && this.attempts.has(msg.id)) {
       this.attempts.get(msg.id).stop = true;
+    } else if (msg.type === "call") {
+      this.call(msg);
     }
   }
 
@@ -147,48 +163,144 @@ class Worker {
     if (!spec) {
       throw new BatonError(`baton: unknown graph ${JSON.stringify(msg.graph)} (this worker serves: ${[...this.graphs.keys()].sort().join(", ")})`);
     }
-    const modes = (msg.stream_mode ?? []).map((m) => MODES[m]);
+    const modes = [...(msg.stream_mode ?? [])];
+    const unknown = modes.find((m) => !SDK_MODES.includes(m));
+    if (unknown !== undefined) throw new BatonError(`baton: stream_mode ${JSON.stringify(unknown)}: want one of ${SDK_MODES.join(", ")}`);
+    const end = msg.interrupts === "end";
     const lease = { thread: msg.thread, run: msg.run, incarnation: msg.incarnation ?? "", node: msg.node,
       epoch: msg.epoch, claim: msg.claim, worker: msg.worker };
     const saver = new BatonSaver({ redis: this.redis, prefix: this.prefix, lease });
-    const cfg = { ...(msg.config ?? {}) };
-    cfg.configurable = { ...cfg.configurable, thread_id: lease.thread };
-    cfg.metadata = { ...cfg.metadata, [RUN_METADATA_KEY]: lease.run };
+    const cfg = runConfig(msg, lease);
     const graph = await graphFor(spec, cfg, saver);
-    const state = await graph.getState({ configurable: { thread_id: lease.thread } });
+    const head = { configurable: { thread_id: lease.thread } };
+    let state = await graph.getState(head);
     const mine = state?.metadata?.[RUN_METADATA_KEY] === lease.run;
+    if (msg.update_state != null) return { type: "done", result: await updateState(graph, saver, cfg, msg.update_state, mine ? state : null) };
+    if (!mine && msg.checkpoint_id) {
+      await atCheckpoint(saver, cfg, msg.checkpoint_id);
+      state = await graph.getState(cfg);
+    }
     let what;
-    if (mine && !(state.next?.length > 0)) return { type: "done", result: state.values };
+    if (mine && !(state.next?.length > 0)) return this.finish(graph, head, end, state.values, []);
     if (mine) {
       const resume = msg.resume;
       if (resume?.wait) cfg.metadata = { ...cfg.metadata, [RESUME_METADATA_KEY]: resume.wait };
       const asked = pending(state);
       if (asked.length === 0) what = null;
       else if (!resume || (resume.wait && state.metadata?.[RESUME_METADATA_KEY] === resume.wait)) {
-        return { type: "interrupt", request: waitRequest(asked) };
+        return this.finish(graph, head, end, state.values, asked);
       } else what = new Command({ resume: resume.value });
     } else if (msg.command) {
-      if ("resume" in msg.command && pending(state).length === 0) {
+      if ("resume" in msg.command && pending(state).length === 0 && !msg.resumes) {
         throw new BatonError(`baton: Command(resume) for thread ${JSON.stringify(lease.thread)}, which is stopped on no interrupt`);
       }
+      if ("resume" in msg.command) checkResumes(state, msg, lease.thread);
       what = new Command(msg.command);
     } else {
       what = "input" in msg ? msg.input : {};
     }
-    const internal = [...new Set([...modes, "values", "updates"])];
-    let latest;
-    const asked = [];
-    const stream = await graph.stream(what, { ...cfg, streamMode: internal, durability: "sync", signal: att.abort.signal });
-    for await (const [mode, data] of stream) {
-      if (mode === "updates" && data && typeof data === "object" && "__interrupt__" in data) asked.push(...data.__interrupt__);
-      else if (mode === "values") latest = data;
-      if (modes.includes(mode)) send({ type: "chunk", id: att.id, event: mode, data });
-      if (att.stop && mode === "values") return { type: "stopped" };
-    }
-    if (asked.length > 0) return { type: "interrupt", request: waitRequest(asked) };
-    if (latest === undefined) latest = (await graph.getState({ configurable: { thread_id: lease.thread } })).values;
-    return { type: "done", result: latest };
+    const stream = new Stream(modes, Boolean(msg.subgraphs), (event, data) => send({ type: "chunk", id: att.id, event, data }),
+      () => att.stop);
+    const extra = { signal: att.abort.signal };
+    if (msg.interrupt_before != null) extra.interruptBefore = msg.interrupt_before;
+    if (msg.interrupt_after != null) extra.interruptAfter = msg.interrupt_after;
+    if (msg.context != null) extra.context = msg.context;
+    await stream.run(graph, what, cfg, extra);
+    if (stream.stopped) return { type: "stopped" };
+    let latest = stream.latest;
+    if (latest === undefined && !end) latest = (await graph.getState(head)).values;
+    return this.finish(graph, head, end, latest, stream.asked);
   }
+
+  /**
+   * The attempt's outcome: by default a park on the interrupts, or the
+   * final state; with interrupts "end", {values, interrupts, next} read
+   * from the thread's head, whatever stopped the graph.
+   */
+  async finish(graph, head, end, values, asked) {
+    if (!end) {
+      if (asked.length > 0) return { type: "interrupt", request: waitRequest(asked) };
+      return { type: "done", result: values };
+    }
+    const state = await graph.getState(head);
+    return { type: "done", result: { values: state.values, interrupts: pending(state).map(interruptJSON), next: [...(state.next ?? [])] } };
+  }
+
+  /** Answers one call (calls.js) with a reply line. */
+  async call(msg) {
+    const out = { type: "reply", id: msg.id };
+    try {
+      out.result = await answer(this, graphFor, msg.op ?? "", msg.args);
+    } catch (err) {
+      out.error = err instanceof CallError ? err.message : `${err?.name ?? "Error"}: ${err?.message ?? err}`;
+      out.code = err instanceof CallError ? err.code : "internal";
+    }
+    send(out);
+  }
+}
+
+/**
+ * The attempt's config: the run's config, on the run's thread, with the
+ * run's metadata (as LangGraph's server passes it) and what baton's plan reads.
+ */
+function runConfig(msg, lease) {
+  const cfg = { ...(msg.config ?? {}) };
+  // graph_id and assistant_id go in configurable too, as the reference
+  // server's runs carry them.
+  const ids = { graph_id: msg.graph, ...(msg.assistant_id ? { assistant_id: msg.assistant_id } : {}) };
+  cfg.configurable = { ...cfg.configurable, ...ids, thread_id: lease.thread };
+  const meta = { ...cfg.metadata, ...(msg.metadata ?? {}), ...ids };
+  cfg.metadata = { ...meta, [RUN_METADATA_KEY]: lease.run };
+  return cfg;
+}
+
+/** Points cfg at a past checkpoint of the thread (time travel), which must exist. */
+async function atCheckpoint(saver, cfg, checkpointId) {
+  cfg.configurable = { ...cfg.configurable, checkpoint_id: checkpointId };
+  const at = { configurable: { thread_id: cfg.configurable.thread_id, checkpoint_ns: "", checkpoint_id: checkpointId } };
+  if (!(await saver.getTuple(at))) {
+    throw new BatonError(`baton: checkpoint_id ${JSON.stringify(checkpointId)}: thread ${JSON.stringify(cfg.configurable.thread_id)} has no such checkpoint`);
+  }
+}
+
+/**
+ * A command.resume naming the interrupts it answers (resumes) continues
+ * only while one of them is pending: two runs answering the same interrupt
+ * one after the other continue it once.
+ */
+function checkResumes(state, msg, thread) {
+  const want = msg.resumes;
+  if (!want?.length) return;
+  const ids = pending(state).map((i) => i.id);
+  if (ids.length === 0) {
+    throw new BatonError(`baton: thread ${JSON.stringify(thread)} has no interrupt: interrupt ${want.join(", ")} was answered already`);
+  }
+  if (!want.some((id) => ids.includes(id))) {
+    throw new BatonError(`baton: interrupt already answered: ${want.join(", ")} (thread ${JSON.stringify(thread)} is stopped on ${ids.join(", ")})`);
+  }
+}
+
+/**
+ * graph.updateState through the attempt's fenced saver; its result is the
+ * checkpoint written. An attempt of a run whose update is the thread's head
+ * already (the previous attempt was not committed) answers that checkpoint.
+ */
+async function updateState(graph, saver, cfg, u, mineState) {
+  if (mineState) return { checkpoint: checkpointRef(mineState.config) };
+  const asNode = u.as_node ?? undefined;
+  const nodes = Object.keys(graph.nodes ?? {});
+  if (asNode !== undefined && !nodes.includes(asNode) && asNode !== "__input__" && asNode !== "__copy__") {
+    throw new BatonError(`baton: update_state: as_node ${JSON.stringify(asNode)}: the graph has no such node (its nodes: ${nodes.filter((n) => !n.startsWith("__")).join(", ")})`);
+  }
+  const ucfg = { ...cfg, configurable: { ...cfg.configurable } };
+  if (u.checkpoint_id) await atCheckpoint(saver, ucfg, u.checkpoint_id);
+  const written = await graph.updateState(ucfg, u.values ?? null, asNode);
+  return { checkpoint: checkpointRef(written) };
+}
+
+function checkpointRef(config) {
+  const c = config.configurable;
+  return { thread_id: c.thread_id, checkpoint_ns: c.checkpoint_ns || "", checkpoint_id: c.checkpoint_id };
 }
 
 async function main() {
