@@ -28,11 +28,18 @@ const OUT = 1;
 console.log = console.info = console.debug = (...a) => console.error(...a);
 process.stdout.write = (chunk, ...rest) => process.stderr.write(chunk, ...rest);
 
-/** A message as the Python worker writes one (model_dump's fields), not LangChain's constructor form. */
+/**
+ * A message as LangGraph's JS server writes one (its serialiseAsDict):
+ * toDict()'s data with its type ("human", "ai", ...; a chunk's type is its
+ * message's), not LangChain's constructor form.
+ */
 function messageDict(m) {
+  if (typeof m.toDict === "function") {
+    const { type, data } = m.toDict();
+    return { ...data, type };
+  }
   const type = typeof m.getType === "function" ? m.getType() : m._getType();
-  return { type: m.constructor?.name?.endsWith("Chunk") ? `${type === "ai" ? "AI" : type}MessageChunk` : type,
-    content: m.content, id: m.id, name: m.name, additional_kwargs: m.additional_kwargs,
+  return { type, content: m.content, id: m.id, name: m.name, additional_kwargs: m.additional_kwargs,
     response_metadata: m.response_metadata, tool_calls: m.tool_calls, tool_call_chunks: m.tool_call_chunks,
     tool_call_id: m.tool_call_id, usage_metadata: m.usage_metadata };
 }
@@ -245,11 +252,15 @@ class Worker {
  */
 function runConfig(msg, lease) {
   const cfg = { ...(msg.config ?? {}) };
-  // graph_id and assistant_id go in configurable too, as the reference
+  const { checkpoint_id: cid, ...conf } = cfg.configurable ?? {};
+  // A checkpoint_id in the config is the run's checkpoint_id: the plan
+  // reads the thread's head, and only a run's start goes to the past.
+  if (cid && !msg.checkpoint_id) msg.checkpoint_id = cid;
+  // graph_id, assistant_id and run_id go in configurable, as the reference
   // server's runs carry them.
   const ids = { graph_id: msg.graph, ...(msg.assistant_id ? { assistant_id: msg.assistant_id } : {}) };
-  cfg.configurable = { ...cfg.configurable, ...ids, thread_id: lease.thread };
-  const meta = { ...cfg.metadata, ...(msg.metadata ?? {}), ...ids };
+  cfg.configurable = { ...conf, ...ids, run_id: lease.run, thread_id: lease.thread };
+  const meta = { ...cfg.metadata, ...(msg.metadata ?? {}), ...ids, run_attempt: msg.attempt };
   cfg.metadata = { ...meta, [RUN_METADATA_KEY]: lease.run };
   return cfg;
 }

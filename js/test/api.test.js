@@ -171,7 +171,7 @@ test("messages-tuple, messages, events and subgraph events are named as the serv
   expect(out.type).toBe("done");
   const tuples = chunks.filter((c) => c.event === "messages").map((c) => c.data);
   expect(tuples.length).toBeGreaterThan(1);
-  expect(tuples.every((t) => t[0].type === "AIMessageChunk" && t[1].langgraph_node === "respond")).toBe(true);
+  expect(tuples.every((t) => t[0].type === "ai" && typeof t[0].id === "string" && t[1].langgraph_node === "respond")).toBe(true);
   expect(chunks.filter((c) => c.event === "messages/metadata").length).toBe(1);
   const partial = chunks.filter((c) => c.event === "messages/partial").map((c) => c.data[0]);
   expect(partial.at(-1).content).toBe("fenced tokens");

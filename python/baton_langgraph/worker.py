@@ -226,10 +226,15 @@ def run_config(msg: dict[str, Any], lease: Lease) -> dict[str, Any]:
     with the run's metadata (as LangGraph's server passes it) and the
     metadata baton's plan reads."""
     cfg: dict[str, Any] = dict(msg.get("config") or {})
-    cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
-    meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), "graph_id": msg.get("graph")}
-    if msg.get("assistant_id"):
-        meta["assistant_id"] = msg["assistant_id"]
+    conf = dict(cfg.get("configurable") or {})
+    # A checkpoint_id in the config is the run's checkpoint_id: the plan
+    # reads the thread's head, and only a run's start goes to the past.
+    cid = conf.pop("checkpoint_id", None)
+    if cid and not msg.get("checkpoint_id"):
+        msg["checkpoint_id"] = cid
+    ids = {"graph_id": msg.get("graph"), **({"assistant_id": msg["assistant_id"]} if msg.get("assistant_id") else {})}
+    cfg["configurable"] = {**conf, **ids, "run_id": lease.run, "thread_id": lease.thread}
+    meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), **ids, "run_attempt": msg.get("attempt")}
     cfg["metadata"] = {**meta, RUN_KEY: lease.run}
     return cfg
 
