@@ -193,8 +193,12 @@ class Worker {
       const resume = msg.resume;
       if (resume?.wait) cfg.metadata = { ...cfg.metadata, [RESUME_METADATA_KEY]: resume.wait };
       const asked = pending(state);
-      if (asked.length === 0) what = null;
-      else if (!resume || (resume.wait && state.metadata?.[RESUME_METADATA_KEY] === resume.wait)) {
+      if (asked.length === 0) {
+        // The previous attempt stopped at interrupt_before/after: so does
+        // this one, running nothing.
+        if (await atBreakpoint(graph, state, msg)) return this.finish(graph, head, end, state.values, []);
+        what = null;
+      } else if (!resume || (resume.wait && state.metadata?.[RESUME_METADATA_KEY] === resume.wait)) {
         return this.finish(graph, head, end, state.values, asked);
       } else what = new Command({ resume: resume.value });
     } else if (msg.command) {
@@ -263,6 +267,21 @@ function runConfig(msg, lease) {
   const meta = { ...cfg.metadata, ...(msg.metadata ?? {}), ...ids, run_attempt: msg.attempt };
   cfg.metadata = { ...meta, [RUN_METADATA_KEY]: lease.run };
   return cfg;
+}
+
+/**
+ * Whether the run's own latest checkpoint is where its interrupt_before (a
+ * next node) or interrupt_after (a node of the step that wrote it) stops
+ * the graph: going on from it with null would pass the breakpoint.
+ */
+async function atBreakpoint(graph, state, msg) {
+  const before = msg.interrupt_before;
+  const after = msg.interrupt_after;
+  const next = state.next ?? [];
+  if (next.length > 0 && (before === "*" || (Array.isArray(before) && next.some((n) => before.includes(n))))) return true;
+  if (!after || !state.parentConfig) return false;
+  const ran = (await graph.getState(state.parentConfig)).next ?? [];
+  return ran.length > 0 && (after === "*" || ran.some((n) => after.includes(n)));
 }
 
 /** Points cfg at a past checkpoint of the thread (time travel), which must exist. */

@@ -158,9 +158,16 @@ test("checkpoint_id runs from a past checkpoint, and interrupt_before stops befo
   expect(out).toMatchObject({ type: "done", result: { steps: ["plan t", "write"] } });
   const bad = await turn(t, "agent", { input: null, checkpoint_id: "nope" });
   expect(bad.out.error).toContain('checkpoint_id "nope"');
-  const stop = await turn(`ib-${n}`, "agent", { input: { topic: "b" }, interrupt_before: ["write"], interrupts: "end",
-    metadata: { origin: "test" }, assistant_id: "a-1" });
-  expect(stop.out.result).toMatchObject({ next: ["write"], interrupts: [] });
+  for (const [thread, brk] of [[`ib-${n}`, { interrupt_before: ["write"] }], [`ia-${n}`, { interrupt_after: ["plan"] }]]) {
+    const lease = await ctl.claim(prefix, thread, "w1");
+    const stop = await worker.run(lease, "agent", { input: { topic: "b" }, interrupts: "end", metadata: { origin: "test" },
+      assistant_id: "a-1", ...brk });
+    expect(stop.out.result).toMatchObject({ next: ["write"], interrupts: [] });
+    // Its commit lost, the attempt is run again: it stops at the same breakpoint.
+    const again = await worker.run(lease, "agent", { input: { topic: "b" }, interrupts: "end", ...brk });
+    expect(again.out.result).toEqual(stop.out.result);
+    await ctl.commit(prefix, lease);
+  }
   const on = await turn(`ib-${n}`, "agent", { input: null, interrupts: "end" });
   expect(on.out.result).toMatchObject({ next: [], values: { answer: "hello: b in 2 steps" } });
 });

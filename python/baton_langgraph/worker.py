@@ -176,6 +176,10 @@ class Worker:
         what, run_cfg = _what(state, plan, msg, cfg)
         if what is _ABSENT:  # stopped on interrupt() and not answered: ask again
             return await self.finish(graph, head, end, state.values, _pending(state))
+        if plan == "resume" and what is None and await _at_breakpoint(graph, state, msg):
+            # The previous attempt stopped at interrupt_before/after: so
+            # does this one, running nothing.
+            return await self.finish(graph, head, end, state.values, [])
         stream = Stream(modes, bool(msg.get("subgraphs")), lambda event, data: self.chunk(att.id, event, data),
                         lambda: att.stop)
         kwargs: dict[str, Any] = {k: msg[k] for k in ("interrupt_before", "interrupt_after", "context")
@@ -237,6 +241,21 @@ def run_config(msg: dict[str, Any], lease: Lease) -> dict[str, Any]:
     meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), **ids, "run_attempt": msg.get("attempt")}
     cfg["metadata"] = {**meta, RUN_KEY: lease.run}
     return cfg
+
+
+async def _at_breakpoint(graph: Any, state: Any, msg: dict[str, Any]) -> bool:
+    """Whether the run's own latest checkpoint is where its
+    interrupt_before (a next node) or interrupt_after (a node of the step
+    that wrote it) stops the graph. Going on from it with None would pass
+    the breakpoint: LangGraph stops there once."""
+    before, after = msg.get("interrupt_before"), msg.get("interrupt_after")
+    nxt = set(state.next or ())
+    if nxt and (before == "*" or (isinstance(before, list) and nxt & set(before))):
+        return True
+    if not after or not state.parent_config:
+        return False
+    ran = set((await graph.aget_state(state.parent_config)).next or ())
+    return bool(ran) and (after == "*" or bool(ran & set(after)))
 
 
 async def _at_checkpoint(saver: BatonSaver, cfg: dict[str, Any], checkpoint_id: str) -> None:
