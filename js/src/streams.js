@@ -139,6 +139,7 @@ export class Stream {
     // of its "messages" mode (LangGraph's server does the same).
     const runId = opts.runId ?? randomUUID();
     for await (const ev of graph.streamEvents(what, { ...opts, runId, version: "v2" })) {
+      if (ev.tags?.includes("langsmith:hidden")) continue;
       if (ev.event === "on_chain_stream" && ev.run_id === runId) {
         const [ns, mode, data] = this.subgraphs ? ev.data.chunk : [[], ...ev.data.chunk];
         if (this.chunk(ns ?? [], mode, data)) return;

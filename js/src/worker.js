@@ -10,6 +10,7 @@
 // checkpoint an attempt writes goes through a BatonSaver holding that
 // attempt's lease, so the store refuses a write from an attempt whose claim
 // is gone.
+import { createRequire } from "node:module";
 import { createInterface } from "node:readline";
 import { pathToFileURL } from "node:url";
 import { writeSync } from "node:fs";
@@ -250,6 +251,17 @@ class Worker {
   }
 }
 
+/** What LangGraph's server adds to a run's config.metadata. */
+const SERVER_METADATA = { langgraph_version: langgraphVersion(), langgraph_plan: "developer", langgraph_host: "self-hosted" };
+
+function langgraphVersion() {
+  try {
+    return createRequire(import.meta.url)("@langchain/langgraph/package.json").version;
+  } catch {
+    return "0.0.0";
+  }
+}
+
 /**
  * The attempt's config: the run's config, on the run's thread, with the
  * run's metadata (as LangGraph's server passes it) and what baton's plan reads.
@@ -264,7 +276,7 @@ function runConfig(msg, lease) {
   // server's runs carry them.
   const ids = { graph_id: msg.graph, ...(msg.assistant_id ? { assistant_id: msg.assistant_id } : {}) };
   cfg.configurable = { ...conf, ...ids, run_id: lease.run, thread_id: lease.thread };
-  const meta = { ...cfg.metadata, ...(msg.metadata ?? {}), ...ids, run_attempt: msg.attempt };
+  const meta = { ...cfg.metadata, ...(msg.metadata ?? {}), ...ids, run_attempt: msg.attempt, ...SERVER_METADATA };
   cfg.metadata = { ...meta, [RUN_METADATA_KEY]: lease.run };
   return cfg;
 }

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -238,9 +239,21 @@ def run_config(msg: dict[str, Any], lease: Lease) -> dict[str, Any]:
         msg["checkpoint_id"] = cid
     ids = {"graph_id": msg.get("graph"), **({"assistant_id": msg["assistant_id"]} if msg.get("assistant_id") else {})}
     cfg["configurable"] = {**conf, **ids, "run_id": lease.run, "thread_id": lease.thread}
-    meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), **ids, "run_attempt": msg.get("attempt")}
+    meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), **ids, "run_attempt": msg.get("attempt"),
+            **_server_metadata()}
     cfg["metadata"] = {**meta, RUN_KEY: lease.run}
     return cfg
+
+
+@functools.cache
+def _server_metadata() -> dict[str, Any]:
+    """What LangGraph's server adds to a run's config.metadata."""
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        v = version("langgraph")
+    except PackageNotFoundError:
+        v = "0.0.0"
+    return {"langgraph_version": v, "langgraph_plan": "developer", "langgraph_host": "self-hosted"}  # copied per run
 
 
 async def _at_breakpoint(graph: Any, state: Any, msg: dict[str, Any]) -> bool:
