@@ -24,6 +24,9 @@ import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
 import { CallError, answer, interruptJSON } from "./calls.js";
 import { SDK_MODES, Stream } from "./streams.js";
 
+/** The longest reply line a call may have, under the runner's line limit. */
+const MAX_REPLY = 48 << 20;
+
 // The protocol keeps fd 1; what the graphs print goes to stderr.
 const OUT = 1;
 console.log = console.info = console.debug = (...a) => console.error(...a);
@@ -247,7 +250,19 @@ class Worker {
       out.error = err instanceof CallError ? err.message : `${err?.name ?? "Error"}: ${err?.message ?? err}`;
       out.code = err instanceof CallError ? err.code : "internal";
     }
-    send(out);
+    let line;
+    try {
+      line = JSON.stringify(out, replacer);
+    } catch (err) {
+      line = JSON.stringify({ type: "reply", id: msg.id, code: "internal", error: `the answer is not JSON: ${err.message}` });
+    }
+    if (Buffer.byteLength(line) > MAX_REPLY) {
+      // The runner reads lines of up to 64 MiB and stops a worker that
+      // writes a longer one: a call must not cost the attempts theirs.
+      line = JSON.stringify({ type: "reply", id: msg.id, code: "invalid",
+        error: `the answer is ${Buffer.byteLength(line)} bytes, over ${MAX_REPLY}: ask for less (limit)` });
+    }
+    writeSync(OUT, line + "\n");
   }
 }
 

@@ -38,6 +38,9 @@ from .streams import SDK_MODES, Stream
 
 _ABSENT = object()
 
+MAX_REPLY = 48 << 20
+"""The longest reply line a call may have, under the runner's line limit."""
+
 
 def _default(v: Any) -> Any:
     if dataclasses.is_dataclass(v) and not isinstance(v, type):
@@ -66,6 +69,9 @@ class Channel:
         except (TypeError, ValueError) as e:
             line = dumps({"type": "error", "id": msg.get("id"), "permanent": True,
                           "error": f"baton: graph worker: {msg.get('type')} is not JSON: {e}"})
+        self.send_line(line)
+
+    def send_line(self, line: str) -> None:
         data = (line + "\n").encode()
         while data:
             n = os.write(self.fd, data)
@@ -220,10 +226,15 @@ class Worker:
         except Exception as e:  # noqa: BLE001: every failure is the call's answer
             out.update(error=f"{type(e).__name__}: {e}", code="internal")
         try:
-            dumps(out)
+            line = dumps(out)
         except (TypeError, ValueError) as e:
-            out = {"type": "reply", "id": msg.get("id"), "error": f"the answer is not JSON: {e}", "code": "internal"}
-        self.chan.send(out)
+            line = dumps({"type": "reply", "id": msg.get("id"), "error": f"the answer is not JSON: {e}", "code": "internal"})
+        if len(line.encode()) > MAX_REPLY:
+            # The runner reads lines of up to 64 MiB and stops a worker that
+            # writes a longer one: a call must not cost the attempts theirs.
+            line = dumps({"type": "reply", "id": msg.get("id"), "code": "invalid",
+                          "error": f"the answer is {len(line.encode())} bytes, over {MAX_REPLY}: ask for less (limit)"})
+        self.chan.send_line(line)
 
 
 def run_config(msg: dict[str, Any], lease: Lease) -> dict[str, Any]:
