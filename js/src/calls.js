@@ -99,11 +99,28 @@ async function history(graph, args) {
   return out;
 }
 
-function schemas(graphId) {
-  // LangGraph.js keeps no JSON schema on a compiled graph (the reference
-  // server derives them from the TypeScript source): none is known.
-  return { graph_id: graphId, input_schema: null, output_schema: null, state_schema: null, config_schema: null,
-    context_schema: null };
+function loose(title, keys) {
+  return { title, type: "object", properties: Object.fromEntries(keys.map((k) => [k, {}])) };
+}
+
+function fields(def, fallback) {
+  const keys = def && typeof def === "object" ? Object.keys(def) : [];
+  return keys.length > 0 ? keys : fallback;
+}
+
+/**
+ * LangGraph.js keeps no JSON schema on a compiled graph (the reference
+ * server derives them from the TypeScript source): a schema naming the
+ * graph's fields, any value for each, as the Python worker's fallback.
+ */
+function schemas(graphId, graph) {
+  const state = (Array.isArray(graph?.streamChannels) ? graph.streamChannels : Object.keys(graph?.channels ?? {}))
+    .filter((k) => !k.startsWith("__") && !k.startsWith("branch:"));
+  const b = graph?.builder;
+  const output = Array.isArray(graph?.outputChannels) ? graph.outputChannels : state;
+  return { graph_id: graphId, input_schema: loose("Input", fields(b?._inputDefinition, state)),
+    output_schema: loose("Output", fields(b?._outputDefinition, output)), state_schema: loose("State", state),
+    config_schema: null, context_schema: null };
 }
 
 async function drawing(graph, args) {
@@ -116,7 +133,7 @@ async function drawing(graph, args) {
 async function subgraphs(graphId, graph, args) {
   const ns = str(args, "namespace");
   const out = {};
-  for await (const [name] of graph.getSubgraphsAsync(ns, Boolean(args.recurse))) out[name] = schemas(graphId);
+  for await (const [name, sub] of graph.getSubgraphsAsync(ns, Boolean(args.recurse))) out[name] = schemas(graphId, sub);
   return out;
 }
 
@@ -144,7 +161,7 @@ export async function answer(worker, graphFor, op, args) {
   switch (op) {
     case "get_state": return getState(graph, reader, args);
     case "history": return history(graph, args);
-    case "schemas": return schemas(spec.id);
+    case "schemas": return schemas(spec.id, graph);
     case "graph": return drawing(graph, args);
     case "subgraphs": return subgraphs(spec.id, graph, args);
     default: throw new CallError("invalid", `unknown op ${JSON.stringify(op)} (want get_state, history, schemas, graph, subgraphs)`);

@@ -213,7 +213,10 @@ test("the calls answer in the server's shapes, and name what is wrong", async ()
   const drawn = (await worker.call("graph", { graph: "agent" })).result;
   expect(drawn.nodes.map((x) => x.id).sort()).toEqual(["__end__", "__start__", "plan", "write"]);
   expect(Object.keys((await worker.call("subgraphs", { graph: "nested" })).result)).toEqual(["child"]);
-  expect((await worker.call("schemas", { graph: "agent" })).result.graph_id).toBe("agent");
+  const sch = (await worker.call("schemas", { graph: "review" })).result;
+  expect(sch.graph_id).toBe("review");
+  expect(Object.keys(sch.input_schema.properties)).toEqual(["change", "draft", "verdict", "published"]);
+  expect(Object.keys(sch.state_schema.properties)).toEqual(["change", "draft", "verdict", "published"]);
   for (const [op, args, code, text] of [
     ["get_state", { graph: "nope", thread: "t" }, "not_found", 'unknown graph "nope"'],
     ["get_state", { graph: "agent", thread: t, checkpoint_id: "nope" }, "not_found", 'no checkpoint "nope"'],
