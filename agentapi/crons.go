@@ -122,12 +122,15 @@ func (s *Server) createCron(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, "thread_id: must be a UUID")
 		return
 	}
-	graph, aid, ok := s.cronAssistant(*b.AssistantID)
-	if !ok {
+	a, err := s.ResolveAssistant(r.Context(), *b.AssistantID)
+	if IsNoAssistant(err) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("Assistant %q not found", *b.AssistantID))
 		return
+	} else if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
 	}
-	in := cronInput{Graph: graph, AssistantID: aid, Interrupts: "end"}
+	in := cronInput{Graph: a.GraphID, AssistantID: a.ID, Interrupts: "end"}
 	in.merge(&b)
 	sched := &spec.Schedule{Name: cronUUID4(), Cron: *b.Schedule, TZ: cronStr(b.Timezone),
 		Thread: r.PathValue("thread_id"), Multitask: cronStr(b.Multitask)}
@@ -295,8 +298,8 @@ func (s *Server) cronMatching(w http.ResponseWriter, r *http.Request, f *cronFil
 	}
 	var aid string
 	if f.AssistantID != nil {
-		if _, id, ok := s.cronAssistant(*f.AssistantID); ok {
-			aid = id
+		if a, err := s.ResolveAssistant(r.Context(), *f.AssistantID); err == nil {
+			aid = a.ID
 		} else {
 			aid = *f.AssistantID
 		}
