@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -223,7 +224,9 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 	case errors.Is(err, fence.ErrThreadBusy):
 		return nil, &apiError{http.StatusConflict, "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."}
 	case errors.Is(err, spec.ErrInvalid):
-		return nil, badf("%v", err)
+		// The spec's words for the API's fields.
+		msg := strings.NewReplacer("notify.url", "webhook", "notify", "webhook", "start_in", "after_seconds").Replace(err.Error())
+		return nil, badf("%s", msg)
 	case err != nil:
 		// Stored, with its delivery left to the sweeper, is a created run.
 		if _, rerr := s.cfg.Client.Store().Locate(ctx, rid); rerr != nil {

@@ -172,6 +172,8 @@ func TestRunsMore(t *testing.T) {
 			{"/threads/" + newThread(t) + "/runs", `{"assistant_id": "chat"}`, 404, "not found"},
 			{"/threads/" + newThread(t) + "/runs/wait", `{"assistant_id": "chat", "if_not_exists": "reject"}`, 404, "not found"},
 			{"/runs/batch", `[]`, 422, "body"},
+			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "webhook": "ftp://x"}`, 422, "webhook"},
+			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "after_seconds": "soon"}`, 422, "after_seconds"},
 			{"/runs/batch", `[{"assistant_id": "chat"}, {"assistant_id": "nope"}]`, 404, "[1]"},
 		}
 		for _, c := range cases {
