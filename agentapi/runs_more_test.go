@@ -100,6 +100,14 @@ func TestRunsMore(t *testing.T) {
 		assert.Contains(t, string(body), "ticked")
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+queued, "")
 		assert.Equal(t, "success", jsonOf(t, body)["status"])
+
+		// rollback: the active run is cancelled and the next one runs.
+		active := e.createBackground(t, tid, slowBody(1000, ``))
+		code, _, body = e.call(t, "POST", "/threads/"+tid+"/runs/wait", slowBody(1, `, "multitask_strategy": "rollback"`))
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, string(body), "ticked")
+		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+active, "")
+		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
 	})
 
 	// on_disconnect=cancel: the run ends when its stream's client goes
