@@ -118,7 +118,7 @@ func (s *Server) createCron(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, msg)
 		return
 	}
-	if tid := r.PathValue("thread_id"); tid != "" && !cronIsUUID(tid) {
+	if tid := r.PathValue("thread_id"); tid != "" && !isUUID(tid) {
 		writeError(w, http.StatusUnprocessableEntity, "thread_id: must be a UUID")
 		return
 	}
@@ -132,7 +132,7 @@ func (s *Server) createCron(w http.ResponseWriter, r *http.Request) {
 	}
 	in := cronInput{Graph: a.GraphID, AssistantID: a.ID, Interrupts: "end"}
 	in.merge(&b)
-	sched := &spec.Schedule{Name: cronUUID4(), Cron: *b.Schedule, TZ: cronStr(b.Timezone),
+	sched := &spec.Schedule{Name: newID(), Cron: *b.Schedule, TZ: cronStr(b.Timezone),
 		Thread: r.PathValue("thread_id"), Multitask: cronStr(b.Multitask)}
 	s.putCron(w, r, sched, in, http.StatusOK)
 }
@@ -177,7 +177,7 @@ func cronFieldNames(msg string) string {
 // cronOf reads a schedule as a cron; ok is false for a schedule that is
 // not one (not named by a UUID, or not one graph node).
 func cronOf(st client.ScheduleStatus) (map[string]any, bool) {
-	if !cronIsUUID(st.Name) || st.Run == nil || len(st.Run.Nodes) != 1 || st.Run.Nodes[0].ID != "graph" || st.Run.Nodes[0].Kind != "graph" {
+	if !isUUID(st.Name) || st.Run == nil || len(st.Run.Nodes) != 1 || st.Run.Nodes[0].ID != "graph" || st.Run.Nodes[0].Kind != "graph" {
 		return nil, false
 	}
 	var in cronInput
@@ -217,7 +217,7 @@ func cronOf(st client.ScheduleStatus) (map[string]any, bool) {
 
 // cronGet reads one cron; a schedule that is not a cron is not found.
 func (s *Server) cronGet(w http.ResponseWriter, r *http.Request, id string) (client.ScheduleStatus, bool) {
-	if !cronIsUUID(id) {
+	if !isUUID(id) {
 		writeError(w, http.StatusUnprocessableEntity, "cron_id: must be a UUID")
 		return client.ScheduleStatus{}, false
 	}

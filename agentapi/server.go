@@ -36,10 +36,6 @@ type Config struct {
 
 	// Runs and streams (runs.go, sse.go).
 	Streams StreamLimits
-	// GraphInputFields, when set, keeps only these fields in a run's graph
-	// node input: for a graph kind that refuses the fields it does not know
-	// (one older than the API's). Zero value: every field the API writes.
-	GraphInputFields []string
 }
 
 // Server is the Agent Server API's handler.
@@ -49,8 +45,8 @@ type Server struct {
 	mux *http.ServeMux
 	h   http.Handler // mux behind the token rule (system.go)
 
-	runs *runsState // runs.go
-	defaults defaults // assistants_store.go
+	runs     *runsState // runs.go
+	defaults defaults   // assistants_store.go
 }
 
 // New returns the API's handler.
