@@ -79,7 +79,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer history.Close()
 	}
+	// The stock kinds KINDS names, with what the operator lets jobs reach
+	// (jobs.go), published with the worker's advertisement: every submit,
+	// through the API or not, refuses at once what a spec asks beyond it.
+	stock, kindNames := cfg.stock(rconf)
 	w, err := runner.NewWorker(runner.WorkerConfig{
+		Jobs:              stock.Rules(kindNames),
 		Redis:             rdb,
 		Prefix:            cfg.Prefix,
 		ID:                cfg.RunnerID,
@@ -110,9 +115,6 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The stock kinds KINDS names, with what the operator lets jobs reach
-	// (jobs.go); the API refuses at submit what a spec asks beyond it.
-	stock, kindNames := cfg.stock(rconf)
 	kinds.RegisterStockOnly(w, stock, kindNames)
 	stopGraphs, err := startGraphs(ctx, cfg, w, rconf, log) // graphs.go
 	if err != nil {
@@ -120,7 +122,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	defer stopGraphs()
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}})
+		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes}})
 	if err != nil {
 		return err
 	}
