@@ -145,7 +145,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		proxies, _ := admin.ParseTrustedProxies(cfg.TrustedProxy) // validated
 		srv, err = admin.NewServer(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
 			Logger: log, TraceURL: cfg.TraceURL, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes)),
-			TrustedProxies: proxies, MonitorReadOnly: cfg.MonitorReadOnly,
+			TrustedProxies: proxies, MonitorReadOnly: cfg.MonitorReadOnly, Redact: stock.Exec.Redact,
 			FollowersPerClient: cfg.EventStreamsPerClient, FollowMaxAge: cfg.EventStreamMaxAge})
 		if err != nil {
 			return err
