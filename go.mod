@@ -2,6 +2,8 @@ module github.com/batonrun/baton
 
 go 1.26.8
 
+toolchain go1.27.3
+
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/anishathalye/porcupine v1.3.1
