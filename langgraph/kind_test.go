@@ -205,14 +205,50 @@ func TestBadInputIsPermanent(t *testing.T) {
 	k := fakeKind(t, nil)
 	for in, want := range map[string]string{
 		`{"graph": "nope"}`:                       `unknown graph "nope"`,
-		`{"graph": "g", "stream_mode": "events"}`: `stream_mode "events"`,
+		`{"graph": "g", "stream_mode": "evnets"}`: `stream_mode "evnets"`,
 		`{"graph": "g", "inptu": {}}`:             `unknown field "inptu"`,
 		`{"graph": "g", "stream_mode": {"a": 1}}`: `want a mode or a list`,
+		`[1]`:                          `want a JSON object`,
+		`{"graph": "g", "context": 3}`: `context: want an object or null`,
+		`{"graph": "g", "interrupt_before": "a"}`:                     `interrupt_before: want "*" or a list of node names`,
+		`{"graph": "g", "interrupt_after": [1]}`:                      `interrupt_after: want "*" or a list of node names`,
+		`{"graph": "g", "checkpoint_id": ""}`:                         `checkpoint_id: want a non-empty string`,
+		`{"graph": "g", "subgraphs": "yes"}`:                          `subgraphs: want true or false`,
+		`{"graph": "g", "assistant_id": 7}`:                           `assistant_id: want a non-empty string`,
+		`{"graph": "g", "metadata": [1]}`:                             `metadata: want an object`,
+		`{"graph": "g", "config": "x"}`:                               `config: want an object`,
+		`{"graph": "g", "interrupts": "stop"}`:                        `interrupts: want "end"`,
+		`{"graph": "g", "resumes": []}`:                               `resumes: want a non-empty list of interrupt ids`,
+		`{"graph": "g", "resumes": ["i1"]}`:                           `resumes: it names the interrupts a command.resume answers`,
+		`{"graph": "g", "command": {"rsume": 1}}`:                     `command: unknown key "rsume"`,
+		`{"graph": "g", "update_state": 1}`:                           `update_state: want an object`,
+		`{"graph": "g", "update_state": {"as_node": 1}}`:              `update_state: as_node: want a non-empty string`,
+		`{"graph": "g", "update_state": {"vals": 1}}`:                 `update_state: unknown key "vals"`,
+		`{"graph": "g", "update_state": {"values": {}}, "input": {}}`: `update_state: it runs nothing`,
 	} {
 		_, err := k.Run(context.Background(), task(in))
 		if !runner.IsPermanent(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want permanent with %q", in, err, want)
 		}
+	}
+}
+
+// A field given as null is a field not given (an API body's unset
+// fields), but input, where null means "go on from the thread's state".
+func TestNullFieldsAreNotGiven(t *testing.T) {
+	k := fakeKind(t, nil)
+	in, _, err := k.parse(json.RawMessage(`{"graph": "g", "input": null, "command": null, "context": null,
+		"interrupt_before": null, "checkpoint_id": null, "subgraphs": null, "metadata": null, "interrupts": null,
+		"resumes": null, "update_state": null, "stream_mode": null, "assistant_id": null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(in.Input) != "null" || in.Command != nil || in.UpdateState != nil || in.Context != nil || in.Resumes != nil {
+		t.Fatalf("parsed %+v", in)
+	}
+	b, _ := json.Marshal(runMsg{Type: "run", runFields: in.runFields})
+	if strings.Contains(string(b), "update_state") || strings.Contains(string(b), "context") {
+		t.Fatalf("the run line carries unset fields: %s", b)
 	}
 }
 
