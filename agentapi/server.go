@@ -50,6 +50,8 @@ type Server struct {
 	h   http.Handler // mux behind the token rule (system.go)
 
 	runs *runsState // runs.go
+
+	defaults defaults // assistants_store.go
 }
 
 // New returns the API's handler.

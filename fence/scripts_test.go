@@ -138,6 +138,17 @@ var bindings = map[string]struct {
 	"store_get":     {2, 1, false, true, 0, 0},
 	"store_index":   {2, 0, false, true, 0, 0},
 	"store_unindex": {2, 1, false, true, 0, 0},
+	// The Agent Server API's records (agent_test.go): fields follow as
+	// pairs.
+	"agent_thread_put":    {2, 4, false, false, 0, 0},
+	"agent_thread_write":  {1, 2, false, true, 0, 0},
+	"agent_thread_delete": {3, 2, false, false, 0, 0},
+	"agent_asst_put":      {3, 4, false, true, 0, 0},
+	"agent_asst_write":    {2, 4, false, true, 0, 0},
+	"agent_asst_delete":   {4, 2, false, false, 0, 0},
+	"agent_ckpt_copy":     {5, 7, false, false, 0, 0},
+	// agent_ckpt_keep_latest: four keys per namespace listed.
+	"agent_ckpt_keep_latest": {3, 2, true, true, 4, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -347,6 +358,7 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.SearchItems(ctx, ItemSearch{Prefix: ins})
 	require.NoError(t, err)
 
+	exerciseAgentScripts(t, s, run)
 	return a.Lease
 }
 
