@@ -68,6 +68,13 @@ func (s *Server) runsThreadExists(ctx context.Context, tid string) (bool, error)
 	if fence.ValidateID("thread", tid) != nil {
 		return false, nil
 	}
+	// A thread made by POST /threads is an API thread record (threads.go)
+	// before its first run makes it a baton thread.
+	if _, err := s.cfg.Client.Store().AgentThread(ctx, tid); err == nil {
+		return true, nil
+	} else if !errors.Is(err, fence.ErrNotFound) {
+		return false, err
+	}
 	_, err := s.cfg.Client.Store().Thread(ctx, tid)
 	switch {
 	case errors.Is(err, fence.ErrNotFound):
