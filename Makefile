@@ -126,7 +126,10 @@ bench:
 		echo "bench: node and npm are not both installed: BullMQ will be skipped"; \
 	fi
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
-	@$(MAKE) --no-print-directory bench-agent
+	@case "$(BENCH_FLAGS)" in \
+		*-sections*) echo "bench: agent turns not run (-sections was given; make bench-agent runs them)";; \
+		*) $(MAKE) --no-print-directory bench-agent;; \
+	esac
 
 # The "agent turns" section (issue 43), in one run: baton's Python and JS
 # graph workers, the exec path, the in-process floor, baton's Agent Server
