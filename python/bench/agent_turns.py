@@ -59,7 +59,7 @@ class Counters:
     def __init__(self, r: redis.Redis | None, pids: list[int]) -> None:
         self.r, self.pids = r, pids
 
-    def read(self) -> tuple[int, int, float]:
+    def read(self) -> tuple:
         calls = evals = 0
         if self.r is not None:
             for name, st in self.r.info("commandstats").items():
@@ -67,11 +67,18 @@ class Counters:
                     calls += st["calls"]
                     if name.startswith("cmdstat_evalsha") or name.startswith("cmdstat_eval"):
                         evals += st["calls"]
-        return calls, evals, procstat.cpu_seconds(self.pids)
+        own, below = procstat.cpu_split(self.pids[0])
+        rest = procstat.cpu_seconds(self.pids[1:])
+        return calls, evals, own + below + rest, own, below, rest, time.process_time()
 
     def per_turn(self, a: tuple, b: tuple, turns: int) -> dict:
-        return {"redis_cmds": (b[0] - a[0]) / turns, "scripts": (b[1] - a[1]) / turns,
-                "cpu_ms": (b[2] - a[2]) * 1000 / turns}
+        """Per turn: Redis commands, script calls, CPU ms in all, and split
+        (first process itself, its children such as the graph worker, the
+        others such as redis-server), and the CPU of this process, the
+        client, which shares the machine's cores."""
+        d = [(y - x) / turns for x, y in zip(a, b)]
+        return {"redis_cmds": d[0], "scripts": d[1], "cpu_ms": d[2] * 1000, "cpu_ms_own": d[3] * 1000,
+                "cpu_ms_children": d[4] * 1000, "cpu_ms_others": d[5] * 1000, "cpu_ms_client": d[6] * 1000}
 
 
 def native_latency(c: BatonClient, name: str, node: dict, n: int, check: str) -> dict:

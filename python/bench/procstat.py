@@ -36,13 +36,22 @@ def descendants(root: int) -> list[int]:
 def cpu_seconds(roots: list[int]) -> float:
     """User+system CPU of each root's tree, with the reaped children's
     (an exec node's process per turn is counted once its runner reaps it)."""
-    total = 0
-    for root in roots:
-        for pid in descendants(root):
-            st = _stat(pid)
-            if st:
-                total += int(st[11]) + int(st[12]) + int(st[13]) + int(st[14])
-    return total / TICK
+    return sum(sum(cpu_split(root)) for root in roots)
+
+
+def cpu_split(root: int) -> tuple[float, float]:
+    """CPU seconds of root itself (with its reaped children), and of its
+    live descendants (a graph worker)."""
+    own = below = 0
+    for pid in descendants(root):
+        st = _stat(pid)
+        if st:
+            t = int(st[11]) + int(st[12]) + int(st[13]) + int(st[14])
+            if pid == root:
+                own += t
+            else:
+                below += t
+    return own / TICK, below / TICK
 
 
 def rss_mib(pid: int) -> float:

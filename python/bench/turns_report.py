@@ -42,13 +42,20 @@ def report(res: dict) -> None:
         print("  " + "  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)))
     print("  (result: submit -> result by the client; runs.wait on a new thread for the SDK rows. "
           "CPU: runner + worker + redis-server, or langgraph dev's process tree)")
+    for key, name in NAMES.items():
+        d = res.get(key, {})
+        if d.get("cpu_ms_own") is not None and key != "floor":
+            print(f"  CPU ms per turn, {name}: {d['cpu_ms_own']:.1f} "
+                  f"{'langgraph dev' if key == 'langgraph-dev' else 'runner'}, {d['cpu_ms_children']:.1f} its children"
+                  + (f", {d['cpu_ms_others']:.1f} redis-server" if key != "langgraph-dev" else "")
+                  + f"; the bench's client {d['cpu_ms_client']:.1f}")
 
     fl, api, py, lg = (res.get(k, {}) for k in ("floor", "baton-api", "baton-py", "langgraph-dev"))
     print()
-    print("  target                                   measured                         goal      met")
+    print(f"  {'target':48} {'measured':34} {'goal':9} met")
 
     def row(what: str, v, goal: str, ok) -> None:
-        print(f"  {what:40} {v:32} {goal:9} {'-' if ok is None else ('yes' if ok else 'NO')}")
+        print(f"  {what:48} {v:34} {goal:9} {'-' if ok is None else ('yes' if ok else 'NO')}")
 
     for label, d, key in (("SDK runs.wait", api, "wait"), ("native submit->result", py, "result")):
         if fl.get("result_p50") is not None and d.get(key + "_p50") is not None:
