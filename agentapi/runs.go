@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -138,6 +139,12 @@ func (s *Server) handleCreate(stateless bool, mode createMode) http.HandlerFunc 
 	}
 }
 
+// hasResume says whether a command answers an interrupt.
+func hasResume(command json.RawMessage) bool {
+	var c map[string]json.RawMessage
+	return json.Unmarshal(command, &c) == nil && present(c["resume"])
+}
+
 // pathThread is the thread a run's paths name: none for a stateless run.
 func pathThread(stateless bool, tid string) string {
 	if stateless {
@@ -190,6 +197,14 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		Context: b.Context, InterruptBefore: b.InterruptBefore, InterruptAfter: b.InterruptAfter,
 		CheckpointID: b.CheckpointID, Subgraphs: b.StreamSubgraphs, AssistantID: assistant, Metadata: b.Metadata,
 		Interrupts: "end"}
+	if hasResume(b.Command) {
+		ids, err := s.runsPendingInterruptIDs(ctx, tid)
+		if err != nil {
+			return nil, err
+		}
+		ids = append([]string{}, ids...)
+		in.Resumes = &ids
+	}
 	raw, err := s.nodeInput(in)
 	if err != nil {
 		return nil, err
@@ -209,7 +224,9 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 	case errors.Is(err, fence.ErrThreadBusy):
 		return nil, &apiError{http.StatusConflict, "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."}
 	case errors.Is(err, spec.ErrInvalid):
-		return nil, badf("%v", err)
+		// The spec's words for the API's fields.
+		msg := strings.NewReplacer("notify.url", "webhook", "notify", "webhook", "start_in", "after_seconds").Replace(err.Error())
+		return nil, badf("%s", msg)
 	case err != nil:
 		// Stored, with its delivery left to the sweeper, is a created run.
 		if _, rerr := s.cfg.Client.Store().Locate(ctx, rid); rerr != nil {

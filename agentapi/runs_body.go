@@ -36,6 +36,7 @@ type runBody struct {
 	AfterSeconds      float64
 	Webhook           string
 	Durability        string
+	StrictResume      bool
 }
 
 // badInput is a body the reference refuses with 422; its message names the
@@ -114,6 +115,7 @@ func parseRunFields(f map[string]json.RawMessage) (*runBody, error) {
 		obj("checkpoint", &b.Checkpoint),
 		boolean("stream_subgraphs", &b.StreamSubgraphs),
 		boolean("stream_resumable", &b.StreamResumable),
+		boolean("strict_resume", &b.StrictResume),
 		nodes("interrupt_before", &b.InterruptBefore),
 		nodes("interrupt_after", &b.InterruptAfter),
 		str("checkpoint_id", &b.CheckpointID),

@@ -100,6 +100,38 @@ func TestRunsMore(t *testing.T) {
 		assert.Contains(t, string(body), "ticked")
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+queued, "")
 		assert.Equal(t, "success", jsonOf(t, body)["status"])
+
+		// rollback: the active run is cancelled and the next one runs.
+		active := e.createBackground(t, tid, slowBody(1000, ``))
+		code, _, body = e.call(t, "POST", "/threads/"+tid+"/runs/wait", slowBody(1, `, "multitask_strategy": "rollback"`))
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, string(body), "ticked")
+		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+active, "")
+		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+	})
+
+	// on_disconnect=cancel: the run ends when its stream's client goes
+	// away; after_seconds delays a run, pending meanwhile.
+	t.Run("OnDisconnectCancelAndAfterSeconds", func(t *testing.T) {
+		t.Parallel()
+		tid := newThread(t)
+		ctx, cut := context.WithCancel(t.Context())
+		s := e.openStream(t, ctx, "POST", "/threads/"+tid+"/runs/stream", slowBody(1000, `, "if_not_exists": "create", "on_disconnect": "cancel"`))
+		ev, ok := s.next()
+		require.True(t, ok)
+		require.Equal(t, "metadata", ev.event)
+		cut()
+		loc := s.resp.Header.Get("Content-Location")
+		_, _, _ = e.call(t, "GET", loc+"/join", "")
+		_, _, body := e.call(t, "GET", loc, "")
+		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+
+		rid := e.createBackground(t, tid, slowBody(1, `, "after_seconds": 0.5`))
+		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+rid, "")
+		assert.Equal(t, "pending", jsonOf(t, body)["status"])
+		code, _, body := e.call(t, "GET", "/threads/"+tid+"/runs/"+rid+"/join", "")
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, string(body), "ticked")
 	})
 
 	t.Run("CancelWaitsForTheEnd", func(t *testing.T) {
@@ -148,6 +180,8 @@ func TestRunsMore(t *testing.T) {
 			{"/threads/" + newThread(t) + "/runs", `{"assistant_id": "chat"}`, 404, "not found"},
 			{"/threads/" + newThread(t) + "/runs/wait", `{"assistant_id": "chat", "if_not_exists": "reject"}`, 404, "not found"},
 			{"/runs/batch", `[]`, 422, "body"},
+			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "webhook": "ftp://x"}`, 422, "webhook"},
+			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "after_seconds": "soon"}`, 422, "after_seconds"},
 			{"/runs/batch", `[{"assistant_id": "chat"}, {"assistant_id": "nope"}]`, 404, "[1]"},
 		}
 		for _, c := range cases {

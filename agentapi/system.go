@@ -22,7 +22,7 @@ func (s *Server) systemRoutes() {
 	})
 	s.mux.HandleFunc("GET /info", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, info{Version: version.String(), Context: "baton",
-			Flags: infoFlags{Assistants: true, Crons: true}})
+			Flags: infoFlags{Assistants: true, Crons: true, StrictResume: true}})
 	})
 	s.mux.HandleFunc("GET /docs", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -42,6 +42,10 @@ type infoFlags struct {
 	Crons                    bool `json:"crons"`
 	LangSmith                bool `json:"langsmith"`
 	LangSmithTracingReplicas bool `json:"langsmith_tracing_replicas"`
+	// StrictResume: a resume that answers an interrupt that is not waiting
+	// is refused, whatever the run's strict_resume says (the graph
+	// worker's check of the run's resumes).
+	StrictResume bool `json:"strict_resume"`
 }
 
 // guarded puts the admin API's token rule in front of h: with
