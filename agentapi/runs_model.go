@@ -151,7 +151,7 @@ func (s *Server) readRun(ctx context.Context, thread, rid string) (*Run, *fence.
 // runView builds the API's run from baton's run and its node's input.
 func (s *Server) runView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	r := &Run{RunID: info.ID, ThreadID: tid, AssistantID: in.AssistantID, Status: RunStatus(info),
-		CreatedAt: apiTime(info.CreatedAt), MultitaskStrategy: info.Multitask,
+		CreatedAt: timeText(info.CreatedAt), MultitaskStrategy: info.Multitask,
 		Metadata: map[string]any{}, Kwargs: map[string]any{}}
 	if r.AssistantID == "" {
 		r.AssistantID = runsDefaultAssistantID(in.Graph)
@@ -168,7 +168,7 @@ func (s *Server) runView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	if info.FinishedAt != nil {
 		updated = *info.FinishedAt
 	}
-	r.UpdatedAt = apiTime(updated)
+	r.UpdatedAt = timeText(updated)
 	for k, v := range in.Metadata {
 		r.Metadata[k] = v
 	}

@@ -1,7 +1,6 @@
 package agentapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -184,13 +183,6 @@ func TestThreadStateReads(t *testing.T) {
 	b.call(t, "GET", "/threads/"+tid2, "", http.StatusOK, &th)
 	assert.Equal(t, map[string]any{"graph_id": "other"}, th.Metadata)
 	assert.Error(t, b.srv.stampThread(t.Context(), "x{y}", "agent", ""))
-}
-
-func jsonOf(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	return string(b)
 }
 
 // TestConcurrentPatchesLoseNothing: patches of one thread's metadata and

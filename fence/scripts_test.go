@@ -133,11 +133,6 @@ var bindings = map[string]struct {
 	// limit_set: the definitions and the index of keys seen, then the
 	// holders and waiters of each key seen under the limit.
 	"limit_set": {2, 2, true, false, 0, 0},
-	// the item store: one namespace's keys, or the index's.
-	"store_put":     {2, 0, false, true, 0, 0},
-	"store_get":     {2, 1, false, true, 0, 0},
-	"store_index":   {2, 0, false, true, 0, 0},
-	"store_unindex": {2, 1, false, true, 0, 0},
 	// The Agent Server API's records (agent_test.go): fields follow as
 	// pairs.
 	"agent_thread_put":    {2, 4, false, false, 0, 0},
@@ -149,6 +144,11 @@ var bindings = map[string]struct {
 	"agent_ckpt_copy":     {5, 7, false, false, 0, 0},
 	// agent_ckpt_keep_latest: four keys per namespace listed.
 	"agent_ckpt_keep_latest": {3, 2, true, true, 4, 0},
+	// the item store: one namespace's keys, or the index's.
+	"store_put":     {2, 0, false, true, 0, 0},
+	"store_get":     {2, 1, false, true, 0, 0},
+	"store_index":   {2, 0, false, true, 0, 0},
+	"store_unindex": {2, 1, false, true, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -348,6 +348,7 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.run(ctx, "limit_conc", lk[:2], 2)
 	require.NoError(t, err)
 
+	exerciseAgentScripts(t, s, run)
 	// The item store (store_items.go): a put, a get, a search that
 	// finds an emptied namespace (store_unindex.lua).
 	ins := []string{"mem", run}
@@ -358,7 +359,6 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.SearchItems(ctx, ItemSearch{Prefix: ins})
 	require.NoError(t, err)
 
-	exerciseAgentScripts(t, s, run)
 	return a.Lease
 }
 
