@@ -4,7 +4,7 @@
 GO       ?= go
 TIMEOUT  ?= 15m
 
-.PHONY: all build test test-short test-js test-py api-tools demo bench chaos lint clean
+.PHONY: all build test test-short test-js test-py api-tools demo bench bench-agent chaos lint clean
 
 all: build test
 
@@ -126,6 +126,37 @@ bench:
 		echo "bench: node and npm are not both installed: BullMQ will be skipped"; \
 	fi
 	$(GO) run ./cmd/bench $(BENCH_FLAGS)
+	@case "$(BENCH_FLAGS)" in \
+		*-sections*) echo "bench: agent turns not run (-sections was given; make bench-agent runs them)";; \
+		*) $(MAKE) --no-print-directory bench-agent;; \
+	esac
+
+# The "agent turns" section (issue 43), in one run: baton's Python and JS
+# graph workers, the exec path, the in-process floor, baton's Agent Server
+# API and LangGraph's `langgraph dev`, which is installed from
+# python/bench/requirements.lock (hashes) into python/bench/.venv, never
+# into python/.venv. Without python3 >= 3.11 it says so and skips; without
+# node, or js/node_modules (make test-js), its JS column says skipped.
+# AGENT_BENCH_N turns per latency figure (30).
+BENCH_VENV := $(PY_DIR)/bench/.venv
+AGENT_BENCH_N ?= 30
+bench-agent:
+	@if ! command -v $(PYTHON) >/dev/null 2>&1 || ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then \
+		echo "bench: agent turns SKIPPED: python3 >= 3.11 is missing"; \
+	else \
+		cd $(PY_DIR) && \
+		if [ ! -f .venv/.installed ] || [ requirements.lock -nt .venv/.installed ]; then \
+			$(PYTHON) -m venv .venv && \
+			.venv/bin/pip install -q --require-hashes --no-deps -r requirements.lock && \
+			touch .venv/.installed; \
+		fi && cd .. && \
+		if [ ! -f $(BENCH_VENV)/.installed ] || [ $(PY_DIR)/bench/requirements.lock -nt $(BENCH_VENV)/.installed ]; then \
+			{ $(PYTHON) -m venv $(BENCH_VENV) && \
+			$(BENCH_VENV)/bin/pip install -q --require-hashes --no-deps -r $(PY_DIR)/bench/requirements.lock && \
+			touch $(BENCH_VENV)/.installed; } || echo "bench: langgraph dev could not be installed: its column will say skipped"; \
+		fi; \
+		$(PY_DIR)/.venv/bin/python $(PY_DIR)/bench/agent_turns.py $(AGENT_BENCH_N); \
+	fi
 
 # The fault harness: real runners, Redis and the fenced downstream under a
 # seeded schedule of kills, pauses, network faults and Redis restarts, then
