@@ -1,0 +1,278 @@
+"""Drives an Agent Server with LangGraph's official Python SDK and prints a
+normalised transcript (JSON) of what it saw: event names and order, payloads
+with ids and times replaced by placeholders. The same steps as client.mjs.
+
+    python client.py --url http://127.0.0.1:PORT (--sync | --async) --tag T
+
+--sync uses get_sync_client, --async get_client: one body of steps drives
+both (`w` awaits what the async client returns; `chunks` iterates either
+kind of stream). --tag keeps this script's store items apart from the other
+scripts' on the same server. A step that raises records its HTTP status.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import inspect
+import json
+import re
+import sys
+import time
+import traceback
+
+import httpx
+from langgraph.graph import START, StateGraph
+from langgraph.pregel.remote import RemoteGraph
+from langgraph_sdk import get_client, get_sync_client
+from typing_extensions import Annotated, TypedDict
+import operator
+
+UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|\b[0-9a-f]{32}\b", re.I)
+TIME = re.compile(r"^\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d")
+
+
+def norm(x):
+    """Replaces ids and times (in keys too), leaving the shape and every other value."""
+    if isinstance(x, dict):
+        return {UUID.sub("<id>", k): norm(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [norm(v) for v in x]
+    if isinstance(x, str):
+        if TIME.match(x):
+            return "<time>"
+        return UUID.sub("<id>", x)
+    return x
+
+
+async def w(x):
+    return await x if inspect.isawaitable(x) else x
+
+
+async def chunks(stream, limit=None):
+    """The stream's parts as [event, data]; with limit, stops (closing the
+    connection) after that many and returns the last part's id too."""
+    out, last = [], None
+    if hasattr(stream, "__aiter__"):
+        async for p in stream:
+            out.append([p.event, p.data]); last = p.id
+            if limit and len(out) >= limit:
+                await stream.aclose()
+                break
+    else:
+        for p in stream:
+            out.append([p.event, p.data]); last = p.id
+            if limit and len(out) >= limit:
+                stream.close()
+                break
+    return out, last
+
+
+def status_of(e):
+    if isinstance(e, httpx.HTTPStatusError):
+        return {"error": e.response.status_code}
+    return {"error": type(e).__name__}
+
+
+class Steps(TypedDict, total=False):
+    topic: str
+    steps: Annotated[list[str], operator.add]
+    answer: str
+
+
+async def until_running(c, tid, rid):
+    for _ in range(400):
+        run = await w(c.runs.get(tid, rid))
+        if run["status"] != "pending":
+            return run["status"]
+        await asyncio.sleep(0.025)
+    return "pending"
+
+
+async def main(url, sync, tag):
+    c = get_sync_client(url=url, api_key=None) if sync else get_client(url=url, api_key=None)
+    out = {}
+
+    async def step(name, fn):
+        t0 = time.monotonic()
+        try:
+            out[name] = norm(await fn())
+        except Exception as e:  # noqa: BLE001
+            out[name] = status_of(e)
+            print(f"{name}: {e!r}", file=sys.stderr)
+            if not isinstance(e, httpx.HTTPStatusError):
+                traceback.print_exc()
+        print(f"{name}: {time.monotonic() - t0:.2f}s", file=sys.stderr)
+
+    async def thread():
+        return (await w(c.threads.create()))["thread_id"]
+
+    async def thread_create():
+        t = await w(c.threads.create(metadata={"owner": tag}))
+        got = await w(c.threads.get(t["thread_id"]))
+        return {"created": t, "got": got}
+
+    async def stream():
+        tid = await thread()
+        s = c.runs.stream(tid, "chat", input={"messages": [{"role": "user", "content": "hi"}]},
+                          stream_mode=["values", "updates", "messages-tuple", "custom"])
+        events, _ = await chunks(s)
+        return events
+
+    async def wait_join():
+        tid = await thread()
+        waited = await w(c.runs.wait(tid, "agent", input={"topic": "wait"}))
+        run = await w(c.runs.create(tid, "agent", input={"topic": "join"}))
+        joined = await w(c.runs.join(tid, run["run_id"]))
+        got = await w(c.runs.get(tid, run["run_id"]))
+        listed = await w(c.runs.list(tid))
+        return {"wait": waited, "created": run, "join": joined, "run": got,
+                "list_statuses": sorted(r["status"] for r in listed)}
+
+    async def cancel():
+        tid = await thread()
+        run = await w(c.runs.create(tid, "agent", input={"topic": "c", "delay_ms": 2000}))
+        before = await until_running(c, tid, run["run_id"])
+        await w(c.runs.cancel(tid, run["run_id"], wait=True))
+        got = await w(c.runs.get(tid, run["run_id"]))
+        th = await w(c.threads.get(tid))
+        return {"before": before, "status": got["status"], "thread_status": th["status"]}
+
+    async def multitask(strategy):
+        tid = await thread()
+        r1 = await w(c.runs.create(tid, "agent", input={"topic": "first", "delay_ms": 600}))
+        await until_running(c, tid, r1["run_id"])
+        res = {}
+        try:
+            r2 = await w(c.runs.create(tid, "agent", input={"topic": "second"}, multitask_strategy=strategy))
+            res["second"] = {"status": r2["status"], "multitask_strategy": r2.get("multitask_strategy")}
+        except Exception as e:  # noqa: BLE001
+            res["second"] = status_of(e)
+            r2 = None
+        if strategy == "enqueue":
+            res["first_join"] = await w(c.runs.join(tid, r1["run_id"]))
+        if r2:
+            res["second_join"] = await w(c.runs.join(tid, r2["run_id"]))
+        else:
+            res["first_join"] = await w(c.runs.join(tid, r1["run_id"]))
+        try:
+            res["first"] = (await w(c.runs.get(tid, r1["run_id"])))["status"]
+        except Exception as e:  # noqa: BLE001
+            res["first"] = status_of(e)
+        res["state"] = (await w(c.threads.get_state(tid)))["values"]
+        return res
+
+    async def interrupt():
+        tid = await thread()
+        first = await w(c.runs.wait(tid, "ask", input={"topic": "post"}))
+        th = await w(c.threads.get(tid))
+        st = await w(c.threads.get_state(tid))
+        resumed = await w(c.runs.wait(tid, "ask", command={"resume": "yes"}))
+        th2 = await w(c.threads.get(tid))
+        return {"first": first, "thread": {"status": th["status"], "interrupts": th.get("interrupts")},
+                "state": {"next": st["next"], "tasks": st["tasks"], "interrupts": st.get("interrupts")},
+                "resumed": resumed, "status_after": th2["status"]}
+
+    async def interrupt_before():
+        tid = await thread()
+        first = await w(c.runs.wait(tid, "agent", input={"topic": "ib"}, interrupt_before=["write"]))
+        st = await w(c.threads.get_state(tid))
+        th = await w(c.threads.get(tid))
+        rest = await w(c.runs.wait(tid, "agent", input=None))
+        return {"first": first, "next": st["next"], "thread_status": th["status"], "rest": rest}
+
+    async def busy_update():
+        tid = await thread()
+        run = await w(c.runs.create(tid, "agent", input={"topic": "busy", "delay_ms": 1500}))
+        await until_running(c, tid, run["run_id"])
+        try:
+            await w(c.threads.update_state(tid, {"topic": "changed"}))
+            res = {"update": "accepted"}
+        except Exception as e:  # noqa: BLE001
+            res = {"update": status_of(e)}
+        await w(c.runs.cancel(tid, run["run_id"], wait=True))
+        return res
+
+    async def history():
+        tid = await thread()
+        await w(c.runs.wait(tid, "agent", input={"topic": "h"}))
+        hist = await w(c.threads.get_history(tid))
+        past = next(s for s in hist if s["next"] == ["write"])
+        again = await w(c.runs.wait(tid, "agent", input=None, checkpoint_id=past["checkpoint"]["checkpoint_id"]))
+        hist2 = await w(c.threads.get_history(tid))
+        return {"history": [{"next": s["next"], "values": s["values"], "step": s["metadata"].get("step"),
+                             "source": s["metadata"].get("source")} for s in hist],
+                "from_past": again, "history_len_after": len(hist2),
+                "head_parent_is_past": hist2[0]["parent_checkpoint"]["checkpoint_id"] == past["checkpoint"]["checkpoint_id"]}
+
+    async def reconnect():
+        tid = await thread()
+        created = {}
+        s = c.runs.stream(tid, "agent", input={"topic": "rc", "delay_ms": 300}, stream_mode=["updates"],
+                          stream_resumable=True, on_disconnect="continue",
+                          on_run_created=lambda m: created.update(m))
+        before, last = await chunks(s, limit=2)
+        after, _ = await chunks(c.runs.join_stream(tid, created["run_id"], last_event_id=last))
+        replay, _ = await chunks(c.runs.join_stream(tid, created["run_id"], last_event_id="-1"))
+        return {"before": [e for e, _ in before], "after": after,
+                "continues": [e for e in before + after if e[0] != "metadata"] ==
+                             [e for e in replay if e[0] != "metadata"]}
+
+    async def remote_graph():
+        remote = RemoteGraph("agent", url=url, api_key=None)
+        local = StateGraph(Steps).add_node("remote", remote).add_edge(START, "remote").compile()
+        if sync:
+            return local.invoke({"topic": "remote"})
+        return await local.ainvoke({"topic": "remote"})
+
+    async def store():
+        tid = await thread()
+        ran = await w(c.runs.wait(tid, "notes", input={"group": tag, "user": "a", "note": "from graph"}))
+        item = await w(c.store.get_item(["notes", tag, "a"], "last"))
+        await w(c.store.put_item(["notes", tag, "b"], "last", {"text": "from client"}))
+        ran2 = await w(c.runs.wait(tid, "notes", input={"group": tag, "user": "c", "note": "again"}))
+        found = await w(c.store.search_items(["notes", tag], limit=100))
+        spaces = await w(c.store.list_namespaces(prefix=["notes", tag]))
+        await w(c.store.delete_item(["notes", tag, "b"], "last"))
+        try:
+            gone = await w(c.store.get_item(["notes", tag, "b"], "last"))
+        except Exception as e:  # noqa: BLE001
+            gone = status_of(e)
+        return {"graph": ran, "item": item, "graph_again": ran2,
+                "search": sorted(found["items"], key=lambda i: i["namespace"]),
+                "namespaces": sorted(spaces["namespaces"]), "deleted": gone}
+
+    async def cron():
+        tid = await thread()
+        made = await w(c.crons.create_for_thread(tid, "agent", schedule="0 0 1 1 *", input={"topic": "cron"}))
+        found = await w(c.crons.search(thread_id=tid))
+        await w(c.crons.delete(made["cron_id"]))
+        return {"created": made, "search": found}
+
+    await step("thread_create", thread_create)
+    await step("stream", stream)
+    await step("wait_join", wait_join)
+    await step("cancel", cancel)
+    for strategy in ("reject", "interrupt", "rollback", "enqueue"):
+        await step(f"multitask_{strategy}", lambda s=strategy: multitask(s))
+    await step("interrupt", interrupt)
+    await step("interrupt_before", interrupt_before)
+    await step("busy_update", busy_update)
+    await step("history", history)
+    await step("reconnect", reconnect)
+    await step("remote_graph", remote_graph)
+    await step("store", store)
+    await step("cron", cron)
+    json.dump(out, sys.stdout, indent=1, sort_keys=True)
+    print()
+
+
+if __name__ == "__main__":
+    p = argparse.ArgumentParser()
+    p.add_argument("--url", required=True)
+    p.add_argument("--tag", default="py")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--sync", action="store_true")
+    g.add_argument("--async", dest="use_async", action="store_true")
+    a = p.parse_args()
+    asyncio.run(main(a.url, a.sync, a.tag))
