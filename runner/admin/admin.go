@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/batonrun/baton/internal/runfeed"
 	"github.com/batonrun/baton/runner"
 )
 
@@ -194,7 +195,8 @@ func New(cfg Config) (http.Handler, error) {
 	a := &api{client: cfg.Client, maxBody: cfg.MaxBodyBytes, log: log, clientOf: guard.proxies.client,
 		followers:    newFollowers(MaxFollowers, cmp.Or(cfg.FollowersPerClient, DefaultFollowersPerClient)),
 		streamers:    newFollowers(MaxStreamClients, cmp.Or(cfg.FollowersPerClient, DefaultFollowersPerClient)),
-		followMaxAge: cmp.Or(cfg.FollowMaxAge, DefaultFollowMaxAge)}
+		followMaxAge: cmp.Or(cfg.FollowMaxAge, DefaultFollowMaxAge),
+		feeds:        &runfeed.Hub{Store: cfg.Client.Store(), MaxRuns: MaxStreamRuns, Log: log}}
 	contract, err := NewOpenAPIValidator()
 	if err != nil {
 		return nil, err

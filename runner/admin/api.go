@@ -20,6 +20,7 @@ import (
 
 	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/internal/runfeed"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
 )
@@ -46,7 +47,7 @@ type api struct {
 	followers    *followers
 	followMaxAge time.Duration
 	clientOf     func(*http.Request) string // proxies.client
-	feeds        feedHub                    // run streams (stream.go)
+	feeds        *runfeed.Hub               // run streams (stream.go)
 	streamers    *followers                 // run streams' clients (stream.go)
 }
 
