@@ -133,6 +133,14 @@ var bindings = map[string]struct {
 	// limit_set: the definitions and the index of keys seen, then the
 	// holders and waiters of each key seen under the limit.
 	"limit_set": {2, 2, true, false, 0, 0},
+	// The Agent Server API's records (agent_test.go): fields follow as
+	// pairs.
+	"agent_thread_put":    {2, 4, false, false, 0, 0},
+	"agent_thread_write":  {1, 2, false, true, 0, 0},
+	"agent_thread_delete": {3, 2, false, false, 0, 0},
+	"agent_asst_put":      {3, 4, false, true, 0, 0},
+	"agent_asst_write":    {2, 4, false, true, 0, 0},
+	"agent_asst_delete":   {4, 2, false, false, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -332,6 +340,7 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	_, err = s.run(ctx, "limit_conc", lk[:2], 2)
 	require.NoError(t, err)
 
+	exerciseAgentScripts(t, s, run)
 	return a.Lease
 }
 

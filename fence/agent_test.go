@@ -1,0 +1,185 @@
+package fence
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/redistest"
+)
+
+// exerciseAgentScripts calls every script of the API's records, for
+// TestBindings and TestScriptsTouchOneSlot.
+func exerciseAgentScripts(t *testing.T, s *Store, id string) {
+	t.Helper()
+	ctx := t.Context()
+	th, _, err := s.PutAgentThread(ctx, id+"-api", []byte(`{"a":1}`), "raise", "op1")
+	require.NoError(t, err)
+	_, err = s.WriteAgentThread(ctx, th.ID, th.Rev, "op2", map[string]string{"metadata": `{"a":2}`})
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteAgentThread(ctx, th.ID, "op3"))
+	a, _, err := s.PutAssistant(ctx, id+"-asst", map[string]string{"graph_id": `"g"`}, []byte(`{}`), "raise", "op1")
+	require.NoError(t, err)
+	_, err = s.WriteAssistant(ctx, a.ID, a.Rev, 0, []byte(`{}`), map[string]string{"name": `"n"`}, "op2")
+	require.NoError(t, err)
+	require.NoError(t, s.DeleteAssistant(ctx, a.ID, "op3"))
+}
+
+// TestAgentThreadRecord: a thread's record is created once, if_exists
+// decides what a second create does, a write names the rev it read, a
+// delete removes it from the listing, and every call retried with its op
+// id answers as it first did.
+func TestAgentThreadRecord(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := t.Context()
+			s := New(b.Client, nil)
+			th, created, err := s.PutAgentThread(ctx, "t1", []byte(`{"user":"ann"}`), "raise", "c1")
+			require.NoError(t, err)
+			require.True(t, created)
+			require.JSONEq(t, `{"user":"ann"}`, string(th.Metadata))
+			require.False(t, th.CreatedAt.IsZero())
+
+			again, created, err := s.PutAgentThread(ctx, "t1", []byte(`{}`), "raise", "c1")
+			require.NoError(t, err, "the retry of the create answers as the create")
+			require.True(t, created)
+			require.Equal(t, th.CreatedAt, again.CreatedAt)
+
+			_, _, err = s.PutAgentThread(ctx, "t1", []byte(`{}`), "raise", "c2")
+			require.ErrorIs(t, err, ErrExists)
+			same, created, err := s.PutAgentThread(ctx, "t1", []byte(`{"x":1}`), "do_nothing", "c3")
+			require.NoError(t, err)
+			require.False(t, created)
+			require.JSONEq(t, `{"user":"ann"}`, string(same.Metadata), "do_nothing changes nothing")
+
+			w, err := s.WriteAgentThread(ctx, "t1", th.Rev, "w1", map[string]string{"metadata": `{"user":"bob"}`})
+			require.NoError(t, err)
+			require.Equal(t, th.Rev+1, w.Rev)
+			_, err = s.WriteAgentThread(ctx, "t1", th.Rev, "w2", map[string]string{"metadata": `{"user":"eve"}`})
+			require.ErrorIs(t, err, ErrRecordChanged, "a write from a stale read")
+			w1, err := s.WriteAgentThread(ctx, "t1", th.Rev, "w1", map[string]string{"metadata": `{"user":"bob"}`})
+			require.NoError(t, err, "the retry of the write answers as the write")
+			require.Equal(t, w.Rev, w1.Rev)
+			got, err := s.AgentThread(ctx, "t1")
+			require.NoError(t, err)
+			require.JSONEq(t, `{"user":"bob"}`, string(got.Metadata))
+			_, err = s.WriteAgentThread(ctx, "nope", 1, "w3", map[string]string{"metadata": `{}`})
+			require.ErrorIs(t, err, ErrNotFound)
+
+			_, _, err = s.PutAgentThread(ctx, "t2", []byte(`{}`), "raise", "c4")
+			require.NoError(t, err)
+			ids, err := s.AgentThreadIDs(ctx)
+			require.NoError(t, err)
+			require.ElementsMatch(t, []string{"t1", "t2"}, ids)
+
+			require.NoError(t, s.DeleteAgentThread(ctx, "t1", "d1"))
+			require.NoError(t, s.DeleteAgentThread(ctx, "t1", "d1"), "the retry of the delete answers as the delete")
+			require.ErrorIs(t, s.DeleteAgentThread(ctx, "t1", "d2"), ErrNotFound)
+			_, err = s.AgentThread(ctx, "t1")
+			require.ErrorIs(t, err, ErrNotFound)
+			ids, err = s.AgentThreadIDs(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"t2"}, ids)
+
+			_, _, err = s.PutAgentThread(ctx, "t{x}", []byte(`{}`), "raise", "c5")
+			require.ErrorIs(t, err, ErrInvalidID, "an id that could forge a hash tag")
+		})
+	}
+}
+
+// TestAssistantRecord: an assistant's patch adds a version, "latest"
+// makes an old one current without adding one, and deleting it removes
+// its versions.
+func TestAssistantRecord(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := t.Context()
+			s := New(b.Client, nil)
+			a, created, err := s.PutAssistant(ctx, "a1", map[string]string{"graph_id": `"agent"`, "name": `"one"`},
+				[]byte(`{"name":"one"}`), "raise", "c1")
+			require.NoError(t, err)
+			require.True(t, created)
+			require.Equal(t, int64(1), a.Version)
+			require.Equal(t, `"agent"`, a.Fields["graph_id"])
+			_, _, err = s.PutAssistant(ctx, "a1", map[string]string{"graph_id": `"x"`}, []byte(`{}`), "raise", "c2")
+			require.ErrorIs(t, err, ErrExists)
+
+			p, err := s.WriteAssistant(ctx, "a1", a.Rev, 0, []byte(`{"name":"two"}`), map[string]string{"name": `"two"`}, "p1")
+			require.NoError(t, err)
+			require.Equal(t, int64(2), p.Version)
+			require.Equal(t, `"two"`, p.Fields["name"])
+			require.Equal(t, `"agent"`, p.Fields["graph_id"], "fields not named stay")
+			again, err := s.WriteAssistant(ctx, "a1", a.Rev, 0, []byte(`{"name":"two"}`), map[string]string{"name": `"two"`}, "p1")
+			require.NoError(t, err, "the retry of the patch answers as the patch")
+			require.Equal(t, int64(2), again.Max, "and adds no version")
+
+			l, err := s.WriteAssistant(ctx, "a1", p.Rev, 1, nil, map[string]string{"name": `"one"`}, "l1")
+			require.NoError(t, err)
+			require.Equal(t, int64(1), l.Version)
+			require.Equal(t, int64(2), l.Max)
+			_, err = s.WriteAssistant(ctx, "a1", l.Rev, 9, nil, nil, "l2")
+			require.ErrorIs(t, err, ErrNoVersion)
+			_, err = s.WriteAssistant(ctx, "a1", a.Rev, 0, []byte(`{}`), nil, "p2")
+			require.ErrorIs(t, err, ErrRecordChanged)
+
+			vs, err := s.AssistantVersions(ctx, "a1")
+			require.NoError(t, err)
+			require.Len(t, vs, 2)
+			require.Equal(t, int64(2), vs[0].Version)
+			require.JSONEq(t, `{"name":"two"}`, string(vs[0].Doc))
+
+			ids, err := s.AssistantIDs(ctx)
+			require.NoError(t, err)
+			require.Equal(t, []string{"a1"}, ids)
+			require.NoError(t, s.DeleteAssistant(ctx, "a1", "d1"))
+			require.NoError(t, s.DeleteAssistant(ctx, "a1", "d1"), "the retry of the delete answers as the delete")
+			require.ErrorIs(t, s.DeleteAssistant(ctx, "a1", "d2"), ErrNotFound)
+			vs, err = s.AssistantVersions(ctx, "a1")
+			require.NoError(t, err)
+			require.Empty(t, vs)
+			_, err = s.GetAssistant(ctx, "a1")
+			require.ErrorIs(t, err, ErrNotFound)
+		})
+	}
+}
+
+// TestAgentRecordsOnCluster: every record operation runs on a Redis
+// Cluster (each script's keys share a slot) and search finds records of
+// every shard.
+func TestAgentRecordsOnCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{})
+	var rdb redis.UniversalClient = c.Client()
+	s := New(rdb, nil)
+	ctx := t.Context()
+	var ids []string
+	for i := range 40 {
+		id := fmt.Sprintf("c%d", i)
+		ids = append(ids, id)
+		th, _, err := s.PutAgentThread(ctx, id, []byte(`{}`), "raise", "c")
+		require.NoError(t, err)
+		_, err = s.WriteAgentThread(ctx, id, th.Rev, "w", map[string]string{"metadata": `{"n":1}`})
+		require.NoError(t, err)
+		a, _, err := s.PutAssistant(ctx, id, map[string]string{"graph_id": `"g"`}, []byte(`{}`), "raise", "c")
+		require.NoError(t, err)
+		_, err = s.WriteAssistant(ctx, id, a.Rev, 0, []byte(`{}`), nil, "w")
+		require.NoError(t, err)
+	}
+	got, err := s.AgentThreadIDs(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, got)
+	recs, err := s.AgentThreads(ctx, ids)
+	require.NoError(t, err)
+	require.Len(t, recs, 40)
+	as, err := s.AssistantIDs(ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, as)
+	for _, id := range ids {
+		require.NoError(t, s.DeleteAgentThread(ctx, id, "d"))
+		require.NoError(t, s.DeleteAssistant(ctx, id, "d"))
+	}
+}
