@@ -1,7 +1,6 @@
 package langgraph
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -225,45 +223,6 @@ func (k *Kind) process(lang string) (*process, error) {
 	return pr, nil
 }
 
-// input is a graph node's input.
-type input struct {
-	Graph      string          `json:"graph"`
-	Input      json.RawMessage `json:"input,omitempty"`
-	Command    json.RawMessage `json:"command,omitempty"`
-	Config     json.RawMessage `json:"config,omitempty"`
-	StreamMode json.RawMessage `json:"stream_mode,omitempty"`
-}
-
-var streamModes = []string{"values", "updates", "messages", "messages-tuple", "custom", "tasks", "checkpoints", "debug"}
-
-func (k *Kind) parse(raw json.RawMessage) (input, []string, error) {
-	var in input
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil {
-		return in, nil, fmt.Errorf("graph node input: %w (want {\"graph\", \"input\", \"command\", \"config\", \"stream_mode\"})", err)
-	}
-	if _, ok := k.project.Graphs[in.Graph]; !ok {
-		return in, nil, fmt.Errorf("unknown graph %q: %s has %s", in.Graph, k.project.Path,
-			strings.Join(slices.Sorted(maps.Keys(k.project.Graphs)), ", "))
-	}
-	var modes []string
-	if len(in.StreamMode) > 0 && string(in.StreamMode) != "null" {
-		var one string
-		if json.Unmarshal(in.StreamMode, &one) == nil {
-			modes = []string{one}
-		} else if err := json.Unmarshal(in.StreamMode, &modes); err != nil {
-			return in, nil, fmt.Errorf("graph node input: stream_mode: want a mode or a list of modes")
-		}
-	}
-	for _, m := range modes {
-		if !slices.Contains(streamModes, m) {
-			return in, nil, fmt.Errorf("graph node input: stream_mode %q: want one of %s", m, strings.Join(streamModes, ", "))
-		}
-	}
-	return in, modes, nil
-}
-
 // runMsg hands one attempt to the worker.
 type runMsg struct {
 	Type        string          `json:"type"`
@@ -282,6 +241,7 @@ type runMsg struct {
 	Config      json.RawMessage `json:"config,omitempty"`
 	StreamMode  []string        `json:"stream_mode"`
 	Resume      *resumeMsg      `json:"resume,omitempty"`
+	runFields
 }
 
 type resumeMsg struct {
@@ -308,7 +268,7 @@ func (k *Kind) Run(ctx context.Context, t *runner.Task) (json.RawMessage, error)
 	l := t.Lease
 	msg := runMsg{Type: "run", ID: l.ClaimID, Graph: in.Graph, Run: l.Run, Node: l.Node, Thread: l.Thread,
 		Attempt: l.Attempt, Epoch: l.Epoch, Claim: l.ClaimID, Worker: l.Owner, Incarnation: l.Incarnation,
-		Input: in.Input, Command: in.Command, Config: in.Config, StreamMode: modes}
+		Input: in.Input, Command: in.Command, Config: in.Config, StreamMode: modes, runFields: in.runFields}
 	if v, ok := t.ResumeValue(); ok {
 		msg.Resume = &resumeMsg{Wait: t.ResumedWait(), Value: v}
 	}

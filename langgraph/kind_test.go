@@ -205,9 +205,26 @@ func TestBadInputIsPermanent(t *testing.T) {
 	k := fakeKind(t, nil)
 	for in, want := range map[string]string{
 		`{"graph": "nope"}`:                       `unknown graph "nope"`,
-		`{"graph": "g", "stream_mode": "events"}`: `stream_mode "events"`,
+		`{"graph": "g", "stream_mode": "evnets"}`: `stream_mode "evnets"`,
 		`{"graph": "g", "inptu": {}}`:             `unknown field "inptu"`,
 		`{"graph": "g", "stream_mode": {"a": 1}}`: `want a mode or a list`,
+		`[1]`:                          `want a JSON object`,
+		`{"graph": "g", "context": 3}`: `context: want an object or null`,
+		`{"graph": "g", "interrupt_before": "a"}`:                     `interrupt_before: want "*" or a list of node names`,
+		`{"graph": "g", "interrupt_after": [1]}`:                      `interrupt_after: want "*" or a list of node names`,
+		`{"graph": "g", "checkpoint_id": ""}`:                         `checkpoint_id: want a non-empty string`,
+		`{"graph": "g", "subgraphs": "yes"}`:                          `subgraphs: want true or false`,
+		`{"graph": "g", "assistant_id": 7}`:                           `assistant_id: want a non-empty string`,
+		`{"graph": "g", "metadata": [1]}`:                             `metadata: want an object`,
+		`{"graph": "g", "config": "x"}`:                               `config: want an object`,
+		`{"graph": "g", "interrupts": "stop"}`:                        `interrupts: want "end"`,
+		`{"graph": "g", "resumes": []}`:                               `resumes: want a non-empty list of interrupt ids`,
+		`{"graph": "g", "resumes": ["i1"]}`:                           `resumes: it names the interrupts a command.resume answers`,
+		`{"graph": "g", "command": {"rsume": 1}}`:                     `command: unknown key "rsume"`,
+		`{"graph": "g", "update_state": 1}`:                           `update_state: want an object`,
+		`{"graph": "g", "update_state": {"as_node": 1}}`:              `update_state: as_node: want a non-empty string`,
+		`{"graph": "g", "update_state": {"vals": 1}}`:                 `update_state: unknown key "vals"`,
+		`{"graph": "g", "update_state": {"values": {}}, "input": {}}`: `update_state: it runs nothing`,
 	} {
 		_, err := k.Run(context.Background(), task(in))
 		if !runner.IsPermanent(err) || !strings.Contains(err.Error(), want) {

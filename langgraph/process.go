@@ -29,6 +29,7 @@ type message struct {
 	Error     string          `json:"error,omitempty"`
 	Traceback string          `json:"traceback,omitempty"`
 	Permanent bool            `json:"permanent,omitempty"`
+	Code      string          `json:"code,omitempty"`
 	Reason    string          `json:"reason,omitempty"`
 	PID       int             `json:"pid,omitempty"`
 	Graphs    []string        `json:"graphs,omitempty"`

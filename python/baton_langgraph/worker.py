@@ -25,16 +25,15 @@ from typing import Any
 import redis as redis_sync
 import redis.asyncio as redis_async
 
+from . import calls
+from .calls import interrupt_json
 from .errors import BatonError, is_fenced
 from .graphs import GraphSpec, load
 from .lease import Lease
 from .node import RESUME_KEY, RUN_KEY, _jsonable, _pending, _plan, wait_request
 from .saver import BatonSaver
+from .streams import SDK_MODES, Stream
 
-MODES = {"values": "values", "updates": "updates", "messages": "messages", "messages-tuple": "messages",
-         "custom": "custom", "tasks": "tasks", "checkpoints": "checkpoints", "debug": "debug"}
-"""Stream modes an attempt may ask for (LangGraph SDK names) and the graph's
-mode each is; "messages-tuple" is the SDK's name of the graph's "messages"."""
 
 _ABSENT = object()
 
@@ -94,6 +93,7 @@ class Worker:
         self.aredis = redis_async.Redis.from_url(url, decode_responses=True)
         self.graphs: dict[str, GraphSpec] = {}
         self.attempts: dict[str, Attempt] = {}
+        self.calls: set[asyncio.Task[None]] = set()
 
     def load(self, graphs: dict[str, str]) -> None:
         for gid, ref in graphs.items():
@@ -116,6 +116,10 @@ class Worker:
                 task.cancel(msg.get("reason") or "cancelled by the runner")
         elif kind == "stop" and aid in self.attempts:
             self.attempts[aid].stop = True
+        elif kind == "call":
+            task = asyncio.create_task(self.call(msg))
+            self.calls.add(task)
+            task.add_done_callback(self.calls.discard)
 
     async def serve(self, att: Attempt) -> None:
         try:
@@ -136,55 +140,148 @@ class Worker:
         if spec is None:
             raise BatonError(f"baton: unknown graph {msg.get('graph')!r} (this worker serves: "
                              f"{', '.join(sorted(self.graphs)) or 'none'})")
-        modes = [MODES[m] for m in msg.get("stream_mode") or []]
+        modes = list(msg.get("stream_mode") or [])
+        unknown = [m for m in modes if m not in SDK_MODES]
+        if unknown:
+            raise BatonError(f"baton: stream_mode {unknown[0]!r}: want one of {', '.join(SDK_MODES)}")
+        end = msg.get("interrupts") == "end"
         lease = Lease(thread=msg["thread"], run=msg["run"], node=msg["node"], epoch=msg["epoch"],
                       claim=msg["claim"], worker=msg["worker"], incarnation=msg.get("incarnation") or "")
         saver = BatonSaver(redis=self.redis, aredis=self.aredis, prefix=self.prefix, lease=lease)
-        cfg: dict[str, Any] = dict(msg.get("config") or {})
-        cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
-        cfg["metadata"] = {**cfg.get("metadata", {}), RUN_KEY: lease.run}
+        cfg = run_config(msg, lease)
         graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver})
         # The thread's latest checkpoint decides. One written by another
         # run (or none: a new thread) starts this run's input, and needs no
         # state computed; the run's own means a takeover or a resume.
-        latest_cp = await saver.aget_tuple({"configurable": {"thread_id": lease.thread, "checkpoint_ns": ""}})
-        if latest_cp is None or (latest_cp.metadata or {}).get(RUN_KEY) != lease.run:
+        head = {"configurable": {"thread_id": lease.thread, "checkpoint_ns": ""}}
+        latest_cp = await saver.aget_tuple(head)
+        mine = latest_cp is not None and (latest_cp.metadata or {}).get(RUN_KEY) == lease.run
+        if msg.get("update_state") is not None:
+            return {"type": "done", "result": await update_state(graph, cfg, msg["update_state"],
+                                                                 latest_cp if mine else None)}
+        if not mine:
+            if msg.get("checkpoint_id"):
+                await _at_checkpoint(saver, cfg, msg["checkpoint_id"])
             state: Any = _LazyState(graph, cfg)
             plan = "start"
         else:
             state = await graph.aget_state(cfg)
             plan = _plan(state, lease.run)
         if plan == "done":  # the previous attempt finished, uncommitted
-            return {"type": "done", "result": state.values}
-        if isinstance(state, _LazyState) and (msg.get("command") or {}).get("resume", _ABSENT) is not _ABSENT:
+            return await self.finish(graph, head, end, state.values, [])
+        command = msg.get("command") or {}
+        if isinstance(state, _LazyState) and command.get("resume", _ABSENT) is not _ABSENT:
             state = await state.get()  # a Command(resume) needs the interrupts the thread is stopped on
+            _check_resumes(state, msg, lease.thread)
         what, run_cfg = _what(state, plan, msg, cfg)
         if what is _ABSENT:  # stopped on interrupt() and not answered: ask again
-            return {"type": "interrupt", "request": wait_request(_pending(state))}
-        internal = list(dict.fromkeys([*modes, "values", "updates"]))
-        latest: Any = _ABSENT
-        asked: list[Any] = []
-        async for mode, data in graph.astream(what, run_cfg, stream_mode=internal, durability="sync"):
-            if mode == "updates" and isinstance(data, dict) and "__interrupt__" in data:
-                asked.extend(data["__interrupt__"])
-            elif mode == "values":
-                latest = data
-            if mode in modes:
-                self.chunk(att.id, mode, data)
-            if att.stop and mode == "values":
-                # The super-step is checkpointed (durability "sync"): the
-                # runner releases the node and a takeover resumes here.
-                return {"type": "stopped"}
-        if asked:
-            return {"type": "interrupt", "request": wait_request(asked)}
-        if latest is _ABSENT:
-            latest = (await graph.aget_state(cfg)).values
-        return {"type": "done", "result": latest}
+            return await self.finish(graph, head, end, state.values, _pending(state))
+        stream = Stream(modes, bool(msg.get("subgraphs")), lambda event, data: self.chunk(att.id, event, data),
+                        lambda: att.stop)
+        kwargs: dict[str, Any] = {k: msg[k] for k in ("interrupt_before", "interrupt_after", "context")
+                                  if msg.get(k) is not None}
+        await stream.run(graph, what, run_cfg, **kwargs)
+        if stream.stopped:
+            # The super-step is checkpointed (durability "sync"): the
+            # runner releases the node and a takeover resumes here.
+            return {"type": "stopped"}
+        latest = stream.latest
+        if latest is None and not end:
+            latest = (await graph.aget_state(head)).values
+        return await self.finish(graph, head, end, latest, stream.asked)
 
-    def chunk(self, aid: str, mode: str, data: Any) -> None:
-        if mode == "messages" and isinstance(data, tuple):
-            data = list(data)
-        self.chan.send({"type": "chunk", "id": aid, "event": mode, "data": data})
+    async def finish(self, graph: Any, head: dict[str, Any], end: bool, values: Any, asked: list[Any]) -> dict[str, Any]:
+        """The attempt's outcome: by default a park on the interrupts, or
+        the final state; with interrupts "end", {"values", "interrupts",
+        "next"} read from the thread's head, whatever stopped the graph."""
+        if not end:
+            if asked:
+                return {"type": "interrupt", "request": wait_request(asked)}
+            return {"type": "done", "result": values}
+        state = await graph.aget_state(head)
+        return {"type": "done", "result": {"values": state.values, "interrupts": [interrupt_json(i) for i in _pending(state)],
+                                           "next": list(state.next or ())}}
+
+    def chunk(self, aid: str, event: str, data: Any) -> None:
+        self.chan.send({"type": "chunk", "id": aid, "event": event, "data": data})
+
+    async def call(self, msg: dict[str, Any]) -> None:
+        """Answers one call (calls.py) with a reply line."""
+        out: dict[str, Any] = {"type": "reply", "id": msg.get("id")}
+        try:
+            out["result"] = await calls.answer(self, msg.get("op", ""), msg.get("args"))
+        except calls.CallError as e:
+            out.update(error=str(e), code=e.code)
+        except Exception as e:  # noqa: BLE001: every failure is the call's answer
+            out.update(error=f"{type(e).__name__}: {e}", code="internal")
+        try:
+            dumps(out)
+        except (TypeError, ValueError) as e:
+            out = {"type": "reply", "id": msg.get("id"), "error": f"the answer is not JSON: {e}", "code": "internal"}
+        self.chan.send(out)
+
+
+def run_config(msg: dict[str, Any], lease: Lease) -> dict[str, Any]:
+    """The attempt's RunnableConfig: the run's config, on the run's thread,
+    with the run's metadata (as LangGraph's server passes it) and the
+    metadata baton's plan reads."""
+    cfg: dict[str, Any] = dict(msg.get("config") or {})
+    cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
+    meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), "graph_id": msg.get("graph")}
+    if msg.get("assistant_id"):
+        meta["assistant_id"] = msg["assistant_id"]
+    cfg["metadata"] = {**meta, RUN_KEY: lease.run}
+    return cfg
+
+
+async def _at_checkpoint(saver: BatonSaver, cfg: dict[str, Any], checkpoint_id: str) -> None:
+    """Points cfg at a past checkpoint of the thread (LangGraph's time
+    travel), which must exist."""
+    cfg["configurable"] = {**cfg["configurable"], "checkpoint_id": checkpoint_id}
+    at = {"configurable": {"thread_id": cfg["configurable"]["thread_id"], "checkpoint_ns": "",
+                           "checkpoint_id": checkpoint_id}}
+    if await saver.aget_tuple(at) is None:
+        raise BatonError(f"baton: checkpoint_id {checkpoint_id!r}: thread {cfg['configurable']['thread_id']!r} "
+                         "has no such checkpoint")
+
+
+def _check_resumes(state: Any, msg: dict[str, Any], thread: str) -> None:
+    """A command.resume that names the interrupts it answers (resumes)
+    continues only while one of them is pending: two runs answering the
+    same interrupt, one after the other on the thread, continue it once."""
+    want = msg.get("resumes")
+    if not want:
+        return
+    pending = [i.id for i in _pending(state)]
+    if not pending:
+        raise BatonError(f"baton: thread {thread!r} has no interrupt: interrupt {', '.join(want)} was answered already")
+    if not set(want) & set(pending):
+        raise BatonError(f"baton: interrupt already answered: {', '.join(want)} (thread {thread!r} is stopped on "
+                         f"{', '.join(pending)})")
+
+
+async def update_state(graph: Any, cfg: dict[str, Any], u: dict[str, Any], mine: Any) -> dict[str, Any]:
+    """graph.aupdate_state through the attempt's fenced saver; its result
+    is the checkpoint written. An attempt of a run whose update is the
+    thread's head already (the previous attempt was not committed) answers
+    that checkpoint, writing nothing."""
+    if mine is not None:
+        return {"checkpoint": _checkpoint_ref(mine.config)}
+    as_node = u.get("as_node")
+    if as_node is not None and as_node not in graph.nodes and as_node not in ("__input__", "__copy__"):
+        raise BatonError(f"baton: update_state: as_node {as_node!r}: the graph has no such node (its nodes: "
+                         f"{', '.join(n for n in graph.nodes if not n.startswith('__'))})")
+    ucfg = {**cfg, "configurable": dict(cfg["configurable"])}
+    if u.get("checkpoint_id"):
+        await _at_checkpoint(graph.checkpointer, ucfg, u["checkpoint_id"])
+    new = await graph.aupdate_state(ucfg, u.get("values"), as_node=as_node)
+    return {"checkpoint": _checkpoint_ref(new)}
+
+
+def _checkpoint_ref(config: Any) -> dict[str, Any]:
+    conf = config["configurable"]
+    return {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns") or "",
+            "checkpoint_id": conf["checkpoint_id"]}
 
 
 class _LazyState:
