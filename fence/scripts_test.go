@@ -141,6 +141,11 @@ var bindings = map[string]struct {
 	"agent_asst_put":      {3, 4, false, true, 0, 0},
 	"agent_asst_write":    {2, 4, false, true, 0, 0},
 	"agent_asst_delete":   {4, 2, false, false, 0, 0},
+	// the item store: one namespace's keys, or the index's.
+	"store_put":     {2, 0, false, true, 0, 0},
+	"store_get":     {2, 1, false, true, 0, 0},
+	"store_index":   {2, 0, false, true, 0, 0},
+	"store_unindex": {2, 1, false, true, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
@@ -341,6 +346,16 @@ func exerciseScripts(t *testing.T, s *Store, run, thread string) Lease {
 	require.NoError(t, err)
 
 	exerciseAgentScripts(t, s, run)
+	// The item store (store_items.go): a put, a get, a search that
+	// finds an emptied namespace (store_unindex.lua).
+	ins := []string{"mem", run}
+	require.NoError(t, s.PutItems(ctx, []ItemWrite{{Namespace: ins, Key: "k", Value: []byte(`{"a":1}`), TTL: time.Hour}}))
+	_, err = s.GetItem(ctx, ins, "k", true)
+	require.NoError(t, err)
+	require.NoError(t, s.PutItems(ctx, []ItemWrite{{Namespace: ins, Key: "k"}}))
+	_, err = s.SearchItems(ctx, ItemSearch{Prefix: ins})
+	require.NoError(t, err)
+
 	return a.Lease
 }
 

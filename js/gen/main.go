@@ -23,8 +23,10 @@ import (
 
 // scripts are the operations both BatonSavers run: a checkpoint (put), a task's
 // pending writes (putWrites), and deleting a thread's checkpoints
-// (deleteThread, mode lease).
-var scripts = []string{"checkpoint", "checkpoint_writes", "checkpoint_delete"}
+// (deleteThread, mode lease); and the item store (BatonStore: put, get,
+// the index of namespaces).
+var scripts = []string{"checkpoint", "checkpoint_writes", "checkpoint_delete",
+	"store_put", "store_get", "store_index", "store_unindex"}
 
 func main() {
 	out := flag.String("out", "", "write the scripts only into this folder (default: both packages)")

@@ -33,6 +33,7 @@ from .lease import Lease
 from .node import RESUME_KEY, RUN_KEY, _jsonable, _pending, _plan, wait_request
 from .saver import BatonSaver
 from .streams import SDK_MODES, Stream
+from .store import BatonStore
 
 
 _ABSENT = object()
@@ -91,6 +92,9 @@ class Worker:
             raise BatonError("baton: graph worker: init has no redis_url")
         self.redis = redis_sync.Redis.from_url(url, decode_responses=True)
         self.aredis = redis_async.Redis.from_url(url, decode_responses=True)
+        # Every graph's store (a node's `store`, get_store()), as LangGraph's
+        # server injects its own: baton's, on Redis, shared with /store.
+        self.store = BatonStore(self.redis, aredis=self.aredis, prefix=self.prefix)
         self.graphs: dict[str, GraphSpec] = {}
         self.attempts: dict[str, Attempt] = {}
         self.calls: set[asyncio.Task[None]] = set()
@@ -149,7 +153,7 @@ class Worker:
                       claim=msg["claim"], worker=msg["worker"], incarnation=msg.get("incarnation") or "")
         saver = BatonSaver(redis=self.redis, aredis=self.aredis, prefix=self.prefix, lease=lease)
         cfg = run_config(msg, lease)
-        graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver})
+        graph = (await spec.graph(cfg)).copy(update={"checkpointer": saver, "store": self.store})
         # The thread's latest checkpoint decides. One written by another
         # run (or none: a new thread) starts this run's input, and needs no
         # state computed; the run's own means a takeover or a resume.
