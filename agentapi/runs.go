@@ -1,4 +1,222 @@
 package agentapi
 
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/spec"
+)
+
+// Runs: an API run is a baton run with the same id, of one graph node, on
+// the baton thread of the API thread's id (a stateless run gets a thread
+// of its own, a fresh id). Creating one is one submit; its
+// multitask_strategy is baton's thread multitask, decided atomically in
+// that submit. Everything shown of it later is read from baton's run.
+
+// maxRunBody bounds a create body (and a batch's) read into memory.
+const maxRunBody = 16 << 20
+
+// runsState is what the runs group keeps in the process: the shared
+// readers of run streams and the count of stream clients (sse.go).
+type runsState struct {
+	streams *streamers
+}
+
 // runRoutes registers the routes of this group.
-func (s *Server) runRoutes() {}
+func (s *Server) runRoutes() {
+	s.runs = &runsState{streams: newStreamers(s.cfg.Client.Store(), s.cfg.Streams, s.log)}
+	m := s.mux
+	// Thread runs.
+	m.HandleFunc("POST /threads/{thread_id}/runs", s.handleCreate(false, modeBackground))
+	m.HandleFunc("POST /threads/{thread_id}/runs/stream", s.handleCreate(false, modeStream))
+	m.HandleFunc("POST /threads/{thread_id}/runs/wait", s.handleCreate(false, modeWait))
+	m.HandleFunc("GET /threads/{thread_id}/runs", s.handleList)
+	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}", s.handleGet(false))
+	m.HandleFunc("DELETE /threads/{thread_id}/runs/{run_id}", s.handleDelete(false))
+	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}/join", s.handleJoin(false))
+	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}/stream", s.handleJoinStream(false))
+	m.HandleFunc("POST /threads/{thread_id}/runs/{run_id}/cancel", s.handleCancel(false))
+	// Stateless runs.
+	m.HandleFunc("POST /runs", s.handleCreate(true, modeBackground))
+	m.HandleFunc("POST /runs/stream", s.handleCreate(true, modeStream))
+	m.HandleFunc("POST /runs/wait", s.handleCreate(true, modeWait))
+	m.HandleFunc("POST /runs/batch", s.handleBatch)
+	m.HandleFunc("POST /runs/cancel", s.handleCancelMany)
+	m.HandleFunc("GET /runs/{run_id}", s.handleGet(true))
+	m.HandleFunc("DELETE /runs/{run_id}", s.handleDelete(true))
+	m.HandleFunc("GET /runs/{run_id}/join", s.handleJoin(true))
+	m.HandleFunc("GET /runs/{run_id}/stream", s.handleJoinStream(true))
+	m.HandleFunc("POST /runs/{run_id}/cancel", s.handleCancel(true))
+}
+
+// createMode is what a create answers: the run (background), its stream,
+// or its output once it ends.
+type createMode int
+
+const (
+	modeBackground createMode = iota
+	modeStream
+	modeWait
+)
+
+// apiError is an error answered with its status and {"detail": msg}.
+type apiError struct {
+	code int
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+// runFail answers err: an *apiError or *badInput as it says, a run that is
+// not there 404, anything else 500 (logged).
+func (s *Server) runFail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *apiError
+	var bad *badInput
+	switch {
+	case errors.As(err, &ae):
+		writeError(w, ae.code, ae.msg)
+	case errors.As(err, &bad):
+		writeError(w, http.StatusUnprocessableEntity, bad.msg)
+	case errors.Is(err, errNotAPIRun):
+		writeError(w, http.StatusNotFound, "Run not found")
+	case errors.Is(err, context.Canceled) && r.Context().Err() != nil:
+		// the client went away
+	default:
+		s.log.Error("agentapi_failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		writeError(w, http.StatusInternalServerError, "internal error: "+err.Error())
+	}
+}
+
+// readBody reads a request body up to maxRunBody.
+func readBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRunBody))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxRunBody)}
+	}
+	return data, err
+}
+
+// handleCreate serves the create routes: POST /threads/{tid}/runs[/stream|/wait]
+// and POST /runs[/stream|/wait].
+func (s *Server) handleCreate(stateless bool, mode createMode) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		data, err := readBody(r)
+		if err != nil {
+			s.runFail(w, r, err)
+			return
+		}
+		body, err := parseRunBody(data)
+		if err != nil {
+			s.runFail(w, r, err)
+			return
+		}
+		tid := r.PathValue("thread_id")
+		run, err := s.createRun(r.Context(), tid, stateless, body)
+		if err != nil {
+			s.runFail(w, r, err)
+			return
+		}
+		loc := runLocation(pathThread(stateless, run.ThreadID), run.RunID)
+		w.Header().Set("Content-Location", loc)
+		switch mode {
+		case modeBackground:
+			writeJSON(w, http.StatusOK, run)
+		case modeStream:
+			w.Header().Set("Location", loc+"/stream")
+			s.serveStream(w, r, run.ThreadID, run.RunID, "0", body.OnDisconnect == "cancel", stateless && body.OnCompletion != "keep")
+		case modeWait:
+			w.Header().Set("Location", loc+"/join")
+			s.serveWait(w, r, run.ThreadID, run.RunID, body.OnDisconnect == "cancel", stateless && body.OnCompletion != "keep")
+		}
+	}
+}
+
+// pathThread is the thread a run's paths name: none for a stateless run.
+func pathThread(stateless bool, tid string) string {
+	if stateless {
+		return ""
+	}
+	return tid
+}
+
+// createRun submits one run: thread tid ("" and stateless: a new thread).
+func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *runBody) (*Run, error) {
+	assistant, graph, err := s.runsResolveAssistant(ctx, b.AssistantID)
+	if errors.Is(err, errNoAssistant) {
+		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("No assistant found for %q. Make sure the assistant ID is for a valid assistant or a valid graph ID.", b.AssistantID)}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if stateless {
+		tid = runsUUID4()
+	} else {
+		if fence.ValidateID("thread", tid) != nil {
+			return nil, badf("thread_id: %q is not a valid id", tid)
+		}
+		ok, err := s.runsThreadExists(ctx, tid)
+		if err != nil {
+			return nil, err
+		}
+		if !ok && b.IfNotExists != "create" {
+			return nil, &apiError{http.StatusNotFound, fmt.Sprintf("Thread %s not found", tid)}
+		}
+	}
+	rid := runsUUID4()
+	config := map[string]json.RawMessage{}
+	for k, v := range b.Config {
+		config[k] = v
+	}
+	configurable := map[string]any{}
+	if raw := config["configurable"]; present(raw) {
+		_ = json.Unmarshal(raw, &configurable)
+	}
+	// As the reference: the run's identity in config.configurable, its
+	// metadata in config.metadata.
+	configurable["run_id"], configurable["thread_id"] = rid, tid
+	configurable["graph_id"], configurable["assistant_id"] = graph, assistant
+	config["configurable"], _ = json.Marshal(configurable)
+	if len(b.Metadata) > 0 {
+		config["metadata"], _ = json.Marshal(b.Metadata)
+	}
+	in := graphInput{Graph: graph, Input: b.Input, Command: b.Command, Config: config, StreamMode: b.StreamMode,
+		Context: b.Context, InterruptBefore: b.InterruptBefore, InterruptAfter: b.InterruptAfter,
+		CheckpointID: b.CheckpointID, Subgraphs: b.StreamSubgraphs, AssistantID: assistant, Metadata: b.Metadata,
+		Interrupts: "end"}
+	raw, err := s.nodeInput(in)
+	if err != nil {
+		return nil, err
+	}
+	multitask := b.MultitaskStrategy
+	if multitask == "" {
+		multitask = "reject"
+	}
+	run := &spec.Run{ID: rid, Thread: tid, Multitask: multitask,
+		Nodes:   []spec.Node{{ID: runNode, Kind: runNodeKind, Input: raw}},
+		StartIn: spec.Duration(time.Duration(b.AfterSeconds * float64(time.Second)))}
+	if b.Webhook != "" {
+		run.Notify = &spec.Notify{URL: b.Webhook}
+	}
+	_, err = s.cfg.Client.Submit(ctx, run)
+	switch {
+	case errors.Is(err, fence.ErrThreadBusy):
+		return nil, &apiError{http.StatusConflict, "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."}
+	case errors.Is(err, spec.ErrInvalid):
+		return nil, badf("%v", err)
+	case err != nil:
+		// Stored, with its delivery left to the sweeper, is a created run.
+		if _, rerr := s.cfg.Client.Store().Locate(ctx, rid); rerr != nil {
+			return nil, err
+		}
+		s.log.Warn("agentapi_run_enqueue_failed", "run_id", rid, "err", err)
+	}
+	view, _, err := s.readRun(ctx, "", rid)
+	return view, err
+}

@@ -33,6 +33,13 @@ type Config struct {
 	Token string
 	// Logger receives the handler's logs. Zero value: slog.Default().
 	Logger *slog.Logger
+
+	// Runs and streams (runs.go, sse.go).
+	Streams StreamLimits
+	// GraphInputFields, when set, keeps only these fields in a run's graph
+	// node input: for a graph kind that refuses the fields it does not know
+	// (one older than the API's). Zero value: every field the API writes.
+	GraphInputFields []string
 }
 
 // Server is the Agent Server API's handler.
@@ -40,6 +47,9 @@ type Server struct {
 	cfg Config
 	log *slog.Logger
 	mux *http.ServeMux
+	h   http.Handler // mux behind the token rule (system.go)
+
+	runs *runsState // runs.go
 }
 
 // New returns the API's handler.
@@ -58,8 +68,9 @@ func New(cfg Config) (*Server, error) {
 	s.runRoutes()
 	s.storeRoutes()
 	s.cronRoutes()
+	s.h = s.guarded(s.mux)
 	return s, nil
 }
 
 // ServeHTTP serves the API.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }

@@ -1,4 +1,61 @@
 package agentapi
 
-// systemRoutes registers the routes of this group.
-func (s *Server) systemRoutes() {}
+import (
+	_ "embed"
+	"net/http"
+
+	"github.com/batonrun/baton/internal/version"
+	"github.com/batonrun/baton/runner/admin"
+)
+
+// openAPI is the OpenAPI document of every route this package serves
+// (GET /docs); a test holds the mux's routes to it.
+//
+//go:embed openapi.json
+var openAPI []byte
+
+// systemRoutes registers the routes of this group: GET /ok (no token
+// needed, for load balancers), GET /info and GET /docs.
+func (s *Server) systemRoutes() {
+	s.mux.HandleFunc("GET /ok", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+	})
+	s.mux.HandleFunc("GET /info", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, info{Version: version.String(), Context: "baton",
+			Flags: infoFlags{Assistants: true, Crons: true}})
+	})
+	s.mux.HandleFunc("GET /docs", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(openAPI)
+	})
+}
+
+// info is GET /info's answer, in the reference's shape (api/meta.mjs).
+type info struct {
+	Version string    `json:"version"`
+	Context string    `json:"context"`
+	Flags   infoFlags `json:"flags"`
+}
+
+type infoFlags struct {
+	Assistants               bool `json:"assistants"`
+	Crons                    bool `json:"crons"`
+	LangSmith                bool `json:"langsmith"`
+	LangSmithTracingReplicas bool `json:"langsmith_tracing_replicas"`
+}
+
+// guarded puts the admin API's token rule in front of h: with
+// Config.Token, a request needs "Authorization: Bearer <token>" or
+// "X-Api-Key: <token>" (what LangGraph's SDKs send, from LANGGRAPH_API_KEY);
+// without one, only callers on this machine are served. GET /ok is open,
+// for load balancers' health checks.
+func (s *Server) guarded(h http.Handler) http.Handler {
+	g := admin.Guard(admin.GuardOptions{Token: s.cfg.Token, APIKeyHeader: "X-Api-Key", Logger: s.log.With("component", "agentapi")})(h)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/ok" && r.Method == http.MethodGet {
+			h.ServeHTTP(w, r)
+			return
+		}
+		g.ServeHTTP(w, r)
+	})
+}

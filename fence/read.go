@@ -39,6 +39,10 @@ type RunInfo struct {
 	// TraceID is the OpenTelemetry trace of the run (32 hex digits) when
 	// its submitter traced it.
 	TraceID string `json:"trace_id,omitempty"`
+	// Multitask is the thread's multitask strategy the run was submitted
+	// with ("" for a run without a thread). Not in the JSON of a run: the
+	// Agent Server API shows it as its multitask_strategy.
+	Multitask string `json:"-"`
 }
 
 // NodeInfo is a node as stored.
@@ -169,7 +173,8 @@ func (s *Store) GetRun(ctx context.Context, run string) (*RunInfo, error) {
 		h = packed.Run
 	}
 	info := &RunInfo{ID: run, Status: h["status"], Cancelled: h["cancel"] == "1",
-		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"], TraceID: traceID(h["trace"])}
+		CreatedAt: msTime(h["created_at"]), CancelReason: h["cancel_reason"], TraceID: traceID(h["trace"]),
+		Multitask: h["multitask"]}
 	if thread != run {
 		info.Thread = thread
 	}

@@ -160,6 +160,16 @@ type Config struct {
 	// (docs/graph-workers.md); a bad file or a graph that fails to import
 	// stops the start. Default: empty, no graphs.
 	LangGraphConfig string `env:"LANGGRAPH_CONFIG"`
+	// AgentAPIAddr is where the Agent Server API (LangGraph's SDKs'
+	// API, docs/agent-server.md) listens when LANGGRAPH_CONFIG is set; the
+	// same rule as ADMIN_ADDR: a host that is not loopback requires
+	// API_TOKEN. Default: 127.0.0.1:2024, the port `langgraph dev` uses,
+	// or a free port when that one is taken (logged as agent_api_listening);
+	// set but empty: no Agent Server API. A port set here that is taken
+	// fails the start.
+	AgentAPIAddr string `env:"AGENT_API_ADDR" envDefault:"127.0.0.1:2024"`
+	// agentAPIAddrDefault: AGENT_API_ADDR was not set (listen.go).
+	agentAPIAddrDefault bool
 	// LangGraphPython is the interpreter of the project's Python graphs:
 	// its virtualenv's, with baton-langgraph installed. Default: python3.
 	LangGraphPython string `env:"LANGGRAPH_PYTHON" envDefault:"python3"`
@@ -238,6 +248,11 @@ func loadConfig(environ map[string]string, embedded bool) (Config, error) {
 		c.AdminAddr = ""
 	}
 	c.adminAddrDefault = !ok
+	v, ok = environ["AGENT_API_ADDR"]
+	if ok && strings.TrimSpace(v) == "" {
+		c.AgentAPIAddr = ""
+	}
+	c.agentAPIAddrDefault = !ok
 	c.Embedded = embedded
 	if err := c.validate(failed); err != nil {
 		errs = append(errs, err)
@@ -331,6 +346,15 @@ func (c Config) validate(skip map[string]bool) error {
 		} else if c.APIToken == "" && !admin.IsLoopback(host) {
 			errs = append(errs, fmt.Errorf("ADMIN_ADDR %s is not a loopback address (127.0.0.0/8, ::1, localhost) "+
 				"and API_TOKEN is empty: set API_TOKEN, or listen on 127.0.0.1", c.AdminAddr))
+		}
+	}
+	if c.AgentAPIAddr != "" && c.LangGraphConfig != "" {
+		host, port, err := net.SplitHostPort(c.AgentAPIAddr)
+		if p, perr := strconv.ParseUint(port, 10, 16); err != nil || perr != nil || (p == 0 && port != "0") {
+			bad("AGENT_API_ADDR", "%q: want host:port, e.g. 127.0.0.1:2024 (empty: no Agent Server API)", c.AgentAPIAddr)
+		} else if c.APIToken == "" && !admin.IsLoopback(host) {
+			errs = append(errs, fmt.Errorf("AGENT_API_ADDR %s is not a loopback address (127.0.0.0/8, ::1, localhost) "+
+				"and API_TOKEN is empty: set API_TOKEN, or listen on 127.0.0.1", c.AgentAPIAddr))
 		}
 	}
 	if c.APIToken != "" {

@@ -23,6 +23,7 @@ func TestDefaults(t *testing.T) {
 		SweepInterval:   time.Second,
 		ShutdownTimeout: 10 * time.Second,
 		AdminAddr:       "127.0.0.1:8080",
+		AgentAPIAddr:    "127.0.0.1:2024",
 		LogLevel:        "info",
 		LogFormat:       "text",
 		MaxInputBytes:   1 << 20,
@@ -45,7 +46,8 @@ func TestDefaults(t *testing.T) {
 		EventStreamsPerClient: 8,
 		EventStreamMaxAge:     10 * time.Minute,
 
-		adminAddrDefault: true,
+		adminAddrDefault:    true,
+		agentAPIAddrDefault: true,
 	}, cfg)
 	assert.Equal(t, 10*time.Second, cfg.heartbeat(), "HEARTBEAT_INTERVAL defaults to LEASE_TTL/3")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/batonrun/baton/agentapi"
 	"github.com/batonrun/baton/langgraph"
 	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner"
@@ -15,14 +16,15 @@ import (
 // kind "graph": it reads the project's langgraph.json and starts the graph
 // worker, which imports every graph before the runner claims anything, so
 // a graph that fails to import stops the start with its traceback. The
-// returned func stops the worker.
+// returned func stops the worker; the graphs are what the Agent Server API
+// serves (nil without LANGGRAPH_CONFIG).
 //
 // The graphs are the operator's own code, not a job's: their worker gets
 // the runner's environment and writes fenced checkpoints in the runner's
 // Redis. In cluster and sentinel modes there is no URL to hand it.
-func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisconn.Config, log *slog.Logger) (func(), error) {
+func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisconn.Config, log *slog.Logger) (func(), agentapi.Graphs, error) {
 	if cfg.LangGraphConfig == "" {
-		return func() {}, nil
+		return func() {}, nil, nil
 	}
 	var redisURL string
 	if rconf.Mode() == "url" {
@@ -30,20 +32,20 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisc
 	}
 	p, err := langgraph.Load(cfg.LangGraphConfig)
 	if err != nil {
-		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
+		return nil, nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
 	}
 	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, Node: cfg.LangGraphNode,
 		JSWorker: cfg.LangGraphJSWorker, RedisURL: redisURL, Env: list(cfg.Jobs.ExecEnv),
 		Prefix: cfg.Prefix, MaxAttempts: cmp.Or(cfg.LangGraphMaxAttempts, cfg.Concurrency),
 		StopGrace: cfg.ShutdownTimeout, Logger: log})
 	if err != nil {
-		return nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
+		return nil, nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
 	}
 	if err := k.Start(ctx); err != nil {
-		return nil, fmt.Errorf("LANGGRAPH_CONFIG %s: %w", p.Path, err)
+		return nil, nil, fmt.Errorf("LANGGRAPH_CONFIG %s: %w", p.Path, err)
 	}
 	w.Register(langgraph.KindName, k)
 	log.Info("graphs_served", "config", p.Path, "graphs", len(p.Graphs), "kind", langgraph.KindName,
 		"python", cfg.LangGraphPython, "node", cfg.LangGraphNode)
-	return k.Close, nil
+	return k.Close, graphsOf(p, k), nil
 }

@@ -49,6 +49,12 @@ func listenTCP(addr string, isDefault bool, log *slog.Logger) (net.Listener, err
 	if !isDefault {
 		return nil, fmt.Errorf("ADMIN_ADDR %s is in use (another runner?): choose a free port, or set ADMIN_ADDR= to run without the admin server: %w", addr, err)
 	}
+	return nextPort(addr, err, log)
+}
+
+// nextPort listens on the first free port of the adminPortTries after
+// addr's, whose own port is taken (err).
+func nextPort(addr string, err error, log *slog.Logger) (net.Listener, error) {
 	host, portStr, perr := net.SplitHostPort(addr)
 	port, aerr := strconv.Atoi(portStr)
 	if perr != nil || aerr != nil {

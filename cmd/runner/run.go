@@ -114,7 +114,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	// (jobs.go); the API refuses at submit what a spec asks beyond it.
 	stock, kindNames := cfg.stock(rconf)
 	kinds.RegisterStockOnly(w, stock, kindNames)
-	stopGraphs, err := startGraphs(ctx, cfg, w, rconf, log) // graphs.go
+	stopGraphs, graphs, err := startGraphs(ctx, cfg, w, rconf, log) // graphs.go
 	if err != nil {
 		return err
 	}
@@ -153,6 +153,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer ln.Close()
 	}
+	agentSrv, agentLn, err := agentAPIServer(cfg, client, graphs, log) // agentapi.go
+	if err != nil {
+		return err
+	}
+	if agentLn != nil {
+		defer agentLn.Close()
+	}
 
 	if err := w.Start(ctx); err != nil {
 		if ctx.Err() != nil {
@@ -176,12 +183,17 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer notifier.Shutdown()
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	if srv != nil {
-		go func() { serveErr <- srv.Serve(ln) }()
+		go func() { serveErr <- fmt.Errorf("admin server: %w", srv.Serve(ln)) }()
 		base := listenURL(ln.Addr()) // listen.go
 		log.Info("admin_listening", "addr", ln.Addr().String(), "url", base+"/",
 			"monitor", base+admin.MonitorPath+"/", "api", base+"/v1/runs", "token_required", cfg.APIToken != "")
+	}
+	if agentSrv != nil {
+		go func() { serveErr <- fmt.Errorf("agent server API: %w", agentSrv.Serve(agentLn)) }()
+		log.Info("agent_api_listening", "addr", agentLn.Addr().String(), "url", listenURL(agentLn.Addr()),
+			"token_required", cfg.APIToken != "")
 	}
 	log.Info("runner_ready", "worker", w.ID(), "queues", cfg.Queues)
 
@@ -189,7 +201,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	select {
 	case <-ctx.Done():
 	case err := <-serveErr:
-		failure = fmt.Errorf("admin server: %w", err)
+		failure = err
 	}
 	w.Shutdown()
 	if srv != nil {
@@ -197,6 +209,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		defer cancel()
 		if err := srv.Shutdown(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			log.Warn("admin_shutdown", "err", err)
+		}
+	}
+	if agentSrv != nil {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), adminStopTimeout)
+		defer cancel()
+		if err := agentSrv.Shutdown(stopCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			log.Warn("agent_api_shutdown", "err", err)
 		}
 	}
 	if failure == nil {

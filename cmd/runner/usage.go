@@ -59,6 +59,8 @@ const envHelp = `Environment (default in brackets):
   HISTORY_FILE        [none] append one JSON line per protocol call (for cmd/chaos)
   LIMITS_FILE         [none] JSON file of fleet-wide limits set at start (docs/flow-control.md)
   LANGGRAPH_CONFIG    [none] a LangGraph project's langgraph.json: its graphs run as kind "graph" (docs/graph-workers.md)
+  AGENT_API_ADDR      [127.0.0.1:2024] the Agent Server API's listen address when LANGGRAPH_CONFIG is set
+                      (a free port when 2024 is taken); set empty to disable (docs/agent-server.md).
   LANGGRAPH_PYTHON    [python3] the interpreter of the project's Python graphs (its virtualenv's)
   LANGGRAPH_NODE      [node] the node binary of the project's JS graphs (.ts and .mts through tsx)
   LANGGRAPH_JS_WORKER [node_modules/@baton/langgraph-saver/src/worker.js] the JS graph worker's script
