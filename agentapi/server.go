@@ -49,7 +49,8 @@ type Server struct {
 	mux *http.ServeMux
 	h   http.Handler // mux behind the token rule (system.go)
 
-	runs *runsState // runs.go
+	runs     *runsState // runs.go
+	defaults defaults   // assistants_store.go
 }
 
 // New returns the API's handler.

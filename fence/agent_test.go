@@ -3,6 +3,7 @@ package fence
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
@@ -25,6 +26,14 @@ func exerciseAgentScripts(t *testing.T, s *Store, id string) {
 	_, err = s.WriteAssistant(ctx, a.ID, a.Rev, 0, []byte(`{}`), map[string]string{"name": `"n"`}, "op2")
 	require.NoError(t, err)
 	require.NoError(t, s.DeleteAssistant(ctx, a.ID, "op3"))
+	src := id + "-cpsrc"
+	nsKeys := s.keys.CheckpointNS(src, "ns")
+	require.NoError(t, s.rdb.HSet(ctx, s.keys.Checkpoints(src), "ns", "1").Err())
+	require.NoError(t, s.rdb.ZAdd(ctx, nsKeys[0], redis.Z{Score: 1, Member: "1"}).Err())
+	require.NoError(t, s.rdb.HSet(ctx, nsKeys[1], "1:d", "{}").Err())
+	n, err := s.CopyCheckpoints(ctx, src, id+"-cpdst")
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
 }
 
 // TestAgentThreadRecord: a thread's record is created once, if_exists
@@ -178,8 +187,77 @@ func TestAgentRecordsOnCluster(t *testing.T) {
 	as, err := s.AssistantIDs(ctx)
 	require.NoError(t, err)
 	require.ElementsMatch(t, ids, as)
+	// A thread's checkpoints copied into threads of other slots.
+	nsKeys := s.keys.CheckpointNS("c0", "")
+	require.NoError(t, rdb.HSet(ctx, s.keys.Checkpoints("c0"), "", "1").Err())
+	require.NoError(t, rdb.ZAdd(ctx, nsKeys[0], redis.Z{Score: 1, Member: "1"}).Err())
+	require.NoError(t, rdb.HSet(ctx, nsKeys[1], "1:d", `{"v":1}`, "1:i", `{"id":"k1"}`).Err())
+	for _, id := range ids[1:] {
+		n, err := s.CopyCheckpoints(ctx, "c0", id)
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		cp, err := s.LatestCheckpoint(ctx, id, "")
+		require.NoError(t, err)
+		require.JSONEq(t, `{"v":1}`, string(cp.Data))
+	}
 	for _, id := range ids {
 		require.NoError(t, s.DeleteAgentThread(ctx, id, "d"))
 		require.NoError(t, s.DeleteAssistant(ctx, id, "d"))
+	}
+}
+
+// TestCopyCheckpoints: a thread's copy has the source's checkpoints (ids,
+// versions, data, parents, pending writes) in every namespace; the
+// source is unchanged; a retry answers as the copy, and a copy over a
+// thread that has checkpoints of its own is refused.
+func TestCopyCheckpoints(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := t.Context()
+			s := New(b.Client, nil)
+			one := []NodeSpec{{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}
+			_, err := s.Submit(ctx, SubmitArgs{Run: "r1", Thread: "src", Multitask: "reject", Digest: "d", Nodes: one})
+			require.NoError(t, err)
+			c, err := s.Claim(ctx, NodeRef{Thread: "src", Run: "r1", Node: "a"}, "w", time.Minute, time.Second)
+			require.NoError(t, err)
+			for i, ns := range []string{"", "", "", "sub:x"} {
+				_, err := s.SaveCheckpoint(ctx, c.Lease, CheckpointWrite{NS: ns, ID: fmt.Sprintf("c%d", i),
+					Data: []byte(fmt.Sprintf(`{"i":%d}`, i)), Metadata: []byte(`{"step":1}`)})
+				require.NoError(t, err)
+			}
+			_, err = s.PutWrites(ctx, c.Lease, "", "c2", "task1", []PendingWrite{{Idx: 0, Channel: "x", Value: []byte(`7`)}})
+			require.NoError(t, err)
+
+			n, err := s.CopyCheckpoints(ctx, "src", "dst")
+			require.NoError(t, err)
+			require.Equal(t, 2, n)
+			for _, ns := range []string{"", "sub:x"} {
+				want, _, err := s.Checkpoints(ctx, "src", ns, 0, 10)
+				require.NoError(t, err)
+				got, _, err := s.Checkpoints(ctx, "dst", ns, 0, 10)
+				require.NoError(t, err)
+				require.Len(t, got, len(want))
+				for i := range want {
+					want[i].Thread = "dst"
+					require.Equal(t, want[i], got[i])
+				}
+			}
+			cp, err := s.CheckpointByID(ctx, "dst", "", "c1")
+			require.NoError(t, err)
+			require.JSONEq(t, `{"i":1}`, string(cp.Data))
+			ws, err := s.PendingWrites(ctx, "dst", "", "c2")
+			require.NoError(t, err)
+			require.Len(t, ws, 1)
+			require.JSONEq(t, `7`, string(ws[0].Value))
+
+			n, err = s.CopyCheckpoints(ctx, "src", "dst")
+			require.NoError(t, err, "a retry answers as the copy")
+			require.Equal(t, 2, n)
+			_, err = s.SaveCheckpoint(ctx, c.Lease, CheckpointWrite{NS: "", ID: "c9", Data: []byte(`{}`)})
+			require.NoError(t, err)
+			_, err = s.CopyCheckpoints(ctx, "src", "dst")
+			require.ErrorIs(t, err, ErrExists, "the copy holds an older copy of the namespace: refused")
+		})
 	}
 }
