@@ -9,6 +9,11 @@
 // write from an attempt whose claim is gone is refused by the store. The
 // protocol between them is in docs/graph-workers.md.
 //
+// Kind also answers what only the graph knows outside any run (Call: a
+// thread's state and history, the graph's schemas and drawing) from the
+// same worker with a read-only saver: what the Agent Server API needs of
+// a project, with IDs.
+//
 // This package starts Python; it imports nothing of it, and the core
 // packages do not import this one.
 package langgraph

@@ -64,12 +64,21 @@ func (k *Kind) parse(raw json.RawMessage) (input, []string, error) {
 		if !slices.Contains(strings.Split(inputFields, ", "), f) {
 			return in, nil, fmt.Errorf("graph node input: unknown field %q (want %s)", f, inputFields)
 		}
+		// null is "not given" (an API body's unset field), but for input,
+		// where null means "go on from the thread's state".
+		if f != "input" && f != "graph" && string(bytes.TrimSpace(fields[f])) == "null" {
+			delete(fields, f)
+			continue
+		}
 		if err := checkField(f, fields[f]); err != nil {
 			return in, nil, fmt.Errorf("graph node input: %s: %w", f, err)
 		}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&in); err != nil {
+	clean, err := json.Marshal(fields)
+	if err != nil {
+		return in, nil, fmt.Errorf("graph node input: %w", err)
+	}
+	if err := json.Unmarshal(clean, &in); err != nil {
 		return in, nil, fmt.Errorf("graph node input: %w", err)
 	}
 	if _, ok := k.project.Graphs[in.Graph]; !ok {

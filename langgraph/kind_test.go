@@ -233,6 +233,25 @@ func TestBadInputIsPermanent(t *testing.T) {
 	}
 }
 
+// A field given as null is a field not given (an API body's unset
+// fields), but input, where null means "go on from the thread's state".
+func TestNullFieldsAreNotGiven(t *testing.T) {
+	k := fakeKind(t, nil)
+	in, _, err := k.parse(json.RawMessage(`{"graph": "g", "input": null, "command": null, "context": null,
+		"interrupt_before": null, "checkpoint_id": null, "subgraphs": null, "metadata": null, "interrupts": null,
+		"resumes": null, "update_state": null, "stream_mode": null, "assistant_id": null}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(in.Input) != "null" || in.Command != nil || in.UpdateState != nil || in.Context != nil || in.Resumes != nil {
+		t.Fatalf("parsed %+v", in)
+	}
+	b, _ := json.Marshal(runMsg{Type: "run", runFields: in.runFields})
+	if strings.Contains(string(b), "update_state") || strings.Contains(string(b), "context") {
+		t.Fatalf("the run line carries unset fields: %s", b)
+	}
+}
+
 // A graph that fails to import stops Start with the worker's traceback.
 func TestStartReportsTheImportErrorAndTraceback(t *testing.T) {
 	k := fakeKind(t, nil, "FAKE_WORKER=fatal")

@@ -20,23 +20,30 @@ import { Redis } from "ioredis";
 import { BatonError, isFenced } from "./errors.js";
 import { waitRequest } from "./node.js";
 import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
+import { CallError, answer, interruptJSON } from "./calls.js";
+import { atBreakpoint, atCheckpoint, checkResumes, runConfig, updateState } from "./runs.js";
+import { SDK_MODES, Stream } from "./streams.js";
 
-/** Stream modes an attempt may ask for (SDK names) and the graph's mode each is. */
-const MODES = {
-  values: "values", updates: "updates", messages: "messages", "messages-tuple": "messages",
-  custom: "custom", tasks: "tasks", checkpoints: "checkpoints", debug: "debug",
-};
+/** The longest reply line a call may have, under the runner's line limit. */
+const MAX_REPLY = 48 << 20;
 
 // The protocol keeps fd 1; what the graphs print goes to stderr.
 const OUT = 1;
 console.log = console.info = console.debug = (...a) => console.error(...a);
 process.stdout.write = (chunk, ...rest) => process.stderr.write(chunk, ...rest);
 
-/** A message as the Python worker writes one (model_dump's fields), not LangChain's constructor form. */
+/**
+ * A message as LangGraph's JS server writes one (its serialiseAsDict):
+ * toDict()'s data with its type ("human", "ai", ...; a chunk's type is its
+ * message's), not LangChain's constructor form.
+ */
 function messageDict(m) {
+  if (typeof m.toDict === "function") {
+    const { type, data } = m.toDict();
+    return { ...data, type };
+  }
   const type = typeof m.getType === "function" ? m.getType() : m._getType();
-  return { type: m.constructor?.name?.endsWith("Chunk") ? `${type === "ai" ? "AI" : type}MessageChunk` : type,
-    content: m.content, id: m.id, name: m.name, additional_kwargs: m.additional_kwargs,
+  return { type, content: m.content, id: m.id, name: m.name, additional_kwargs: m.additional_kwargs,
     response_metadata: m.response_metadata, tool_calls: m.tool_calls, tool_call_chunks: m.tool_call_chunks,
     tool_call_id: m.tool_call_id, usage_metadata: m.usage_metadata };
 }
@@ -50,13 +57,31 @@ function replacer(key, value) {
   return value;
 }
 
+/** replacer, and a repeated object (a cycle in a callback event) as "[Circular]". */
+function safeReplacer() {
+  const seen = new WeakSet();
+  return function (key, value) {
+    const v = replacer.call(this, key, value);
+    if (v && typeof v === "object") {
+      if (seen.has(v)) return "[Circular]";
+      seen.add(v);
+    }
+    return v;
+  };
+}
+
 function send(msg) {
   let line;
   try {
     line = JSON.stringify(msg, replacer);
   } catch (err) {
-    line = JSON.stringify({ type: "error", id: msg.id, permanent: true,
-      error: `baton: graph worker: ${msg.type} is not JSON: ${err.message}` });
+    try {
+      if (msg.type !== "chunk") throw err;
+      line = JSON.stringify(msg, safeReplacer()); // an events chunk's cycles, not a reason to fail the run
+    } catch {
+      line = JSON.stringify({ type: "error", id: msg.id, permanent: true,
+        error: `baton: graph worker: ${msg.type} is not JSON: ${err.message}` });
+    }
   }
   writeSync(OUT, line + "\n");
 }
@@ -123,6 +148,8 @@ class Worker {
       this.attempts.get(msg.id).abort.abort(new Error(msg.reason || "cancelled by the runner"));
     } else if (msg.type === "stop" && this.attempts.has(msg.id)) {
       this.attempts.get(msg.id).stop = true;
+    } else if (msg.type === "call") {
+      this.call(msg);
     }
   }
 
@@ -147,47 +174,95 @@ class Worker {
     if (!spec) {
       throw new BatonError(`baton: unknown graph ${JSON.stringify(msg.graph)} (this worker serves: ${[...this.graphs.keys()].sort().join(", ")})`);
     }
-    const modes = (msg.stream_mode ?? []).map((m) => MODES[m]);
+    const modes = [...(msg.stream_mode ?? [])];
+    const unknown = modes.find((m) => !SDK_MODES.includes(m));
+    if (unknown !== undefined) throw new BatonError(`baton: stream_mode ${JSON.stringify(unknown)}: want one of ${SDK_MODES.join(", ")}`);
+    const end = msg.interrupts === "end";
     const lease = { thread: msg.thread, run: msg.run, incarnation: msg.incarnation ?? "", node: msg.node,
       epoch: msg.epoch, claim: msg.claim, worker: msg.worker };
     const saver = new BatonSaver({ redis: this.redis, prefix: this.prefix, lease });
-    const cfg = { ...(msg.config ?? {}) };
-    cfg.configurable = { ...cfg.configurable, thread_id: lease.thread };
-    cfg.metadata = { ...cfg.metadata, [RUN_METADATA_KEY]: lease.run };
+    const cfg = runConfig(msg, lease);
     const graph = await graphFor(spec, cfg, saver);
-    const state = await graph.getState({ configurable: { thread_id: lease.thread } });
+    const head = { configurable: { thread_id: lease.thread } };
+    let state = await graph.getState(head);
     const mine = state?.metadata?.[RUN_METADATA_KEY] === lease.run;
+    if (msg.update_state != null) return { type: "done", result: await updateState(graph, saver, cfg, msg.update_state, mine ? state : null) };
+    if (!mine && msg.checkpoint_id) {
+      await atCheckpoint(saver, cfg, msg.checkpoint_id);
+      state = await graph.getState(cfg);
+    }
     let what;
-    if (mine && !(state.next?.length > 0)) return { type: "done", result: state.values };
+    if (mine && !(state.next?.length > 0)) return this.finish(graph, head, end, state.values, []);
     if (mine) {
       const resume = msg.resume;
       if (resume?.wait) cfg.metadata = { ...cfg.metadata, [RESUME_METADATA_KEY]: resume.wait };
       const asked = pending(state);
-      if (asked.length === 0) what = null;
-      else if (!resume || (resume.wait && state.metadata?.[RESUME_METADATA_KEY] === resume.wait)) {
-        return { type: "interrupt", request: waitRequest(asked) };
+      if (asked.length === 0) {
+        // The previous attempt stopped at interrupt_before/after: so does
+        // this one, running nothing.
+        if (await atBreakpoint(graph, state, msg)) return this.finish(graph, head, end, state.values, []);
+        what = null;
+      } else if (!resume || (resume.wait && state.metadata?.[RESUME_METADATA_KEY] === resume.wait)) {
+        return this.finish(graph, head, end, state.values, asked);
       } else what = new Command({ resume: resume.value });
     } else if (msg.command) {
-      if ("resume" in msg.command && pending(state).length === 0) {
+      if ("resume" in msg.command && pending(state).length === 0 && !msg.resumes) {
         throw new BatonError(`baton: Command(resume) for thread ${JSON.stringify(lease.thread)}, which is stopped on no interrupt`);
       }
+      if ("resume" in msg.command) checkResumes(state, msg, lease.thread);
       what = new Command(msg.command);
     } else {
       what = "input" in msg ? msg.input : {};
     }
-    const internal = [...new Set([...modes, "values", "updates"])];
-    let latest;
-    const asked = [];
-    const stream = await graph.stream(what, { ...cfg, streamMode: internal, durability: "sync", signal: att.abort.signal });
-    for await (const [mode, data] of stream) {
-      if (mode === "updates" && data && typeof data === "object" && "__interrupt__" in data) asked.push(...data.__interrupt__);
-      else if (mode === "values") latest = data;
-      if (modes.includes(mode)) send({ type: "chunk", id: att.id, event: mode, data });
-      if (att.stop && mode === "values") return { type: "stopped" };
+    const stream = new Stream(modes, Boolean(msg.subgraphs), (event, data) => send({ type: "chunk", id: att.id, event, data }),
+      () => att.stop);
+    const extra = { signal: att.abort.signal };
+    if (msg.interrupt_before != null) extra.interruptBefore = msg.interrupt_before;
+    if (msg.interrupt_after != null) extra.interruptAfter = msg.interrupt_after;
+    if (msg.context != null) extra.context = msg.context;
+    await stream.run(graph, what, cfg, extra);
+    if (stream.stopped) return { type: "stopped" };
+    let latest = stream.latest;
+    if (latest === undefined && !end) latest = (await graph.getState(head)).values;
+    return this.finish(graph, head, end, latest, stream.asked);
+  }
+
+  /**
+   * The attempt's outcome: by default a park on the interrupts, or the
+   * final state; with interrupts "end", {values, interrupts, next} read
+   * from the thread's head, whatever stopped the graph.
+   */
+  async finish(graph, head, end, values, asked) {
+    if (!end) {
+      if (asked.length > 0) return { type: "interrupt", request: waitRequest(asked) };
+      return { type: "done", result: values };
     }
-    if (asked.length > 0) return { type: "interrupt", request: waitRequest(asked) };
-    if (latest === undefined) latest = (await graph.getState({ configurable: { thread_id: lease.thread } })).values;
-    return { type: "done", result: latest };
+    const state = await graph.getState(head);
+    return { type: "done", result: { values: state.values, interrupts: pending(state).map(interruptJSON), next: [...(state.next ?? [])] } };
+  }
+
+  /** Answers one call (calls.js) with a reply line. */
+  async call(msg) {
+    const out = { type: "reply", id: msg.id };
+    try {
+      out.result = await answer(this, graphFor, msg.op ?? "", msg.args);
+    } catch (err) {
+      out.error = err instanceof CallError ? err.message : `${err?.name ?? "Error"}: ${err?.message ?? err}`;
+      out.code = err instanceof CallError ? err.code : "internal";
+    }
+    let line;
+    try {
+      line = JSON.stringify(out, replacer);
+    } catch (err) {
+      line = JSON.stringify({ type: "reply", id: msg.id, code: "internal", error: `the answer is not JSON: ${err.message}` });
+    }
+    if (Buffer.byteLength(line) > MAX_REPLY) {
+      // The runner reads lines of up to 64 MiB and stops a worker that
+      // writes a longer one: a call must not cost the attempts theirs.
+      line = JSON.stringify({ type: "reply", id: msg.id, code: "invalid",
+        error: `the answer is ${Buffer.byteLength(line)} bytes, over ${MAX_REPLY}: ask for less (limit)` });
+    }
+    writeSync(OUT, line + "\n");
   }
 }
 

@@ -139,27 +139,45 @@ def _schema(f: Any) -> Any:
         return None
 
 
+def _keys(channels: Any) -> list[str]:
+    if isinstance(channels, str):
+        return [channels]
+    return [k for k in channels or () if not k.startswith("__")]
+
+
+def _loose(graph: Any, suffix: str, keys: list[str]) -> dict[str, Any]:
+    """A schema naming the channels, when pydantic cannot draw the real one
+    (typing.TypedDict on Python < 3.12): any value for each."""
+    return {"title": graph.get_name(suffix), "type": "object", "properties": {k: {} for k in keys}}
+
+
 def _state_schema(graph: Any) -> Any:
-    """The graph's state schema: its channels' JSON schema, as the server
-    shows the state a thread holds."""
-    try:
-        from pydantic import create_model
-        fields = {k: (Any, None) for k in getattr(graph, "stream_channels_list", None) or graph.channels
-                  if not k.startswith("__")}
-        b = getattr(graph, "builder", None)
-        schema = getattr(b, "state_schema", None) if b is not None else None
-        if schema is not None:
+    """The graph's state schema: its builder's state type's JSON schema, or
+    its channels'."""
+    b = getattr(graph, "builder", None)
+    schema = getattr(b, "state_schema", None) if b is not None else None
+    if schema is not None:
+        try:
             from pydantic import TypeAdapter
             return TypeAdapter(schema).json_schema()
-        return create_model(graph.get_name("State"), **fields).model_json_schema()
-    except Exception:  # noqa: BLE001
-        return None
+        except Exception:  # noqa: BLE001: drawn from the channels instead
+            pass
+    return _loose(graph, "State", _keys(getattr(graph, "stream_channels", None) or graph.channels))
+
+
+def _fields(graph: Any, which: str, channels: Any) -> list[str]:
+    """The fields of the builder's input or output type, else the channels."""
+    t = getattr(getattr(graph, "builder", None), which, None)
+    ann = getattr(t, "__annotations__", None)
+    return [k for k in ann if not k.startswith("_")] if ann else _keys(channels)
 
 
 def schemas(graph_id: str, graph: Any) -> dict[str, Any]:
     """{graph} -> {graph_id, input_schema, output_schema, state_schema, config_schema, context_schema}."""
-    return {"graph_id": graph_id, "input_schema": _schema(graph.get_input_jsonschema),
-            "output_schema": _schema(graph.get_output_jsonschema), "state_schema": _state_schema(graph),
+    return {"graph_id": graph_id,
+            "input_schema": _schema(graph.get_input_jsonschema) or _loose(graph, "Input", _fields(graph, "input_schema", graph.input_channels)),
+            "output_schema": _schema(graph.get_output_jsonschema) or _loose(graph, "Output", _fields(graph, "output_schema", graph.output_channels)),
+            "state_schema": _state_schema(graph),
             "config_schema": _schema(graph.get_config_jsonschema),
             "context_schema": _schema(graph.get_context_jsonschema)}
 

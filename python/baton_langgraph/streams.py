@@ -155,6 +155,8 @@ class Stream:
         run_id = str(config.get("run_id") or uuid.uuid4())
         config = {**config, "run_id": run_id}
         async for ev in graph.astream_events(what, config, version="v2", **kwargs):
+            if "langsmith:hidden" in (ev.get("tags") or ()):
+                continue
             if ev.get("event") == "on_chain_stream" and str(ev.get("run_id")) == run_id:
                 chunk = ev["data"]["chunk"]
                 ns, mode, data = chunk if self.subgraphs else ((), *chunk)

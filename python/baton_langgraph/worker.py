@@ -32,11 +32,15 @@ from .graphs import GraphSpec, load
 from .lease import Lease
 from .node import RESUME_KEY, RUN_KEY, _jsonable, _pending, _plan, wait_request
 from .saver import BatonSaver
+from .runs import at_breakpoint, at_checkpoint, check_resumes, run_config, update_state
 from .streams import SDK_MODES, Stream
 from .store import BatonStore
 
 
 _ABSENT = object()
+
+MAX_REPLY = 48 << 20
+"""The longest reply line a call may have, under the runner's line limit."""
 
 
 def _default(v: Any) -> Any:
@@ -66,6 +70,9 @@ class Channel:
         except (TypeError, ValueError) as e:
             line = dumps({"type": "error", "id": msg.get("id"), "permanent": True,
                           "error": f"baton: graph worker: {msg.get('type')} is not JSON: {e}"})
+        self.send_line(line)
+
+    def send_line(self, line: str) -> None:
         data = (line + "\n").encode()
         while data:
             n = os.write(self.fd, data)
@@ -165,7 +172,7 @@ class Worker:
                                                                  latest_cp if mine else None)}
         if not mine:
             if msg.get("checkpoint_id"):
-                await _at_checkpoint(saver, cfg, msg["checkpoint_id"])
+                await at_checkpoint(saver, cfg, msg["checkpoint_id"])
             state: Any = _LazyState(graph, cfg)
             plan = "start"
         else:
@@ -176,10 +183,14 @@ class Worker:
         command = msg.get("command") or {}
         if isinstance(state, _LazyState) and command.get("resume", _ABSENT) is not _ABSENT:
             state = await state.get()  # a Command(resume) needs the interrupts the thread is stopped on
-            _check_resumes(state, msg, lease.thread)
+            check_resumes(state, msg, lease.thread)
         what, run_cfg = _what(state, plan, msg, cfg)
         if what is _ABSENT:  # stopped on interrupt() and not answered: ask again
             return await self.finish(graph, head, end, state.values, _pending(state))
+        if plan == "resume" and what is None and await at_breakpoint(graph, state, msg):
+            # The previous attempt stopped at interrupt_before/after: so
+            # does this one, running nothing.
+            return await self.finish(graph, head, end, state.values, [])
         stream = Stream(modes, bool(msg.get("subgraphs")), lambda event, data: self.chunk(att.id, event, data),
                         lambda: att.stop)
         kwargs: dict[str, Any] = {k: msg[k] for k in ("interrupt_before", "interrupt_after", "context")
@@ -219,73 +230,15 @@ class Worker:
         except Exception as e:  # noqa: BLE001: every failure is the call's answer
             out.update(error=f"{type(e).__name__}: {e}", code="internal")
         try:
-            dumps(out)
+            line = dumps(out)
         except (TypeError, ValueError) as e:
-            out = {"type": "reply", "id": msg.get("id"), "error": f"the answer is not JSON: {e}", "code": "internal"}
-        self.chan.send(out)
-
-
-def run_config(msg: dict[str, Any], lease: Lease) -> dict[str, Any]:
-    """The attempt's RunnableConfig: the run's config, on the run's thread,
-    with the run's metadata (as LangGraph's server passes it) and the
-    metadata baton's plan reads."""
-    cfg: dict[str, Any] = dict(msg.get("config") or {})
-    cfg["configurable"] = {**cfg.get("configurable", {}), "thread_id": lease.thread}
-    meta = {**cfg.get("metadata", {}), **(msg.get("metadata") or {}), "graph_id": msg.get("graph")}
-    if msg.get("assistant_id"):
-        meta["assistant_id"] = msg["assistant_id"]
-    cfg["metadata"] = {**meta, RUN_KEY: lease.run}
-    return cfg
-
-
-async def _at_checkpoint(saver: BatonSaver, cfg: dict[str, Any], checkpoint_id: str) -> None:
-    """Points cfg at a past checkpoint of the thread (LangGraph's time
-    travel), which must exist."""
-    cfg["configurable"] = {**cfg["configurable"], "checkpoint_id": checkpoint_id}
-    at = {"configurable": {"thread_id": cfg["configurable"]["thread_id"], "checkpoint_ns": "",
-                           "checkpoint_id": checkpoint_id}}
-    if await saver.aget_tuple(at) is None:
-        raise BatonError(f"baton: checkpoint_id {checkpoint_id!r}: thread {cfg['configurable']['thread_id']!r} "
-                         "has no such checkpoint")
-
-
-def _check_resumes(state: Any, msg: dict[str, Any], thread: str) -> None:
-    """A command.resume that names the interrupts it answers (resumes)
-    continues only while one of them is pending: two runs answering the
-    same interrupt, one after the other on the thread, continue it once."""
-    want = msg.get("resumes")
-    if not want:
-        return
-    pending = [i.id for i in _pending(state)]
-    if not pending:
-        raise BatonError(f"baton: thread {thread!r} has no interrupt: interrupt {', '.join(want)} was answered already")
-    if not set(want) & set(pending):
-        raise BatonError(f"baton: interrupt already answered: {', '.join(want)} (thread {thread!r} is stopped on "
-                         f"{', '.join(pending)})")
-
-
-async def update_state(graph: Any, cfg: dict[str, Any], u: dict[str, Any], mine: Any) -> dict[str, Any]:
-    """graph.aupdate_state through the attempt's fenced saver; its result
-    is the checkpoint written. An attempt of a run whose update is the
-    thread's head already (the previous attempt was not committed) answers
-    that checkpoint, writing nothing."""
-    if mine is not None:
-        return {"checkpoint": _checkpoint_ref(mine.config)}
-    as_node = u.get("as_node")
-    if as_node is not None and as_node not in graph.nodes and as_node not in ("__input__", "__copy__"):
-        raise BatonError(f"baton: update_state: as_node {as_node!r}: the graph has no such node (its nodes: "
-                         f"{', '.join(n for n in graph.nodes if not n.startswith('__'))})")
-    ucfg = {**cfg, "configurable": dict(cfg["configurable"])}
-    if u.get("checkpoint_id"):
-        await _at_checkpoint(graph.checkpointer, ucfg, u["checkpoint_id"])
-    new = await graph.aupdate_state(ucfg, u.get("values"), as_node=as_node)
-    return {"checkpoint": _checkpoint_ref(new)}
-
-
-def _checkpoint_ref(config: Any) -> dict[str, Any]:
-    conf = config["configurable"]
-    return {"thread_id": conf["thread_id"], "checkpoint_ns": conf.get("checkpoint_ns") or "",
-            "checkpoint_id": conf["checkpoint_id"]}
+            line = dumps({"type": "reply", "id": msg.get("id"), "error": f"the answer is not JSON: {e}", "code": "internal"})
+        if len(line.encode()) > MAX_REPLY:
+            # The runner reads lines of up to 64 MiB and stops a worker that
+            # writes a longer one: a call must not cost the attempts theirs.
+            line = dumps({"type": "reply", "id": msg.get("id"), "code": "invalid",
+                          "error": f"the answer is {len(line.encode())} bytes, over {MAX_REPLY}: ask for less (limit)"})
+        self.chan.send_line(line)
 
 
 class _LazyState:

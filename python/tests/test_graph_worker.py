@@ -86,6 +86,33 @@ def test_a_command_resume_on_a_thread_with_no_interrupt_fails_saying_so(example)
     assert node(run)["attempt"] == 1, "bad input is not retried"
 
 
+def test_two_runs_resuming_one_interrupt_continue_it_once_and_the_second_fails_naming_it(example):
+    """The Agent Server API's runs: interrupts "end" ends the run SUCCEEDED
+    with the interrupts; a resume names the interrupt it answers."""
+    c = BatonClient(example.url)
+    c.submit({"id": "ask", "thread": "t-once", "nodes": [{"id": "graph", "kind": "graph", "input": {
+        "graph": "review", "input": {"change": "v9"}, "interrupts": "end"}}]})
+    run = c.wait("ask")
+    assert run["status"] == "SUCCEEDED", run
+    asked = node(run)["result"]
+    assert asked["next"] == ["ask"] and asked["values"] == {"change": "v9", "draft": "deploy v9"}
+    iid = asked["interrupts"][0]["id"]
+    assert asked["interrupts"] == [{"id": iid, "value": {"question": "deploy v9?"}}]
+    for rid, answer in (("yes", True), ("no", False)):
+        c.submit({"id": rid, "thread": "t-once", "multitask": "enqueue", "nodes": [{"id": "graph", "kind": "graph",
+                  "input": {"graph": "review", "command": {"resume": {"approved": answer}}, "resumes": [iid],
+                            "interrupts": "end"}}]})
+    first, second = c.wait("yes"), c.wait("no")
+    assert first["status"] == "SUCCEEDED"
+    assert node(first)["result"] == {"values": {"change": "v9", "draft": "deploy v9", "verdict": {"approved": True},
+                                                "published": "deploy v9: approved"}, "interrupts": [], "next": []}
+    assert second["status"] == "FAILED" and node(second)["attempt"] == 1
+    assert "has no interrupt" in node(second)["error"] and iid in node(second)["error"]
+    # The thread's checkpoints: the first run's and the one resume's.
+    runs = {cp["run"] for cp in c.checkpoints("t-once")["checkpoints"]}
+    assert runs == {"ask", "yes"}, runs
+
+
 def test_an_unknown_graph_id_fails_the_node_naming_it_and_the_graphs(example):
     c = BatonClient(example.url)
     c.submit({"id": "unk", "nodes": [{"id": "x", "kind": "graph", "input": {"graph": "nope"}}]})
