@@ -2,6 +2,7 @@ package fence
 
 import (
 	"encoding/json"
+	"strconv"
 	"testing"
 	"time"
 
@@ -226,4 +227,37 @@ func TestStoreItemsCluster(t *testing.T) {
 		slots[Slot(s.keys.StoreItems("users."+w.Namespace[1]))] = true
 	}
 	require.Greater(t, len(slots), 1, "the namespaces spread over slots")
+}
+
+// BenchmarkStoreItems: a put (two scripts), a get (one), and a search of
+// one namespace of 100 items, on a real redis-server.
+func BenchmarkStoreItems(b *testing.B) {
+	srv := redistest.Start(b)
+	s := New(srv.Client(b), nil)
+	ctx := b.Context()
+	ns := []string{"bench", "u1"}
+	for i := range 100 {
+		require.NoError(b, s.PutItems(ctx, []ItemWrite{put(ns, "k"+strconv.Itoa(i), `{"n":1,"text":"a memory of some length"}`)}))
+	}
+	b.Run("put", func(b *testing.B) {
+		for i := 0; b.Loop(); i++ {
+			if err := s.PutItems(ctx, []ItemWrite{put(ns, "k"+strconv.Itoa(i%100), `{"n":2,"text":"a memory of some length"}`)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.GetItem(ctx, ns, "k7", true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("search100", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.SearchItems(ctx, ItemSearch{Prefix: ns, Filter: map[string]any{"n": 2.0}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -5,3 +5,4 @@ export { INPUT_ENV, RESUME_ENV, progress, runNode, waitRequest } from "./node.js
 export { BatonError, BatonFencedError, BatonLeaseLostError, EXIT_LEASE_LOST, isFenced } from "./errors.js";
 export { leaseFromEnv, parseToken } from "./lease.js";
 export { validateID, validateNS } from "./ids.js";
+export { BatonStore } from "./store.js";

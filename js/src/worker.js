@@ -23,6 +23,7 @@ import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
 import { CallError, answer, interruptJSON } from "./calls.js";
 import { atBreakpoint, atCheckpoint, checkResumes, runConfig, updateState } from "./runs.js";
 import { SDK_MODES, Stream } from "./streams.js";
+import { BatonStore } from "./store.js";
 
 /** The longest reply line a call may have, under the runner's line limit. */
 const MAX_REPLY = 48 << 20;
@@ -114,15 +115,16 @@ async function load(id, ref) {
 }
 
 /** The graph for one attempt, with saver as its checkpointer: a copy, so attempts never share one. */
-async function graphFor(spec, config, saver) {
+async function graphFor(spec, config, saver, store) {
   let g = spec.value;
   if (!isCompiled(g) && !isBuilder(g)) {
     g = await g(config);
   }
-  if (isBuilder(g)) return g.compile({ checkpointer: saver });
+  if (isBuilder(g)) return g.compile({ checkpointer: saver, store });
   if (!isCompiled(g)) throw new BatonError(`baton: graph ${JSON.stringify(spec.id)}: its function returned no graph`);
   const copy = g.withConfig({});
   copy.checkpointer = saver;
+  copy.store = store;
   return copy;
 }
 
@@ -135,6 +137,9 @@ class Worker {
     if (!init.redis_url) throw new BatonError("baton: graph worker: init has no redis_url");
     this.redis = new Redis(init.redis_url);
     this.prefix = init.prefix || "baton";
+    // Every graph's store (config.store in a node), as LangGraph's server
+    // injects its own: baton's, on Redis, shared with /store.
+    this.store = new BatonStore({ redis: this.redis, prefix: this.prefix });
     this.graphs = new Map();
     this.attempts = new Map();
   }
@@ -182,7 +187,7 @@ class Worker {
       epoch: msg.epoch, claim: msg.claim, worker: msg.worker };
     const saver = new BatonSaver({ redis: this.redis, prefix: this.prefix, lease });
     const cfg = runConfig(msg, lease);
-    const graph = await graphFor(spec, cfg, saver);
+    const graph = await graphFor(spec, cfg, saver, this.store);
     const head = { configurable: { thread_id: lease.thread } };
     let state = await graph.getState(head);
     const mine = state?.metadata?.[RUN_METADATA_KEY] === lease.run;

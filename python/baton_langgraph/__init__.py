@@ -19,6 +19,7 @@ from .keys import Keys, shard_of
 from .lease import Lease, lease_from_env, parse_token
 from .node import RESUME_ENV, RESUME_KEY, RUN_KEY, arun_node, progress, run_node, wait_request
 from .saver import BatonSaver
+from .store import BatonStore
 
 __all__ = [
     "EXIT_LEASE_LOST",
@@ -29,6 +30,7 @@ __all__ = [
     "BatonFencedError",
     "BatonLeaseLostError",
     "BatonSaver",
+    "BatonStore",
     "Keys",
     "Lease",
     "LeaseLostError",
