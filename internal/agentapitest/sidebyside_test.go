@@ -123,7 +123,7 @@ func TestOfficialClientsSideBySide(t *testing.T) {
 
 // runScript runs one client script against url and returns its transcript.
 func runScript(t *testing.T, sc script, url, target string) map[string]any {
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	argv := sc.argv(url)
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)

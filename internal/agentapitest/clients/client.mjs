@@ -50,13 +50,21 @@ const chunks = async (stream, limit) => {
 const c = new Client({ apiUrl: url, apiKey: null });
 const out = {};
 
+// A step that hangs is recorded as a timeout, and the rest still run.
+const STEP_TIMEOUT_MS = 15_000; // the reference's slowest step takes about 3 s
 const step = async (name, fn) => {
   const t0 = performance.now();
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(Object.assign(new Error("timeout"), { name: "timeout" })), STEP_TIMEOUT_MS);
+  });
   try {
-    out[name] = norm(await fn());
+    out[name] = norm(await Promise.race([fn(), timeout]));
   } catch (e) {
     out[name] = statusOf(e);
     console.error(`${name}:`, e);
+  } finally {
+    clearTimeout(timer);
   }
   console.error(`${name}: ${((performance.now() - t0) / 1000).toFixed(2)}s`);
 };
@@ -252,4 +260,4 @@ await step("cron", async () => {
   return { created: made, search: found };
 });
 
-console.log(JSON.stringify(out, null, 1));
+process.stdout.write(JSON.stringify(out, null, 1) + "\n", () => process.exit(0)); // a timed-out step may hold the loop

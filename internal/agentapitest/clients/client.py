@@ -16,8 +16,10 @@ import argparse
 import asyncio
 import inspect
 import json
+import os
 import re
 import sys
+import threading
 import time
 import traceback
 
@@ -89,20 +91,9 @@ async def until_running(c, tid, rid):
     return "pending"
 
 
-async def main(url, sync, tag):
-    c = get_sync_client(url=url, api_key=None) if sync else get_client(url=url, api_key=None)
-    out = {}
-
-    async def step(name, fn):
-        t0 = time.monotonic()
-        try:
-            out[name] = norm(await fn())
-        except Exception as e:  # noqa: BLE001
-            out[name] = status_of(e)
-            print(f"{name}: {e!r}", file=sys.stderr)
-            if not isinstance(e, httpx.HTTPStatusError):
-                traceback.print_exc()
-        print(f"{name}: {time.monotonic() - t0:.2f}s", file=sys.stderr)
+def steps(url, sync, tag):
+    """The steps, in order, as (name, coroutine function of a client)."""
+    c = None  # each step's own client, set by the step's wrapper below
 
     async def thread():
         return (await w(c.threads.create()))["thread_id"]
@@ -249,22 +240,50 @@ async def main(url, sync, tag):
         await w(c.crons.delete(made["cron_id"]))
         return {"created": made, "search": found}
 
-    await step("thread_create", thread_create)
-    await step("stream", stream)
-    await step("wait_join", wait_join)
-    await step("cancel", cancel)
-    for strategy in ("reject", "interrupt", "rollback", "enqueue"):
-        await step(f"multitask_{strategy}", lambda s=strategy: multitask(s))
-    await step("interrupt", interrupt)
-    await step("interrupt_before", interrupt_before)
-    await step("busy_update", busy_update)
-    await step("history", history)
-    await step("reconnect", reconnect)
-    await step("remote_graph", remote_graph)
-    await step("store", store)
-    await step("cron", cron)
+    named = [("thread_create", thread_create), ("stream", stream), ("wait_join", wait_join), ("cancel", cancel)]
+    named += [(f"multitask_{m}", lambda m=m: multitask(m)) for m in ("reject", "interrupt", "rollback", "enqueue")]
+    named += [("interrupt", interrupt), ("interrupt_before", interrupt_before), ("busy_update", busy_update),
+              ("history", history), ("reconnect", reconnect), ("remote_graph", remote_graph), ("store", store),
+              ("cron", cron)]
+
+    def bind(fn):
+        async def with_client():
+            nonlocal c
+            c = get_sync_client(url=url, api_key=None) if sync else get_client(url=url, api_key=None)
+            return await fn()
+        return with_client
+
+    return [(name, bind(fn)) for name, fn in named]
+
+
+STEP_TIMEOUT = 15  # seconds; the reference's slowest step takes about 3
+
+
+def main(url, sync, tag):
+    """Runs each step in a thread of its own (its own event loop and client),
+    so that a step that hangs is recorded as a timeout and the rest still run."""
+    out = {}
+    for name, fn in steps(url, sync, tag):
+        t0, res = time.monotonic(), []
+
+        def run(fn=fn, res=res):
+            try:
+                res.append(norm(asyncio.run(fn())))
+            except Exception as e:  # noqa: BLE001
+                res.append(status_of(e))
+                print(f"{name}: {e!r}", file=sys.stderr)
+                if not isinstance(e, httpx.HTTPStatusError):
+                    traceback.print_exc()
+
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        th.join(STEP_TIMEOUT)
+        out[name] = res[0] if res else {"error": "timeout"}
+        print(f"{name}: {time.monotonic() - t0:.2f}s", file=sys.stderr)
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     print()
+    sys.stdout.flush()
+    os._exit(0)  # a step that timed out may still hold its thread
 
 
 if __name__ == "__main__":
@@ -275,4 +294,4 @@ if __name__ == "__main__":
     g.add_argument("--sync", action="store_true")
     g.add_argument("--async", dest="use_async", action="store_true")
     a = p.parse_args()
-    asyncio.run(main(a.url, a.sync, a.tag))
+    main(a.url, a.sync, a.tag)
