@@ -23,6 +23,16 @@ type knownDifference struct {
 var differences = []knownDifference{
 	{Path: regexp.MustCompile(`^cron\b`),
 		Reason: "Crons: the reference server answers every cron route with an error (its crons are not implemented); baton schedules them."},
+	{Path: regexp.MustCompile(`^(cancel\.(status|thread_status)|multitask_interrupt\.first)$`),
+		Reason: "A cancelled run (cancel, or the run a `multitask_strategy: interrupt` run replaces) is `interrupted`, and its thread `idle`, as LangGraph's Python server records them; the JS reference marks both `error`, its worker taking the abort for a failure."},
+	{Path: regexp.MustCompile(`^multitask_reject\.second\.error$`),
+		Reason: "`multitask_strategy: reject` on a busy thread answers 409 Conflict, as LangGraph's Python server does; the JS reference answers 422."},
+	{Path: regexp.MustCompile(`^thread_create\.(created|got)\.(values|interrupts)$`),
+		Reason: "A new thread carries `values` (null) and `interrupts` ({}), fields of the SDKs' `Thread` type; the JS reference adds them once a run has ended."},
+	{Path: regexp.MustCompile(`^stream\[\d+\]\[1\]\[1\]\.langgraph_version$`),
+		Reason: "Token chunks' metadata carries the `langgraph_version` the graph runs with; the JS reference, as the test starts it, says `0.0.0`."},
+	{Path: regexp.MustCompile(`^stream\[\d+\]\[1\].*\.(id|name|type|usage_metadata|chunk_position|tool_call_chunks|lc_versions|ls_provider|tags|versions)$`), Graphs: "python",
+		Reason: "Python graphs' messages are LangChain Python's (ids `lc_run--…`, `name` and `usage_metadata` null, token chunks typed `AIMessageChunk`, metadata naming Python's packages); the reference server runs JS graphs only, so the test compares them with JS LangChain's."},
 }
 
 func known(d difference, graphs string) *knownDifference {

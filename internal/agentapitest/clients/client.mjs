@@ -187,11 +187,13 @@ await step("history", async () => {
   const tid = await thread();
   await c.runs.wait(tid, "agent", { input: { topic: "h" } });
   const hist = await c.threads.getHistory(tid);
+  const history = hist.map((s) => ({ next: s.next, values: s.values, step: s.metadata?.step, source: s.metadata?.source }));
   const past = hist.find((s) => JSON.stringify(s.next) === JSON.stringify(["write"]));
+  if (!past) return { history, from_past: { error: "no checkpoint with next [write]" } };
   const again = await c.runs.wait(tid, "agent", { input: null, checkpointId: past.checkpoint.checkpoint_id });
   const hist2 = await c.threads.getHistory(tid);
   return {
-    history: hist.map((s) => ({ next: s.next, values: s.values, step: s.metadata?.step, source: s.metadata?.source })),
+    history,
     from_past: again,
     history_len_after: hist2.length,
     head_parent_is_past: hist2[0].parent_checkpoint?.checkpoint_id === past.checkpoint.checkpoint_id,

@@ -188,12 +188,14 @@ def steps(url, sync, tag):
         tid = await thread()
         await w(c.runs.wait(tid, "agent", input={"topic": "h"}))
         hist = await w(c.threads.get_history(tid))
-        past = next(s for s in hist if s["next"] == ["write"])
+        res = {"history": [{"next": s["next"], "values": s["values"], "step": (s.get("metadata") or {}).get("step"),
+                            "source": (s.get("metadata") or {}).get("source")} for s in hist]}
+        past = next((s for s in hist if s["next"] == ["write"]), None)
+        if past is None:
+            return {**res, "from_past": {"error": "no checkpoint with next [write]"}}
         again = await w(c.runs.wait(tid, "agent", input=None, checkpoint_id=past["checkpoint"]["checkpoint_id"]))
         hist2 = await w(c.threads.get_history(tid))
-        return {"history": [{"next": s["next"], "values": s["values"], "step": s["metadata"].get("step"),
-                             "source": s["metadata"].get("source")} for s in hist],
-                "from_past": again, "history_len_after": len(hist2),
+        return {**res, "from_past": again, "history_len_after": len(hist2),
                 "head_parent_is_past": hist2[0]["parent_checkpoint"]["checkpoint_id"] == past["checkpoint"]["checkpoint_id"]}
 
     async def reconnect():
