@@ -161,7 +161,7 @@ func (e *env) openStream(t *testing.T, ctx context.Context, method, path, body s
 	require.NoError(t, err)
 	t.Cleanup(func() { resp.Body.Close() })
 	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	sc.Buffer(make([]byte, 0, 4096), 1<<20)
 	return &sseStream{resp: resp, sc: sc}
 }
 

@@ -16,19 +16,34 @@ import (
 	"github.com/batonrun/baton/agentapi"
 	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/langgraph"
+	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner/admin"
+	"github.com/batonrun/baton/spec"
 )
 
 // The Agent Server API (AGENT_API_ADDR): LangGraph's SDKs' API over the
 // project of LANGGRAPH_CONFIG, on a listener of its own, under the admin
 // API's token rule.
 
-// agentAPIServer returns the Agent Server API's server and listener; nil
-// when it is off (no LANGGRAPH_CONFIG, or AGENT_API_ADDR=).
-func agentAPIServer(cfg Config, c *client.Client, graphs agentapi.Graphs, log *slog.Logger) (*http.Server, net.Listener, error) {
+// agentAPIServer returns the Agent Server API's server and listener, and
+// what closes its Redis pool; nil when it is off (no LANGGRAPH_CONFIG, or
+// AGENT_API_ADDR=). The API has a Redis pool of its own: its stream
+// readers hold connections while they wait, and must never take the
+// worker's.
+func agentAPIServer(cfg Config, rconf redisconn.Config, limits spec.Limits, graphs agentapi.Graphs, log *slog.Logger) (*http.Server, net.Listener, func(), error) {
 	if cfg.LangGraphConfig == "" || cfg.AgentAPIAddr == "" || graphs == nil {
-		return nil, nil, nil
+		return nil, nil, func() {}, nil
 	}
+	rdb, err := rconf.Open()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := client.New(client.Config{Redis: rdb, Prefix: cfg.Prefix, Limits: limits})
+	if err != nil {
+		_ = rdb.Close()
+		return nil, nil, nil, err
+	}
+	closeAll := func() { _ = c.Close(); _ = rdb.Close() }
 	acfg := agentapi.Config{Client: c, Graphs: graphs, Token: cfg.APIToken, Logger: log}
 	if _, legacy := graphs.(projectGraphs); legacy {
 		// A graph kind that answers no worker calls predates the API's
@@ -37,16 +52,18 @@ func agentAPIServer(cfg Config, c *client.Client, graphs agentapi.Graphs, log *s
 	}
 	api, err := agentapi.New(acfg)
 	if err != nil {
-		return nil, nil, err
+		closeAll()
+		return nil, nil, nil, err
 	}
 	ln, err := listenAgentAPI(cfg.AgentAPIAddr, cfg.agentAPIAddrDefault, cfg.APIToken != "", log)
 	if err != nil {
-		return nil, nil, fmt.Errorf("agent server API: %w", err)
+		closeAll()
+		return nil, nil, nil, fmt.Errorf("agent server API: %w", err)
 	}
 	// Streams and waits last as long as their runs: no write timeout (each
 	// stream write has its own deadline); reading a request is bounded.
 	srv := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
-	return srv, ln, nil
+	return srv, ln, closeAll, nil
 }
 
 // listenAgentAPI listens on addr. A taken default port (2024 is often

@@ -119,8 +119,8 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return err
 	}
 	defer stopGraphs()
-	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix,
-		Limits: runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}})
+	clientLimits := runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}
+	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix, Limits: clientLimits})
 	if err != nil {
 		return err
 	}
@@ -153,10 +153,11 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer ln.Close()
 	}
-	agentSrv, agentLn, err := agentAPIServer(cfg, client, graphs, log) // agentapi.go
+	agentSrv, agentLn, closeAgent, err := agentAPIServer(cfg, rconf, clientLimits, graphs, log) // agentapi.go
 	if err != nil {
 		return err
 	}
+	defer closeAgent()
 	if agentLn != nil {
 		defer agentLn.Close()
 	}
