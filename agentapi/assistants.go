@@ -35,7 +35,7 @@ func assistantNotFound(w http.ResponseWriter) {
 // pathAssistant reads the assistant the path names, answering 404 itself.
 func (s *Server) pathAssistant(w http.ResponseWriter, r *http.Request) (*fence.Assistant, bool) {
 	a, err := s.assistant(r.Context(), r.PathValue("assistant_id"))
-	if errors.Is(err, errNoAssistant) {
+	if errors.Is(err, errAssistantUnknown) {
 		assistantNotFound(w)
 		return nil, false
 	}

@@ -57,8 +57,8 @@ func versionDoc(fields map[string]string) []byte {
 	return b
 }
 
-// errNoAssistant: the id names no assistant (or is not an assistant id).
-var errNoAssistant = errors.New("agentapi: assistant not found")
+// errAssistantUnknown: the id names no assistant (or is not an assistant id).
+var errAssistantUnknown = errors.New("agentapi: assistant not found")
 
 // resolveAssistantID turns what a request names (an assistant id, or a
 // graph id of the project for its default assistant) into an assistant
@@ -68,7 +68,7 @@ func (s *Server) resolveAssistantID(idOrGraph string) (string, error) {
 		return DefaultAssistantID(idOrGraph), nil
 	}
 	if !isUUID(idOrGraph) {
-		return "", errNoAssistant
+		return "", errAssistantUnknown
 	}
 	return idOrGraph, nil
 }
@@ -81,7 +81,7 @@ type Assistant struct {
 	Context json.RawMessage
 }
 
-// assistant reads the assistant that idOrGraph names; errNoAssistant when
+// assistant reads the assistant that idOrGraph names; errAssistantUnknown when
 // there is none.
 func (s *Server) assistant(ctx context.Context, idOrGraph string) (*fence.Assistant, error) {
 	id, err := s.resolveAssistantID(idOrGraph)
@@ -93,7 +93,7 @@ func (s *Server) assistant(ctx context.Context, idOrGraph string) (*fence.Assist
 	}
 	a, err := s.cfg.Client.Store().GetAssistant(ctx, id)
 	if errors.Is(err, fence.ErrNotFound) {
-		return nil, errNoAssistant
+		return nil, errAssistantUnknown
 	}
 	return a, err
 }
@@ -113,7 +113,7 @@ func (s *Server) ResolveAssistant(ctx context.Context, idOrGraph string) (*Assis
 }
 
 // IsNoAssistant reports an unknown assistant.
-func IsNoAssistant(err error) bool { return errors.Is(err, errNoAssistant) }
+func IsNoAssistant(err error) bool { return errors.Is(err, errAssistantUnknown) }
 
 func orJSON(v, def string) string {
 	if strings.TrimSpace(v) == "" {
@@ -127,8 +127,8 @@ func assistantDoc(a *fence.Assistant) map[string]any {
 	doc := map[string]any{
 		"assistant_id": a.ID,
 		"version":      a.Version,
-		"created_at":   apiTime(a.CreatedAt),
-		"updated_at":   apiTime(a.UpdatedAt),
+		"created_at":   timeText(a.CreatedAt),
+		"updated_at":   timeText(a.UpdatedAt),
 	}
 	for _, f := range []string{"graph_id", "name", "description", "config", "context", "metadata"} {
 		doc[f] = json.RawMessage(orJSON(a.Fields[f], "null"))
@@ -146,7 +146,7 @@ func versionOut(id string, v fence.AssistantVersion) map[string]any {
 	}
 	doc["assistant_id"] = id
 	doc["version"] = v.Version
-	doc["created_at"] = apiTime(v.CreatedAt)
+	doc["created_at"] = timeText(v.CreatedAt)
 	return doc
 }
 

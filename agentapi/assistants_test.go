@@ -6,6 +6,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/batonrun/baton/internal/redistest"
 )
 
 type assistantOut struct {
@@ -57,80 +59,82 @@ func TestDefaultAssistants(t *testing.T) {
 // search, count, the graph's drawing and schemas, and delete.
 func TestAssistantLifecycle(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, b *bundle) {
-		var a assistantOut
-		b.call(t, "POST", "/assistants", `{"assistant_id":"`+aid+`","graph_id":"agent","name":"helper",
-			"config":{"configurable":{"model":"m1"}},"metadata":{"team":"a"}}`, http.StatusOK, &a)
-		assert.Equal(t, aid, a.AssistantID)
-		assert.Equal(t, 1, a.Version)
-		assert.Equal(t, "helper", a.Name)
-		assert.Nil(t, a.Description)
-		assert.Equal(t, "Assistant already exists",
-			b.detail(t, "POST", "/assistants", `{"assistant_id":"`+aid+`","graph_id":"agent"}`, http.StatusConflict))
-		var same assistantOut
-		b.call(t, "POST", "/assistants", `{"assistant_id":"`+aid+`","graph_id":"other","if_exists":"do_nothing"}`, http.StatusOK, &same)
-		assert.Equal(t, a, same)
+	backends(t, assistantLifecycleFlow)
+}
 
-		var p assistantOut
-		b.call(t, "PATCH", "/assistants/"+aid, `{"config":{"configurable":{"model":"m2"}},"metadata":{"tier":"gold"}}`, http.StatusOK, &p)
-		assert.Equal(t, 2, p.Version)
-		assert.Equal(t, map[string]any{"team": "a", "tier": "gold"}, p.Metadata)
-		assert.Equal(t, map[string]any{"configurable": map[string]any{"model": "m2"}}, p.Config)
-		assert.Equal(t, "helper", p.Name, "fields not patched stay")
+func assistantLifecycleFlow(t *testing.T, b *bundle) {
+	var a assistantOut
+	b.call(t, "POST", "/assistants", `{"assistant_id":"`+aid+`","graph_id":"agent","name":"helper",
+		"config":{"configurable":{"model":"m1"}},"metadata":{"team":"a"}}`, http.StatusOK, &a)
+	assert.Equal(t, aid, a.AssistantID)
+	assert.Equal(t, 1, a.Version)
+	assert.Equal(t, "helper", a.Name)
+	assert.Nil(t, a.Description)
+	assert.Equal(t, "Assistant already exists",
+		b.detail(t, "POST", "/assistants", `{"assistant_id":"`+aid+`","graph_id":"agent"}`, http.StatusConflict))
+	var same assistantOut
+	b.call(t, "POST", "/assistants", `{"assistant_id":"`+aid+`","graph_id":"other","if_exists":"do_nothing"}`, http.StatusOK, &same)
+	assert.Equal(t, a, same)
 
-		var vs []assistantOut
-		b.call(t, "POST", "/assistants/"+aid+"/versions", `{}`, http.StatusOK, &vs)
-		require.Len(t, vs, 2)
-		assert.Equal(t, 2, vs[0].Version)
-		assert.Equal(t, "m1", vs[1].Config["configurable"].(map[string]any)["model"])
-		b.call(t, "POST", "/assistants/"+aid+"/versions", `{"metadata":{"tier":"gold"}}`, http.StatusOK, &vs)
-		require.Len(t, vs, 1)
+	var p assistantOut
+	b.call(t, "PATCH", "/assistants/"+aid, `{"config":{"configurable":{"model":"m2"}},"metadata":{"tier":"gold"}}`, http.StatusOK, &p)
+	assert.Equal(t, 2, p.Version)
+	assert.Equal(t, map[string]any{"team": "a", "tier": "gold"}, p.Metadata)
+	assert.Equal(t, map[string]any{"configurable": map[string]any{"model": "m2"}}, p.Config)
+	assert.Equal(t, "helper", p.Name, "fields not patched stay")
 
-		var l assistantOut
-		b.call(t, "POST", "/assistants/"+aid+"/latest", `{"version":1}`, http.StatusOK, &l)
-		assert.Equal(t, 1, l.Version)
-		assert.Equal(t, "m1", l.Config["configurable"].(map[string]any)["model"])
-		assert.Equal(t, map[string]any{"team": "a"}, l.Metadata)
-		assert.Equal(t, "Assistant version not found",
-			b.detail(t, "POST", "/assistants/"+aid+"/latest", `{"version":7}`, http.StatusNotFound))
-		b.call(t, "POST", "/assistants/"+aid+"/versions", `{}`, http.StatusOK, &vs)
-		assert.Len(t, vs, 2, "latest adds no version")
+	var vs []assistantOut
+	b.call(t, "POST", "/assistants/"+aid+"/versions", `{}`, http.StatusOK, &vs)
+	require.Len(t, vs, 2)
+	assert.Equal(t, 2, vs[0].Version)
+	assert.Equal(t, "m1", vs[1].Config["configurable"].(map[string]any)["model"])
+	b.call(t, "POST", "/assistants/"+aid+"/versions", `{"metadata":{"tier":"gold"}}`, http.StatusOK, &vs)
+	require.Len(t, vs, 1)
 
-		var found []assistantOut
-		b.call(t, "POST", "/assistants/search", `{"graph_id":"agent"}`, http.StatusOK, &found)
-		assert.Len(t, found, 2, "the default and helper")
-		b.call(t, "POST", "/assistants/search", `{"name":"HELP"}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		assert.Equal(t, aid, found[0].AssistantID)
-		b.call(t, "POST", "/assistants/search", `{"metadata":{"created_by":"system"},"sort_by":"graph_id","sort_order":"asc"}`, http.StatusOK, &found)
-		require.Len(t, found, 2)
-		assert.Equal(t, "agent", found[0].GraphID)
-		assert.Equal(t, "other", found[1].GraphID)
-		code, _ := b.do(t, "POST", "/assistants/search", `{"limit":1}`)
-		assert.Equal(t, http.StatusOK, code)
-		var n int
-		b.call(t, "POST", "/assistants/count", `{"graph_id":"agent"}`, http.StatusOK, &n)
-		assert.Equal(t, 2, n)
+	var l assistantOut
+	b.call(t, "POST", "/assistants/"+aid+"/latest", `{"version":1}`, http.StatusOK, &l)
+	assert.Equal(t, 1, l.Version)
+	assert.Equal(t, "m1", l.Config["configurable"].(map[string]any)["model"])
+	assert.Equal(t, map[string]any{"team": "a"}, l.Metadata)
+	assert.Equal(t, "Assistant version not found",
+		b.detail(t, "POST", "/assistants/"+aid+"/latest", `{"version":7}`, http.StatusNotFound))
+	b.call(t, "POST", "/assistants/"+aid+"/versions", `{}`, http.StatusOK, &vs)
+	assert.Len(t, vs, 2, "latest adds no version")
 
-		var schemas map[string]any
-		b.call(t, "GET", "/assistants/"+aid+"/schemas", "", http.StatusOK, &schemas)
-		assert.Equal(t, "agent", schemas["graph_id"])
-		b.call(t, "GET", "/assistants/agent/graph?xray=1", "", http.StatusOK, nil)
-		b.call(t, "GET", "/assistants/"+aid+"/subgraphs/inner?recurse=true", "", http.StatusOK, nil)
-		assert.Equal(t, []string{`{"graph":"agent","xray":1}`}, b.graphs.asked("graph"))
-		assert.Equal(t, []string{`{"graph":"agent","namespace":"inner","recurse":true}`}, b.graphs.asked("subgraphs"))
+	var found []assistantOut
+	b.call(t, "POST", "/assistants/search", `{"graph_id":"agent"}`, http.StatusOK, &found)
+	assert.Len(t, found, 2, "the default and helper")
+	b.call(t, "POST", "/assistants/search", `{"name":"HELP"}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	assert.Equal(t, aid, found[0].AssistantID)
+	b.call(t, "POST", "/assistants/search", `{"metadata":{"created_by":"system"},"sort_by":"graph_id","sort_order":"asc"}`, http.StatusOK, &found)
+	require.Len(t, found, 2)
+	assert.Equal(t, "agent", found[0].GraphID)
+	assert.Equal(t, "other", found[1].GraphID)
+	code, _ := b.do(t, "POST", "/assistants/search", `{"limit":1}`)
+	assert.Equal(t, http.StatusOK, code)
+	var n int
+	b.call(t, "POST", "/assistants/count", `{"graph_id":"agent"}`, http.StatusOK, &n)
+	assert.Equal(t, 2, n)
 
-		// Deleting with delete_threads removes the threads it ran.
-		require.NoError(t, b.srv.stampThread(t.Context(), tid1, "agent", aid))
-		b.call(t, "POST", "/threads", `{"thread_id":"`+tid2+`"}`, http.StatusOK, nil)
-		var del []string
-		b.call(t, "DELETE", "/assistants/"+aid+"?delete_threads=true", "", http.StatusOK, &del)
-		assert.Equal(t, []string{aid}, del)
-		b.detail(t, "GET", "/assistants/"+aid, "", http.StatusNotFound)
-		b.detail(t, "GET", "/threads/"+tid1, "", http.StatusNotFound)
-		b.call(t, "GET", "/threads/"+tid2, "", http.StatusOK, nil)
-		b.detail(t, "DELETE", "/assistants/"+aid, "", http.StatusNotFound)
-	})
+	var schemas map[string]any
+	b.call(t, "GET", "/assistants/"+aid+"/schemas", "", http.StatusOK, &schemas)
+	assert.Equal(t, "agent", schemas["graph_id"])
+	b.call(t, "GET", "/assistants/agent/graph?xray=1", "", http.StatusOK, nil)
+	b.call(t, "GET", "/assistants/"+aid+"/subgraphs/inner?recurse=true", "", http.StatusOK, nil)
+	assert.Equal(t, []string{`{"graph":"agent","xray":1}`}, b.graphs.asked("graph"))
+	assert.Equal(t, []string{`{"graph":"agent","namespace":"inner","recurse":true}`}, b.graphs.asked("subgraphs"))
+
+	// Deleting with delete_threads removes the threads it ran.
+	require.NoError(t, b.srv.stampThread(t.Context(), tid1, "agent", aid))
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid2+`"}`, http.StatusOK, nil)
+	var del []string
+	b.call(t, "DELETE", "/assistants/"+aid+"?delete_threads=true", "", http.StatusOK, &del)
+	assert.Equal(t, []string{aid}, del)
+	b.detail(t, "GET", "/assistants/"+aid, "", http.StatusNotFound)
+	b.detail(t, "GET", "/threads/"+tid1, "", http.StatusNotFound)
+	b.call(t, "GET", "/threads/"+tid2, "", http.StatusOK, nil)
+	b.detail(t, "DELETE", "/assistants/"+aid, "", http.StatusNotFound)
 }
 
 // TestAssistantBadInput: each malformed request is answered as the
@@ -173,4 +177,14 @@ func TestAssistantBadInput(t *testing.T) {
 	var n int
 	b.call(t, "POST", "/assistants/count", `{}`, http.StatusOK, &n)
 	assert.Equal(t, 2, n, "no bad create stored an assistant")
+}
+
+// TestRoutesOnCluster: the thread and assistant flows on a Redis Cluster,
+// where records, indexes and checkpoints of different threads live on
+// different masters.
+func TestRoutesOnCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.StartCluster(t, redistest.ClusterOptions{})
+	t.Run("threads", func(t *testing.T) { threadRecordsFlow(t, newBundle(t, c.Client())) })
+	t.Run("assistants", func(t *testing.T) { assistantLifecycleFlow(t, newBundle(t, c.Client())) })
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
@@ -15,6 +16,10 @@ import (
 // default assistant is uuid5(graphNamespace, graph id).
 var graphNamespace = [16]byte{0x6b, 0xa7, 0xb8, 0x21, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
 
+// errNoAssistant: an assistant id that is neither a graph of the project
+// nor the id of one's default assistant.
+var errNoAssistant = errors.New("agentapi: assistant not found")
+
 // runsUUID4 returns a random (version 4) UUID, the form of every id the
 // API makes (runs, stateless runs' threads).
 func runsUUID4() string {
@@ -22,7 +27,7 @@ func runsUUID4() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b[:])
+	return formatUUID(b)
 }
 
 // runsDefaultAssistantID is the id of a graph's default assistant, derived as
@@ -37,7 +42,12 @@ func runsDefaultAssistantID(graph string) string {
 	copy(b[:], h.Sum(nil))
 	b[6] = b[6]&0x0f | 0x50
 	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b[:])
+	return formatUUID(b)
+}
+
+func formatUUID(b [16]byte) string {
+	s := hex.EncodeToString(b[:])
+	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 }
 
 // runsResolveAssistant returns the assistant and graph an assistant_id

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/batonrun/baton/fence"
 )
@@ -180,6 +181,9 @@ func (s *Server) runView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	}
 	return r
 }
+
+// apiTime formats a time as the reference does (ISO 8601, UTC, ms).
+func apiTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // runLocation is a run's path: /threads/{tid}/runs/{rid}, or /runs/{rid}
 // for a stateless run.

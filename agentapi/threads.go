@@ -46,6 +46,13 @@ func (s *Server) storeFailed(w http.ResponseWriter, r *http.Request, err error) 
 	if errors.Is(err, context.Canceled) {
 		return
 	}
+	// A graph worker's answer carries its status (langgraph.CallError:
+	// 404 for a checkpoint it does not have, 422 for bad arguments).
+	var coded interface{ StatusCode() int }
+	if errors.As(err, &coded) && coded.StatusCode() < 500 {
+		writeError(w, coded.StatusCode(), err.Error())
+		return
+	}
 	s.log.Warn("agent api request failed", "path", r.URL.Path, "err", err)
 	writeError(w, http.StatusInternalServerError, err.Error())
 }
@@ -62,8 +69,8 @@ func threadDoc(rec *fence.AgentThread, st threadState) map[string]any {
 	}
 	return map[string]any{
 		"thread_id":  rec.ID,
-		"created_at": apiTime(rec.CreatedAt),
-		"updated_at": apiTime(rec.UpdatedAt),
+		"created_at": timeText(rec.CreatedAt),
+		"updated_at": timeText(rec.UpdatedAt),
 		"metadata":   json.RawMessage(rec.Metadata),
 		"status":     st.Status,
 		"config":     map[string]any{},
@@ -85,8 +92,8 @@ type threadCreate struct {
 	ThreadID *string `json:"thread_id"`
 	Metadata object  `json:"metadata"`
 	IfExists *string `json:"if_exists"`
-	// Supersteps are refused: baton does not apply them yet.
-	Supersteps json.RawMessage `json:"supersteps"`
+	// Supersteps are applied to a new thread, one state update each.
+	Supersteps []superstep `json:"supersteps"`
 }
 
 func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
@@ -110,11 +117,14 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 		}
 		ifExists = *body.IfExists
 	}
-	if len(body.Supersteps) > 0 && string(body.Supersteps) != "null" && string(body.Supersteps) != "[]" {
-		invalid(w, "supersteps", "not supported by baton yet")
+	if !checkSupersteps(w, body.Supersteps) {
 		return
 	}
-	rec, _, err := s.cfg.Client.Store().PutAgentThread(r.Context(), id, body.Metadata.marshal(), ifExists, newOp())
+	if len(body.Supersteps) > 0 && graphOf(&fence.AgentThread{Metadata: body.Metadata.marshal()}) == "" {
+		invalid(w, "metadata.graph_id", "supersteps need the thread's graph")
+		return
+	}
+	rec, created, err := s.cfg.Client.Store().PutAgentThread(r.Context(), id, body.Metadata.marshal(), ifExists, newOp())
 	if errors.Is(err, fence.ErrExists) {
 		writeError(w, http.StatusConflict, "Thread already exists")
 		return
@@ -122,6 +132,16 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		s.storeFailed(w, r, err)
 		return
+	}
+	if created && len(body.Supersteps) > 0 {
+		if err := s.applySupersteps(r.Context(), rec, body.Supersteps); err != nil {
+			s.answerUpdateError(w, r, err)
+			return
+		}
+		if rec, err = s.cfg.Client.Store().AgentThread(r.Context(), id); err != nil {
+			s.storeFailed(w, r, err)
+			return
+		}
 	}
 	doc, err := s.renderThread(r.Context(), rec)
 	if err != nil {
@@ -413,10 +433,10 @@ func (s *Server) countThreads(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, len(list))
 }
 
-// pruneThreads deletes threads by id (strategy "delete"), as DELETE does
-// each; missing ones are skipped, busy ones kept. "keep_latest" (drop all
-// but each thread's latest checkpoint) is refused: baton does not offer
-// it yet.
+// pruneThreads prunes threads by id: strategy "delete" (the default)
+// deletes each as DELETE does; "keep_latest" keeps each thread and its
+// newest checkpoint of every namespace, dropping its history. Missing and
+// busy threads are skipped.
 func (s *Server) pruneThreads(w http.ResponseWriter, r *http.Request) {
 	var body struct {
 		ThreadIDs []string `json:"thread_ids"`
@@ -425,13 +445,13 @@ func (s *Server) pruneThreads(w http.ResponseWriter, r *http.Request) {
 	if !bodyInto(w, r, &body) {
 		return
 	}
-	if body.Strategy != nil && *body.Strategy != "delete" {
-		if *body.Strategy == "keep_latest" {
-			invalid(w, "strategy", "keep_latest is not supported by baton yet")
-		} else {
+	strategy := "delete"
+	if body.Strategy != nil {
+		if *body.Strategy != "delete" && *body.Strategy != "keep_latest" {
 			invalid(w, "strategy", `must be "delete" or "keep_latest"`)
+			return
 		}
-		return
+		strategy = *body.Strategy
 	}
 	for i, id := range body.ThreadIDs {
 		if !isUUID(id) {
@@ -439,9 +459,15 @@ func (s *Server) pruneThreads(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	store := s.cfg.Client.Store()
 	n := 0
 	for _, id := range body.ThreadIDs {
-		err := s.deleteThreadState(r.Context(), id)
+		var err error
+		if strategy == "delete" {
+			err = s.deleteThreadState(r.Context(), id)
+		} else if _, err = store.AgentThread(r.Context(), id); err == nil {
+			_, err = store.KeepLatestCheckpoints(r.Context(), id)
+		}
 		switch {
 		case err == nil:
 			n++

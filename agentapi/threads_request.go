@@ -47,7 +47,7 @@ func isUUID(s string) bool {
 	return true
 }
 
-func formatUUID(b []byte) string {
+func uuidString(b []byte) string {
 	h := hex.EncodeToString(b)
 	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
@@ -58,7 +58,7 @@ func newUUIDv4() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b[:])
+	return uuidString(b[:])
 }
 
 // uuidV5 is RFC 4122's name-based UUID (SHA-1) of name in namespace ns.
@@ -70,12 +70,12 @@ func uuidV5(ns, name string) string {
 	b := h.Sum(nil)[:16]
 	b[6] = b[6]&0x0f | 0x50
 	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b)
+	return uuidString(b)
 }
 
-// apiTime is a time as the reference server writes it (JavaScript's
+// timeText is a time as the reference server writes it (JavaScript's
 // Date.toJSON).
-func apiTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+func timeText(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
 // bodyInto decodes the request's JSON body into v. An empty body is {}.
 // A body that is not JSON, or a field of the wrong type, is answered 422

@@ -37,6 +37,9 @@ func (f *fakeGraphs) Call(_ context.Context, op string, args any) (json.RawMessa
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, op+" "+string(a))
+	if strings.Contains(string(a), missingCheckpoint) {
+		return nil, codedError{http.StatusNotFound, "no checkpoint " + missingCheckpoint}
+	}
 	switch op {
 	case "get_state":
 		if f.state != nil {
@@ -159,3 +162,16 @@ func miniClient(t *testing.T) redis.UniversalClient {
 	_, c := redistest.Mini(t)
 	return c
 }
+
+// missingCheckpoint is a checkpoint the fake graph workers do not have.
+const missingCheckpoint = "55555555-5555-4555-8555-555555555555"
+
+// codedError is a graph worker's failure with its HTTP status, as
+// langgraph.CallError carries one.
+type codedError struct {
+	code int
+	msg  string
+}
+
+func (e codedError) Error() string   { return e.msg }
+func (e codedError) StatusCode() int { return e.code }

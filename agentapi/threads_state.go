@@ -1,17 +1,13 @@
 package agentapi
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/spec"
 )
 
 // A thread's state and history are the graph's to tell: a graph worker
@@ -208,150 +204,4 @@ func (s *Server) postHistory(w http.ResponseWriter, r *http.Request) {
 		args.Checkpoint, _ = json.Marshal(body.Checkpoint)
 	}
 	s.answerHistory(w, r, rec, args)
-}
-
-// stateUpdate is the graph node's update_state input.
-type stateUpdate struct {
-	Values       json.RawMessage `json:"values"`
-	AsNode       string          `json:"as_node,omitempty"`
-	CheckpointID string          `json:"checkpoint_id,omitempty"`
-	CheckpointNS string          `json:"checkpoint_ns,omitempty"`
-}
-
-// updateState runs the graph's update_state as a baton run of the thread
-// with multitask reject: refused (409) in the same atomic step that would
-// store it while another run is active or queued. It waits for the run and
-// answers the reference's {"checkpoint": {...}}.
-func (s *Server) updateState(w http.ResponseWriter, r *http.Request) {
-	rec, ok := s.threadFor(w, r)
-	if !ok {
-		return
-	}
-	var body struct {
-		Values       json.RawMessage `json:"values"`
-		AsNode       *string         `json:"as_node"`
-		CheckpointID *string         `json:"checkpoint_id"`
-		Checkpoint   *checkpointRef  `json:"checkpoint"`
-	}
-	if !bodyInto(w, r, &body) || !body.Checkpoint.check(w, "checkpoint") {
-		return
-	}
-	if v := strings.TrimSpace(string(body.Values)); v != "" && v != "null" && v[0] != '{' && v[0] != '[' {
-		invalid(w, "values", "expected an object or an array of objects")
-		return
-	}
-	graph := graphOf(rec)
-	if graph == "" {
-		writeError(w, http.StatusBadRequest, fmt.Sprintf("Thread %s has no graph ID", rec.ID))
-		return
-	}
-	up := stateUpdate{Values: body.Values, CheckpointID: body.Checkpoint.id(), CheckpointNS: body.Checkpoint.ns()}
-	if len(up.Values) == 0 {
-		up.Values = json.RawMessage("null")
-	}
-	if body.CheckpointID != nil && *body.CheckpointID != "" {
-		up.CheckpointID = *body.CheckpointID
-	}
-	if body.AsNode != nil {
-		up.AsNode = *body.AsNode
-		if missing, err := s.lacksNode(r.Context(), graph, up.AsNode); err == nil && missing {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("Node %s does not exist", up.AsNode))
-			return
-		}
-	}
-	before, err := s.threadStatus(r.Context(), rec)
-	if err != nil {
-		s.storeFailed(w, r, err)
-		return
-	}
-	input, _ := json.Marshal(map[string]any{"graph": graph, "update_state": up})
-	runID := newUUIDv4()
-	_, err = s.cfg.Client.Submit(r.Context(), &spec.Run{ID: runID, Thread: rec.ID, Multitask: "reject",
-		Nodes: []spec.Node{{ID: "graph", Kind: "graph", Input: input, MaxAttempts: 1}}})
-	if errors.Is(err, fence.ErrThreadBusy) {
-		writeError(w, http.StatusConflict, "Thread is busy")
-		return
-	}
-	if err != nil {
-		s.storeFailed(w, r, err)
-		return
-	}
-	run, err := s.cfg.Client.Wait(r.Context(), runID)
-	if err != nil {
-		s.storeFailed(w, r, err)
-		return
-	}
-	after := before
-	var res graphResult
-	node := graphNode(run)
-	ok = run.Status == string(client.Succeeded) && node != nil && json.Unmarshal(node.Result, &res) == nil
-	if ok {
-		after.Values = s.valuesNow(r.Context(), graph, rec.ID, before.Values)
-	}
-	// The update's run must not stand for the thread's status: its record
-	// remembers the status it had, with the new values.
-	snap, _ := json.Marshal(after)
-	if _, err := s.updateThread(r.Context(), rec.ID, func(*fence.AgentThread) (map[string]string, error) {
-		return map[string]string{"snap_run": runID, "snap": string(snap)}, nil
-	}); err != nil {
-		s.storeFailed(w, r, err)
-		return
-	}
-	if !ok {
-		msg := "state update failed"
-		if node != nil && node.Error != "" {
-			msg = node.Error
-		}
-		code := http.StatusInternalServerError
-		if strings.Contains(msg, "does not exist") || strings.Contains(msg, "InvalidUpdateError") {
-			code = http.StatusBadRequest
-		}
-		writeError(w, code, msg)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]json.RawMessage{"checkpoint": res.Checkpoint})
-}
-
-// lacksNode reports whether graph has no node as_node (LangGraph's own
-// "__start__", "__input__" and the like always pass), asking the graph
-// worker for the graph's drawing.
-func (s *Server) lacksNode(ctx context.Context, graph, asNode string) (bool, error) {
-	if strings.HasPrefix(asNode, "__") {
-		return false, nil
-	}
-	raw, err := s.cfg.Graphs.Call(ctx, "graph", map[string]any{"graph": graph})
-	if err != nil {
-		return false, err
-	}
-	var g struct {
-		Nodes []struct {
-			ID json.RawMessage `json:"id"`
-		} `json:"nodes"`
-	}
-	if err := json.Unmarshal(raw, &g); err != nil || len(g.Nodes) == 0 {
-		return false, errors.New("graph drawing without nodes")
-	}
-	for _, n := range g.Nodes {
-		var id string
-		if json.Unmarshal(n.ID, &id) == nil && id == asNode {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// valuesNow reads the thread's state values now, or keeps old when the
-// graph worker cannot tell.
-func (s *Server) valuesNow(ctx context.Context, graph, thread string, old json.RawMessage) json.RawMessage {
-	raw, err := s.cfg.Graphs.Call(ctx, "get_state", stateArgs{Graph: graph, Thread: thread})
-	if err != nil {
-		return old
-	}
-	var st struct {
-		Values json.RawMessage `json:"values"`
-	}
-	if json.Unmarshal(raw, &st) != nil || len(st.Values) == 0 {
-		return old
-	}
-	return st.Values
 }

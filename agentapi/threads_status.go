@@ -85,18 +85,37 @@ func (s *Server) threadStatus(ctx context.Context, rec *fence.AgentThread) (thre
 	case run.Status == string(client.Failed):
 		st.Status = threadError
 	case node != nil && run.Status == string(client.Succeeded):
-		var res graphResult
-		if json.Unmarshal(node.Result, &res) == nil {
-			if len(res.Values) > 0 && string(res.Values) != "null" {
-				st.Values = res.Values
-			}
-			st.Interrupts = interruptsByTask(res.Interrupts)
-			if len(res.Interrupts) > 0 {
-				st.Status = threadInterrupted
-			}
+		res := readResult(node.Result)
+		if len(res.Values) > 0 && string(res.Values) != "null" {
+			st.Values = res.Values
+		}
+		st.Interrupts = interruptsByTask(res.Interrupts)
+		if len(res.Interrupts) > 0 {
+			st.Status = threadInterrupted
 		}
 	}
 	return st, nil
+}
+
+// readResult reads a graph node's result: an API run's {"values",
+// "interrupts", "next"}, a state update's {"checkpoint"}, or, for a graph
+// run submitted without the API's fields, the graph's output itself, which
+// is its state's values.
+func readResult(raw json.RawMessage) graphResult {
+	var res graphResult
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(raw, &keys) != nil {
+		return res
+	}
+	_, api := keys["interrupts"]
+	_, update := keys["checkpoint"]
+	switch {
+	case api || update:
+		_ = json.Unmarshal(raw, &res)
+	default:
+		res.Values = raw
+	}
+	return res
 }
 
 // graphNode is the node of an API run: the one named "graph", else the

@@ -40,6 +40,8 @@ func fakeGraphKind(release <-chan struct{}, started chan<- string) runner.KindFu
 		switch in.Input.Do {
 		case "interrupt":
 			return json.RawMessage(`{"values":{"n":1},"interrupts":[{"id":"i1","value":"ok?"}],"next":["step"]}`), nil
+		case "plain": // a graph run without the API's fields answers its output
+			return json.RawMessage(`{"n":7}`), nil
 		case "fail":
 			return nil, runner.Permanent(errors.New("graph raised"))
 		case "block":
@@ -142,6 +144,11 @@ func TestThreadStatusFromRuns(t *testing.T) {
 	assert.Contains(t, b.detail(t, "POST", "/threads/"+tid1+"/state", `{"values":{},"as_node":"__boom"}`, http.StatusInternalServerError), "graph")
 	assert.Equal(t, "interrupted", b.thread(t, tid1).Status)
 
+	b.submitGraphRun(t, tid1, "plain", true)
+	th = b.thread(t, tid1)
+	assert.Equal(t, "idle", th.Status)
+	assert.JSONEq(t, `{"n":7}`, string(th.Values))
+
 	b.submitGraphRun(t, tid1, "fail", true)
 	assert.Equal(t, "error", b.thread(t, tid1).Status)
 
@@ -162,6 +169,14 @@ func TestThreadStatusFromRuns(t *testing.T) {
 
 	code, _ := b.do(t, "DELETE", "/threads/"+tid1, "")
 	assert.Equal(t, http.StatusNoContent, code)
+
+	// A new thread's supersteps are applied, one state update each.
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid2+`","metadata":{"graph_id":"agent"},
+		"supersteps":[{"updates":[{"values":{"n":3},"as_node":"step"}]},{"updates":[{"values":{"n":4},"as_node":"step"}]}]}`,
+		http.StatusOK, &th)
+	assert.Equal(t, "idle", th.Status)
+	assert.JSONEq(t, `{"n":1}`, string(th.Values), "the values the graph worker reads after the updates")
+	assert.Equal(t, 2, b.runsOf(t, tid2))
 }
 
 // runsOf counts the baton runs of thread.

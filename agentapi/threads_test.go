@@ -1,7 +1,6 @@
 package agentapi
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -25,63 +24,65 @@ const (
 // reference answers each, on miniredis and a real Redis.
 func TestThreadRecords(t *testing.T) {
 	t.Parallel()
-	backends(t, func(t *testing.T, b *bundle) {
-		var th threadOut
-		b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","metadata":{"user":"ann","n":1}}`, http.StatusOK, &th)
-		assert.Equal(t, tid1, th.ThreadID)
-		assert.Equal(t, "idle", th.Status)
-		assert.Equal(t, map[string]any{"user": "ann", "n": 1.0}, th.Metadata)
-		assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, th.CreatedAt)
+	backends(t, threadRecordsFlow)
+}
 
-		assert.Equal(t, "Thread already exists", b.detail(t, "POST", "/threads", `{"thread_id":"`+tid1+`"}`, http.StatusConflict))
-		var same threadOut
-		b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","if_exists":"do_nothing","metadata":{"x":1}}`, http.StatusOK, &same)
-		assert.Equal(t, th.Metadata, same.Metadata, "do_nothing answers the thread as it is")
+func threadRecordsFlow(t *testing.T, b *bundle) {
+	var th threadOut
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","metadata":{"user":"ann","n":1}}`, http.StatusOK, &th)
+	assert.Equal(t, tid1, th.ThreadID)
+	assert.Equal(t, "idle", th.Status)
+	assert.Equal(t, map[string]any{"user": "ann", "n": 1.0}, th.Metadata)
+	assert.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, th.CreatedAt)
 
-		var gen threadOut
-		b.call(t, "POST", "/threads", ``, http.StatusOK, &gen)
-		assert.True(t, isUUID(gen.ThreadID), "a new thread gets a UUID: %q", gen.ThreadID)
+	assert.Equal(t, "Thread already exists", b.detail(t, "POST", "/threads", `{"thread_id":"`+tid1+`"}`, http.StatusConflict))
+	var same threadOut
+	b.call(t, "POST", "/threads", `{"thread_id":"`+tid1+`","if_exists":"do_nothing","metadata":{"x":1}}`, http.StatusOK, &same)
+	assert.Equal(t, th.Metadata, same.Metadata, "do_nothing answers the thread as it is")
 
-		var got threadOut
-		b.call(t, "GET", "/threads/"+tid1, "", http.StatusOK, &got)
-		assert.Equal(t, th.CreatedAt, got.CreatedAt)
+	var gen threadOut
+	b.call(t, "POST", "/threads", ``, http.StatusOK, &gen)
+	assert.True(t, isUUID(gen.ThreadID), "a new thread gets a UUID: %q", gen.ThreadID)
 
-		var patched threadOut
-		b.call(t, "PATCH", "/threads/"+tid1, `{"metadata":{"n":2,"tag":"x"}}`, http.StatusOK, &patched)
-		assert.Equal(t, map[string]any{"user": "ann", "n": 2.0, "tag": "x"}, patched.Metadata)
+	var got threadOut
+	b.call(t, "GET", "/threads/"+tid1, "", http.StatusOK, &got)
+	assert.Equal(t, th.CreatedAt, got.CreatedAt)
 
-		var found []threadOut
-		b.call(t, "POST", "/threads/search", `{"metadata":{"tag":"x"}}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		assert.Equal(t, tid1, found[0].ThreadID)
-		b.call(t, "POST", "/threads/search", `{"sort_by":"thread_id","sort_order":"asc","limit":1}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		b.call(t, "POST", "/threads/search", `{"ids":["`+tid1+`"],"status":"idle","select":["thread_id"]}`, http.StatusOK, &found)
-		require.Len(t, found, 1)
-		var n int
-		b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
-		assert.Equal(t, 2, n)
-		b.call(t, "POST", "/threads/count", `{"metadata":{"user":"ann"}}`, http.StatusOK, &n)
-		assert.Equal(t, 1, n)
+	var patched threadOut
+	b.call(t, "PATCH", "/threads/"+tid1, `{"metadata":{"n":2,"tag":"x"}}`, http.StatusOK, &patched)
+	assert.Equal(t, map[string]any{"user": "ann", "n": 2.0, "tag": "x"}, patched.Metadata)
 
-		var cp threadOut
-		b.call(t, "POST", "/threads/"+tid1+"/copy", "", http.StatusOK, &cp)
-		assert.NotEqual(t, tid1, cp.ThreadID)
-		assert.Equal(t, cp.ThreadID, cp.Metadata["thread_id"])
-		assert.Equal(t, "ann", cp.Metadata["user"])
+	var found []threadOut
+	b.call(t, "POST", "/threads/search", `{"metadata":{"tag":"x"}}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	assert.Equal(t, tid1, found[0].ThreadID)
+	b.call(t, "POST", "/threads/search", `{"sort_by":"thread_id","sort_order":"asc","limit":1}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	b.call(t, "POST", "/threads/search", `{"ids":["`+tid1+`"],"status":"idle","select":["thread_id"]}`, http.StatusOK, &found)
+	require.Len(t, found, 1)
+	var n int
+	b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
+	assert.Equal(t, 2, n)
+	b.call(t, "POST", "/threads/count", `{"metadata":{"user":"ann"}}`, http.StatusOK, &n)
+	assert.Equal(t, 1, n)
 
-		code, _ := b.do(t, "DELETE", "/threads/"+tid1, "")
-		assert.Equal(t, http.StatusNoContent, code)
-		assert.Equal(t, "Thread with ID "+tid1+" not found", b.detail(t, "GET", "/threads/"+tid1, "", http.StatusNotFound))
-		b.detail(t, "DELETE", "/threads/"+tid1, "", http.StatusNotFound)
-		b.detail(t, "PATCH", "/threads/"+tid1, `{"metadata":{}}`, http.StatusNotFound)
+	var cp threadOut
+	b.call(t, "POST", "/threads/"+tid1+"/copy", "", http.StatusOK, &cp)
+	assert.NotEqual(t, tid1, cp.ThreadID)
+	assert.Equal(t, cp.ThreadID, cp.Metadata["thread_id"])
+	assert.Equal(t, "ann", cp.Metadata["user"])
 
-		var pruned map[string]int
-		b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+cp.ThreadID+`","`+tid2+`"]}`, http.StatusOK, &pruned)
-		assert.Equal(t, map[string]int{"pruned_count": 1}, pruned)
-		b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
-		assert.Equal(t, 1, n)
-	})
+	code, _ := b.do(t, "DELETE", "/threads/"+tid1, "")
+	assert.Equal(t, http.StatusNoContent, code)
+	assert.Equal(t, "Thread with ID "+tid1+" not found", b.detail(t, "GET", "/threads/"+tid1, "", http.StatusNotFound))
+	b.detail(t, "DELETE", "/threads/"+tid1, "", http.StatusNotFound)
+	b.detail(t, "PATCH", "/threads/"+tid1, `{"metadata":{}}`, http.StatusNotFound)
+
+	var pruned map[string]int
+	b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+cp.ThreadID+`","`+tid2+`"]}`, http.StatusOK, &pruned)
+	assert.Equal(t, map[string]int{"pruned_count": 1}, pruned)
+	b.call(t, "POST", "/threads/count", `{}`, http.StatusOK, &n)
+	assert.Equal(t, 1, n)
 }
 
 // TestThreadBadInput: each malformed request is answered as the reference
@@ -100,6 +101,10 @@ func TestThreadBadInput(t *testing.T) {
 		{"POST", "/threads", `{"thread_id":"not-a-uuid"}`, 422, "thread_id: invalid uuid"},
 		{"POST", "/threads", `{"thread_id":"` + tid2 + `","if_exists":"maybe"}`, 422, "if_exists"},
 		{"POST", "/threads", `{"thread_id":5}`, 422, "thread_id: expected a string"},
+		{"POST", "/threads", `{"thread_id":"` + tid2 + `","supersteps":[{"updates":[{"values":{},"as_node":"a"},{"values":{},"as_node":"b"}]}]}`, 422, "supersteps[0].updates"},
+		{"POST", "/threads", `{"thread_id":"` + tid2 + `","supersteps":[{"updates":[{"command":{"resume":1},"as_node":"a"}]}]}`, 422, "supersteps[0].updates[0].command"},
+		{"POST", "/threads", `{"thread_id":"` + tid2 + `","supersteps":[{"updates":[{"values":{}}]}]}`, 422, "supersteps[0].updates[0].as_node"},
+		{"POST", "/threads", `{"thread_id":"` + tid2 + `","supersteps":[{"updates":[{"values":{},"as_node":"a"}]}]}`, 422, "metadata.graph_id"},
 		{"POST", "/threads/search", `{"limit":0}`, 422, "limit"},
 		{"POST", "/threads/search", `{"limit":"5"}`, 422, "limit: expected a number"},
 		{"POST", "/threads/search", `{"status":"sleeping"}`, 422, "status"},
@@ -114,7 +119,8 @@ func TestThreadBadInput(t *testing.T) {
 		{"POST", "/threads/" + tid1 + "/state", `{"values":{}}`, 400, "has no graph ID"},
 		{"POST", "/threads/" + tid2 + "/state", `{"values":{}}`, 404, "not found"},
 		{"POST", "/threads/" + tid1 + "/history", `{"limit":"x"}`, 422, "limit"},
-		{"POST", "/threads/prune", `{"thread_ids":["` + tid1 + `"],"strategy":"keep_latest"}`, 422, "keep_latest"},
+		{"POST", "/threads/prune", `{"thread_ids":["` + tid1 + `"],"strategy":"all"}`, 422, "strategy"},
+		{"POST", "/threads/prune", `{"thread_ids":["x"]}`, 422, "thread_ids[0]"},
 	} {
 		d := b.detail(t, tc.method, tc.path, tc.body, tc.code)
 		assert.Contains(t, d, tc.detail, "%s %s %s", tc.method, tc.path, tc.body)
@@ -156,6 +162,8 @@ func TestThreadStateReads(t *testing.T) {
 		`{"graph":"agent","thread":"` + tid1 + `","checkpoint_id":"` + cp + `"}`,
 		`{"graph":"agent","thread":"` + tid1 + `","checkpoint_id":"` + cp + `"}`,
 	}, b.graphs.asked("get_state"))
+	assert.Contains(t, b.detail(t, "GET", "/threads/"+tid1+"/state/"+missingCheckpoint, "", http.StatusNotFound),
+		"no checkpoint", "the graph worker's status is the answer's")
 	b.call(t, "GET", "/threads/"+tid1+"/history?limit=3&before="+cp, "", http.StatusOK, &hist)
 	require.Len(t, hist, 1)
 	b.call(t, "POST", "/threads/"+tid1+"/history", `{"limit":5,"metadata":{"step":1}}`, http.StatusOK, &hist)
@@ -175,13 +183,6 @@ func TestThreadStateReads(t *testing.T) {
 	b.call(t, "GET", "/threads/"+tid2, "", http.StatusOK, &th)
 	assert.Equal(t, map[string]any{"graph_id": "other"}, th.Metadata)
 	assert.Error(t, b.srv.stampThread(t.Context(), "x{y}", "agent", ""))
-}
-
-func jsonOf(t *testing.T, v any) string {
-	t.Helper()
-	b, err := json.Marshal(v)
-	require.NoError(t, err)
-	return string(b)
 }
 
 // TestConcurrentPatchesLoseNothing: patches of one thread's metadata and
@@ -239,5 +240,21 @@ func TestCopyThreadCopiesItsState(t *testing.T) {
 		assert.Equal(t, "k1", got.ID)
 		assert.JSONEq(t, `{"v":1}`, string(got.Data))
 		assert.Equal(t, "Thread not found", b.detail(t, "POST", "/threads/"+tid2+"/copy", "", http.StatusConflict))
+
+		// keep_latest keeps the thread and its newest checkpoint only.
+		_, err = st.SaveCheckpoint(ctx, c.Lease, fence.CheckpointWrite{NS: "", ID: "k2", Data: []byte(`{"v":2}`)})
+		require.NoError(t, err)
+		var pruned map[string]int
+		b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+tid1+`"],"strategy":"keep_latest"}`, http.StatusOK, &pruned)
+		assert.Equal(t, map[string]int{"pruned_count": 0}, pruned, "a thread whose run is RUNNING is skipped")
+		_, err = st.Commit(ctx, c.Lease, []byte(`{}`), nil)
+		require.NoError(t, err)
+		b.call(t, "POST", "/threads/prune", `{"thread_ids":["`+tid1+`","`+tid2+`"],"strategy":"keep_latest"}`, http.StatusOK, &pruned)
+		assert.Equal(t, map[string]int{"pruned_count": 1}, pruned)
+		list, _, err := st.Checkpoints(ctx, tid1, "", 0, 10)
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		assert.Equal(t, "k2", list[0].ID)
+		b.call(t, "GET", "/threads/"+tid1, "", http.StatusOK, nil)
 	})
 }

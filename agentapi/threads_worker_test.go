@@ -24,7 +24,23 @@ func realGraphProject(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	files := map[string]string{
-		"langgraph.json": `{"graphs": {"agent": "./agent.py:graph"}}`,
+		"langgraph.json": `{"graphs": {"agent": "./agent.py:graph", "ask": "./ask.py:graph"}}`,
+		"ask.py": `from typing import TypedDict
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+
+class State(TypedDict):
+    answer: str
+
+def ask(state):
+    return {"answer": interrupt("ok?")}
+
+builder = StateGraph(State)
+builder.add_node("ask", ask)
+builder.add_edge(START, "ask")
+builder.add_edge("ask", END)
+graph = builder.compile()
+`,
 		"agent.py": `import operator
 from typing import Annotated, TypedDict
 from langgraph.graph import END, START, StateGraph
@@ -88,7 +104,7 @@ func TestThreadsOnARealGraphWorker(t *testing.T) {
 	b.worker(t, kind.Run)
 	require.NoError(t, b.srv.stampThread(t.Context(), tid1, "agent", DefaultAssistantID("agent")))
 
-	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"topic": "x"}})
+	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"topic": "x"}, "interrupts": "end"})
 	run := newUUIDv4()
 	submitRaw(t, b, run, tid1, input)
 	th := b.thread(t, tid1)
@@ -130,4 +146,23 @@ func TestThreadsOnARealGraphWorker(t *testing.T) {
 		ids = append(ids, n.ID)
 	}
 	assert.Contains(t, strings.Join(ids, ","), "plan")
+
+	// An interrupt() ends the API's run: the thread is interrupted, with
+	// the interrupt, and a state update there leaves it so.
+	require.NoError(t, b.srv.stampThread(t.Context(), tid2, "ask", DefaultAssistantID("ask")))
+	input, _ = json.Marshal(map[string]any{"graph": "ask", "input": map[string]string{}, "interrupts": "end"})
+	submitRaw(t, b, newUUIDv4(), tid2, input)
+	th = b.thread(t, tid2)
+	assert.Equal(t, "interrupted", th.Status)
+	require.Len(t, th.Interrupts, 1)
+	for _, list := range th.Interrupts {
+		require.Len(t, list, 1)
+		var in map[string]any
+		require.NoError(t, json.Unmarshal(list[0], &in))
+		assert.Equal(t, "ok?", in["value"])
+	}
+	b.call(t, "POST", "/threads/"+tid2+"/state", `{"values":{"answer":"pre"}}`, http.StatusOK, &up)
+	th = b.thread(t, tid2)
+	assert.Equal(t, "interrupted", th.Status)
+	assert.JSONEq(t, `{"answer":"pre"}`, string(th.Values))
 }

@@ -78,9 +78,9 @@ func flatHash(r []any) map[string]string {
 	return h
 }
 
-// indexed lists the members of one index of every shard (name builds the
+// agentIndexed lists the members of one index of every shard (name builds the
 // shard's key), oldest first within each shard.
-func (s *Store) indexed(ctx context.Context, name func(int) string) ([]redis.Z, error) {
+func (s *Store) agentIndexed(ctx context.Context, name func(int) string) ([]redis.Z, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.ZSliceCmd, Shards)
 	for i := range cmds {

@@ -125,7 +125,7 @@ func (s *Store) GetAssistants(ctx context.Context, ids []string) ([]*Assistant, 
 
 // AssistantIDs lists every assistant's id.
 func (s *Store) AssistantIDs(ctx context.Context) ([]string, error) {
-	zs, err := s.indexed(ctx, s.keys.Assistants)
+	zs, err := s.agentIndexed(ctx, s.keys.Assistants)
 	if err != nil {
 		return nil, fmt.Errorf("list assistants: %w", err)
 	}

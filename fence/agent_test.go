@@ -34,6 +34,8 @@ func exerciseAgentScripts(t *testing.T, s *Store, id string) {
 	n, err := s.CopyCheckpoints(ctx, src, id+"-cpdst")
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+	_, err = s.KeepLatestCheckpoints(ctx, id+"-cpdst")
+	require.NoError(t, err)
 }
 
 // TestAgentThreadRecord: a thread's record is created once, if_exists
@@ -258,6 +260,59 @@ func TestCopyCheckpoints(t *testing.T) {
 			require.NoError(t, err)
 			_, err = s.CopyCheckpoints(ctx, "src", "dst")
 			require.ErrorIs(t, err, ErrExists, "the copy holds an older copy of the namespace: refused")
+		})
+	}
+}
+
+// TestKeepLatestCheckpoints: pruning with keep_latest leaves each
+// namespace its newest checkpoint (with its pending writes), removes the
+// rest with what was stored against them, is refused while the thread's
+// run is RUNNING, and never reuses a version.
+func TestKeepLatestCheckpoints(t *testing.T) {
+	t.Parallel()
+	for _, b := range redistest.Backends(t) {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := t.Context()
+			s := New(b.Client, nil)
+			one := []NodeSpec{{ID: "a", Input: "null", Deps: []string{}, Dependents: []string{}, Descendants: []string{}, MaxAttempts: 1}}
+			_, err := s.Submit(ctx, SubmitArgs{Run: "r1", Thread: "th", Multitask: "reject", Digest: "d", Nodes: one})
+			require.NoError(t, err)
+			c, err := s.Claim(ctx, NodeRef{Thread: "th", Run: "r1", Node: "a"}, "w", time.Minute, time.Second)
+			require.NoError(t, err)
+			for i, ns := range []string{"", "", "", "sub"} {
+				_, err := s.SaveCheckpoint(ctx, c.Lease, CheckpointWrite{NS: ns, ID: fmt.Sprintf("c%d", i), Data: []byte(`{}`)})
+				require.NoError(t, err)
+			}
+			for _, id := range []string{"c1", "c2"} {
+				_, err = s.PutWrites(ctx, c.Lease, "", id, "t", []PendingWrite{{Idx: 0, Channel: "x", Value: []byte(`1`)}})
+				require.NoError(t, err)
+			}
+			_, err = s.KeepLatestCheckpoints(ctx, "th")
+			require.ErrorIs(t, err, ErrThreadBusy, "r1 is RUNNING")
+			_, err = s.Commit(ctx, c.Lease, []byte(`1`), nil)
+			require.NoError(t, err)
+
+			n, err := s.KeepLatestCheckpoints(ctx, "th")
+			require.NoError(t, err)
+			require.Equal(t, 2, n, "c0 and c1 go; c2 and the sub namespace's c3 stay")
+			list, _, err := s.Checkpoints(ctx, "th", "", 0, 10)
+			require.NoError(t, err)
+			require.Len(t, list, 1)
+			require.Equal(t, "c2", list[0].ID)
+			ws, err := s.PendingWrites(ctx, "th", "", "c2")
+			require.NoError(t, err)
+			require.Len(t, ws, 1, "the newest's pending writes stay")
+			_, err = s.CheckpointByID(ctx, "th", "", "c1")
+			require.ErrorIs(t, err, ErrNoCheckpoint)
+			left, err := b.Client.HLen(ctx, s.keys.CheckpointNS("th", "")[3]).Result()
+			require.NoError(t, err)
+			require.Equal(t, int64(1), left, "c1's pending writes went with it")
+			list, _, err = s.Checkpoints(ctx, "th", "sub", 0, 10)
+			require.NoError(t, err)
+			require.Len(t, list, 1)
+			n, err = s.KeepLatestCheckpoints(ctx, "th")
+			require.NoError(t, err)
+			require.Zero(t, n, "a retry removes nothing more")
 		})
 	}
 }

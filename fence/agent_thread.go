@@ -92,7 +92,7 @@ func (s *Store) AgentThreads(ctx context.Context, threads []string) ([]*AgentThr
 // AgentThreadIDs lists every API thread record's id, oldest first. It
 // reads each shard's index: its cost grows with the number of threads.
 func (s *Store) AgentThreadIDs(ctx context.Context) ([]string, error) {
-	zs, err := s.indexed(ctx, s.keys.AgentThreads)
+	zs, err := s.agentIndexed(ctx, s.keys.AgentThreads)
 	if err != nil {
 		return nil, fmt.Errorf("list threads: %w", err)
 	}

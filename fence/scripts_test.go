@@ -147,6 +147,8 @@ var bindings = map[string]struct {
 	"store_index":     {2, 0, false, true, 0, 0},
 	"store_unindex":   {2, 1, false, true, 0, 0},
 	"agent_ckpt_copy": {5, 7, false, false, 0, 0},
+	// agent_ckpt_keep_latest: four keys per namespace listed.
+	"agent_ckpt_keep_latest": {3, 2, true, true, 4, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {
