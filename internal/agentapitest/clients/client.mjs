@@ -31,6 +31,9 @@ const norm = (x) => {
   return x;
 };
 
+// The call a step is in, named in a timeout's record.
+let phase;
+const at = (label) => (phase = label);
 const statusOf = (e) => ({ error: e?.status ?? e?.name ?? String(e) });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -54,6 +57,7 @@ const out = {};
 const STEP_TIMEOUT_MS = 15_000; // the reference's slowest step takes about 3 s
 const step = async (name, fn) => {
   const t0 = performance.now();
+  phase = undefined;
   let timer;
   const timeout = new Promise((_, reject) => {
     timer = setTimeout(() => reject(Object.assign(new Error("timeout"), { name: "timeout" })), STEP_TIMEOUT_MS);
@@ -61,7 +65,7 @@ const step = async (name, fn) => {
   try {
     out[name] = norm(await Promise.race([fn(), timeout]));
   } catch (e) {
-    out[name] = statusOf(e);
+    out[name] = e?.name === "timeout" ? { error: "timeout", at: phase ?? null } : statusOf(e);
     console.error(`${name}:`, e);
   } finally {
     clearTimeout(timer);
@@ -83,7 +87,9 @@ const untilRunning = async (tid, rid) => {
 const multitask = async (strategy) => {
   const tid = await thread();
   const r1 = await c.runs.create(tid, "agent", { input: { topic: "first", delay_ms: 600 } });
+  at("until_running");
   await untilRunning(tid, r1.run_id);
+  at("create second");
   const res = {};
   let r2;
   try {
@@ -92,9 +98,14 @@ const multitask = async (strategy) => {
   } catch (e) {
     res.second = statusOf(e);
   }
-  if (strategy === "enqueue") res.first_join = await c.runs.join(tid, r1.run_id);
+  if (strategy === "enqueue") {
+    at("join first");
+    res.first_join = await c.runs.join(tid, r1.run_id);
+  }
+  at(r2 ? "join second" : "join first");
   if (r2) res.second_join = await c.runs.join(tid, r2.run_id);
   else res.first_join = await c.runs.join(tid, r1.run_id);
+  at("read");
   try {
     res.first = (await c.runs.get(tid, r1.run_id)).status;
   } catch (e) {
@@ -132,8 +143,11 @@ await step("wait_join", async () => {
 await step("cancel", async () => {
   const tid = await thread();
   const run = await c.runs.create(tid, "agent", { input: { topic: "c", delay_ms: 2000 } });
+  at("until_running");
   const before = await untilRunning(tid, run.run_id);
+  at("cancel wait=True");
   await c.runs.cancel(tid, run.run_id, true);
+  at("after cancel");
   const got = await c.runs.get(tid, run.run_id);
   const th = await c.threads.get(tid);
   return { before, status: got.status, thread_status: th.status };
@@ -171,7 +185,9 @@ await step("interrupt_before", async () => {
 await step("busy_update", async () => {
   const tid = await thread();
   const run = await c.runs.create(tid, "agent", { input: { topic: "busy", delay_ms: 1500 } });
+  at("until_running");
   await untilRunning(tid, run.run_id);
+  at("update_state");
   let res;
   try {
     await c.threads.updateState(tid, { values: { topic: "changed" } });
@@ -179,6 +195,7 @@ await step("busy_update", async () => {
   } catch (e) {
     res = { update: statusOf(e) };
   }
+  at("cancel wait=True");
   await c.runs.cancel(tid, run.run_id, true);
   return res;
 });

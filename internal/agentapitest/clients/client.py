@@ -123,8 +123,11 @@ def steps(url, sync, tag):
     async def cancel():
         tid = await thread()
         run = await w(c.runs.create(tid, "agent", input={"topic": "c", "delay_ms": 2000}))
+        at("until_running")
         before = await until_running(c, tid, run["run_id"])
+        at("cancel wait=True")
         await w(c.runs.cancel(tid, run["run_id"], wait=True))
+        at("after cancel")
         got = await w(c.runs.get(tid, run["run_id"]))
         th = await w(c.threads.get(tid))
         return {"before": before, "status": got["status"], "thread_status": th["status"]}
@@ -132,7 +135,9 @@ def steps(url, sync, tag):
     async def multitask(strategy):
         tid = await thread()
         r1 = await w(c.runs.create(tid, "agent", input={"topic": "first", "delay_ms": 600}))
+        at("until_running")
         await until_running(c, tid, r1["run_id"])
+        at("create second")
         res = {}
         try:
             r2 = await w(c.runs.create(tid, "agent", input={"topic": "second"}, multitask_strategy=strategy))
@@ -141,11 +146,15 @@ def steps(url, sync, tag):
             res["second"] = status_of(e)
             r2 = None
         if strategy == "enqueue":
+            at("join first")
             res["first_join"] = await w(c.runs.join(tid, r1["run_id"]))
         if r2:
+            at("join second")
             res["second_join"] = await w(c.runs.join(tid, r2["run_id"]))
         else:
+            at("join first")
             res["first_join"] = await w(c.runs.join(tid, r1["run_id"]))
+        at("read")
         try:
             res["first"] = (await w(c.runs.get(tid, r1["run_id"])))["status"]
         except Exception as e:  # noqa: BLE001
@@ -175,12 +184,15 @@ def steps(url, sync, tag):
     async def busy_update():
         tid = await thread()
         run = await w(c.runs.create(tid, "agent", input={"topic": "busy", "delay_ms": 1500}))
+        at("until_running")
         await until_running(c, tid, run["run_id"])
+        at("update_state")
         try:
             await w(c.threads.update_state(tid, {"topic": "changed"}))
             res = {"update": "accepted"}
         except Exception as e:  # noqa: BLE001
             res = {"update": status_of(e)}
+        at("cancel wait=True")
         await w(c.runs.cancel(tid, run["run_id"], wait=True))
         return res
 
@@ -258,6 +270,13 @@ def steps(url, sync, tag):
     return [(name, bind(fn)) for name, fn in named]
 
 
+PHASE = {"at": None}  # the call a step is in, named in a timeout's record
+
+
+def at(label):
+    PHASE["at"] = label
+
+
 STEP_TIMEOUT = 15  # seconds; the reference's slowest step takes about 3
 
 
@@ -267,6 +286,7 @@ def main(url, sync, tag):
     out = {}
     for name, fn in steps(url, sync, tag):
         t0, res = time.monotonic(), []
+        PHASE["at"] = None
 
         def run(fn=fn, res=res):
             try:
@@ -280,7 +300,7 @@ def main(url, sync, tag):
         th = threading.Thread(target=run, daemon=True)
         th.start()
         th.join(STEP_TIMEOUT)
-        out[name] = res[0] if res else {"error": "timeout"}
+        out[name] = res[0] if res else {"error": "timeout", "at": PHASE["at"]}
         print(f"{name}: {time.monotonic() - t0:.2f}s", file=sys.stderr)
     json.dump(out, sys.stdout, indent=1, sort_keys=True)
     print()
