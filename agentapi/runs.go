@@ -138,6 +138,12 @@ func (s *Server) handleCreate(stateless bool, mode createMode) http.HandlerFunc 
 	}
 }
 
+// hasResume says whether a command answers an interrupt.
+func hasResume(command json.RawMessage) bool {
+	var c map[string]json.RawMessage
+	return json.Unmarshal(command, &c) == nil && present(c["resume"])
+}
+
 // pathThread is the thread a run's paths name: none for a stateless run.
 func pathThread(stateless bool, tid string) string {
 	if stateless {
@@ -190,6 +196,14 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		Context: b.Context, InterruptBefore: b.InterruptBefore, InterruptAfter: b.InterruptAfter,
 		CheckpointID: b.CheckpointID, Subgraphs: b.StreamSubgraphs, AssistantID: assistant, Metadata: b.Metadata,
 		Interrupts: "end"}
+	if hasResume(b.Command) {
+		ids, err := s.runsPendingInterruptIDs(ctx, tid)
+		if err != nil {
+			return nil, err
+		}
+		ids = append([]string{}, ids...)
+		in.Resumes = &ids
+	}
 	raw, err := s.nodeInput(in)
 	if err != nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha1"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -86,4 +87,40 @@ func (s *Server) runsThreadExists(ctx context.Context, tid string) (bool, error)
 		return false, err
 	}
 	return true, nil
+}
+
+// runsPendingInterruptIDs returns the ids of the interrupts the thread's
+// last run stopped at (its graph node's result {"values", "interrupts":
+// [{"id", ...}]}); none when it has no run, its last run has not ended,
+// or it did not stop at an interrupt. A run resuming them names them
+// (graph input "resumes"), so the graph worker continues an interrupt only
+// while it is still the thread's: of two concurrent resumes, one does.
+func (s *Server) runsPendingInterruptIDs(ctx context.Context, tid string) ([]string, error) {
+	store := s.cfg.Client.Store()
+	th, err := store.Thread(ctx, tid)
+	if errors.Is(err, fence.ErrNotFound) || (err == nil && (th.Active == "" || th.ActiveStatus != "SUCCEEDED")) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	info, err := store.GetRun(ctx, th.Active)
+	if err != nil || len(info.Nodes) != 1 || info.Nodes[0].ID != runNode {
+		return nil, nil //nolint:nilerr // not an API run, or gone since: no interrupt of ours
+	}
+	var res struct {
+		Interrupts []struct {
+			ID string `json:"id"`
+		} `json:"interrupts"`
+	}
+	if json.Unmarshal(info.Nodes[0].Result, &res) != nil {
+		return nil, nil
+	}
+	var ids []string
+	for _, in := range res.Interrupts {
+		if in.ID != "" {
+			ids = append(ids, in.ID)
+		}
+	}
+	return ids, nil
 }

@@ -39,6 +39,12 @@ type graphInput struct {
 	// interrupts in its result, as the reference server records a
 	// human-in-the-loop pause (the run succeeds, the thread is interrupted).
 	Interrupts string `json:"interrupts,omitempty"`
+	// Resumes, with a command.resume, are the interrupts the thread's last
+	// run stopped at when this run was created: the worker continues one
+	// only if it is still pending at the thread's head, else the attempt
+	// fails ("interrupt already answered"). Never omitted with a resume:
+	// an empty list resumes nothing.
+	Resumes *[]string `json:"resumes,omitempty"`
 }
 
 // nodeInput encodes the graph node's input, keeping only

@@ -102,6 +102,30 @@ func TestRunsMore(t *testing.T) {
 		assert.Equal(t, "success", jsonOf(t, body)["status"])
 	})
 
+	// on_disconnect=cancel: the run ends when its stream's client goes
+	// away; after_seconds delays a run, pending meanwhile.
+	t.Run("OnDisconnectCancelAndAfterSeconds", func(t *testing.T) {
+		t.Parallel()
+		tid := newThread(t)
+		ctx, cut := context.WithCancel(t.Context())
+		s := e.openStream(t, ctx, "POST", "/threads/"+tid+"/runs/stream", slowBody(1000, `, "if_not_exists": "create", "on_disconnect": "cancel"`))
+		ev, ok := s.next()
+		require.True(t, ok)
+		require.Equal(t, "metadata", ev.event)
+		cut()
+		loc := s.resp.Header.Get("Content-Location")
+		_, _, _ = e.call(t, "GET", loc+"/join", "")
+		_, _, body := e.call(t, "GET", loc, "")
+		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+
+		rid := e.createBackground(t, tid, slowBody(1, `, "after_seconds": 0.5`))
+		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+rid, "")
+		assert.Equal(t, "pending", jsonOf(t, body)["status"])
+		code, _, body := e.call(t, "GET", "/threads/"+tid+"/runs/"+rid+"/join", "")
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, string(body), "ticked")
+	})
+
 	t.Run("CancelWaitsForTheEnd", func(t *testing.T) {
 		t.Parallel()
 		tid := newThread(t)

@@ -186,15 +186,10 @@ func (s *Server) waitEnd(ctx context.Context, tid, rid string, tick func() error
 	hub := s.runs.streams.hub
 	if f, ok := hub.Join(tid, rid); ok {
 		defer hub.Leave(f)
-		after := "0"
 		for {
-			es, _, ended, wake := f.After(after)
+			ended, wake := f.Ended()
 			if ended {
 				return nil
-			}
-			if len(es) > 0 {
-				after = es[len(es)-1].ID
-				continue
 			}
 			select {
 			case <-ctx.Done():

@@ -148,6 +148,9 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, tid, rid, a
 				}
 				return
 			}
+			if done, _ := f.Ended(); len(es) == 0 && done {
+				ended = true // nothing left to read, and the run is over
+			}
 		}
 		if len(es) > 0 {
 			for _, e := range es {

@@ -216,3 +216,12 @@ func (f *Feed) After(id string) (es []fence.StreamEntry, behind, ended bool, wak
 	es = f.ring[i:len(f.ring):len(f.ring)]
 	return es, false, f.ended && len(es) == 0, f.wake
 }
+
+// Ended says whether the run has ended and the reader read its stream to
+// the end, with a channel closed at the next change: for a client that
+// waits for the end and wants none of the entries.
+func (f *Feed) Ended() (bool, <-chan struct{}) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ended, f.wake
+}

@@ -116,6 +116,9 @@ func (a *api) stream(w http.ResponseWriter, r *http.Request) {
 				a.streamFailed(s, r, run, err)
 				return
 			}
+			if done, _ := f.Ended(); len(es) == 0 && done {
+				ended = true // nothing left to read, and the run is over
+			}
 		}
 		if len(es) > 0 {
 			for _, e := range es {
