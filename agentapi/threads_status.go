@@ -152,7 +152,7 @@ func interruptsByTask(list []json.RawMessage) map[string][]json.RawMessage {
 	return out
 }
 
-// threadMeta reads a thread's record and its metadata's graph_id.
+// graphOf is the graph a thread's metadata names ("" when none).
 func graphOf(rec *fence.AgentThread) string {
 	var m struct {
 		GraphID string `json:"graph_id"`
