@@ -12,12 +12,12 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// routePattern finds the routes each group registers on the mux.
-var routePattern = regexp.MustCompile(`\.Handle(?:Func)?\(\s*"([A-Z]+) (/[^"]*)"`)
+// openapiRoute finds the routes each group registers on the mux.
+var openapiRoute = regexp.MustCompile(`\.Handle(?:Func)?\(\s*"([A-Z]+) (/[^"]*)"`)
 
-// paramName normalises a path's parameters: the document and the mux may
+// openapiParam normalises a path's parameters: the document and the mux may
 // name them differently.
-var paramName = regexp.MustCompile(`\{[^}]*\}`)
+var openapiParam = regexp.MustCompile(`\{[^}]*\}`)
 
 // Every route the package serves is in its OpenAPI document (GET /docs),
 // with its method; the document names nothing the mux does not know how to
@@ -35,7 +35,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 	documented := map[string]bool{}
 	for path, ops := range doc.Paths {
 		for method := range ops {
-			documented[strings.ToUpper(method)+" "+paramName.ReplaceAllString(path, "{}")] = true
+			documented[strings.ToUpper(method)+" "+openapiParam.ReplaceAllString(path, "{}")] = true
 		}
 	}
 	files, err := filepath.Glob("*.go")
@@ -47,9 +47,9 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 		}
 		src, err := os.ReadFile(f)
 		require.NoError(t, err)
-		for _, m := range routePattern.FindAllStringSubmatch(string(src), -1) {
+		for _, m := range openapiRoute.FindAllStringSubmatch(string(src), -1) {
 			served++
-			route := m[1] + " " + paramName.ReplaceAllString(m[2], "{}")
+			route := m[1] + " " + openapiParam.ReplaceAllString(m[2], "{}")
 			assert.True(t, documented[route], "%s serves %s %s, which openapi.json does not document", f, m[1], m[2])
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/batonrun/baton/fence"
@@ -19,65 +20,65 @@ import (
 // multitask_strategy is baton's thread multitask, decided atomically in
 // that submit. Everything shown of it later is read from baton's run.
 
-// maxRunBody bounds a create body (and a batch's) read into memory.
-const maxRunBody = 16 << 20
+// runsMaxBody bounds a create body (and a batch's) read into memory.
+const runsMaxBody = 16 << 20
 
 // runsState is what the runs group keeps in the process: the shared
 // readers of run streams and the count of stream clients (sse.go).
 type runsState struct {
-	streams *streamers
+	streams *runsStreamers
 }
 
 // runRoutes registers the routes of this group.
 func (s *Server) runRoutes() {
-	s.runs = &runsState{streams: newStreamers(s.cfg.Client.Store(), s.cfg.Streams, s.log)}
+	s.runs = &runsState{streams: newRunsStreamers(s.cfg.Client.Store(), s.cfg.Streams, s.log)}
 	m := s.mux
 	// Thread runs.
-	m.HandleFunc("POST /threads/{thread_id}/runs", s.handleCreate(false, modeBackground))
-	m.HandleFunc("POST /threads/{thread_id}/runs/stream", s.handleCreate(false, modeStream))
-	m.HandleFunc("POST /threads/{thread_id}/runs/wait", s.handleCreate(false, modeWait))
-	m.HandleFunc("GET /threads/{thread_id}/runs", s.handleList)
-	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}", s.handleGet(false))
-	m.HandleFunc("DELETE /threads/{thread_id}/runs/{run_id}", s.handleDelete(false))
-	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}/join", s.handleJoin(false))
-	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}/stream", s.handleJoinStream(false))
-	m.HandleFunc("POST /threads/{thread_id}/runs/{run_id}/cancel", s.handleCancel(false))
+	m.HandleFunc("POST /threads/{thread_id}/runs", s.runsCreate(false, runsBackground))
+	m.HandleFunc("POST /threads/{thread_id}/runs/stream", s.runsCreate(false, runsStream))
+	m.HandleFunc("POST /threads/{thread_id}/runs/wait", s.runsCreate(false, runsWait))
+	m.HandleFunc("GET /threads/{thread_id}/runs", s.runsList)
+	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}", s.runsGet(false))
+	m.HandleFunc("DELETE /threads/{thread_id}/runs/{run_id}", s.runsDelete(false))
+	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}/join", s.runsJoin(false))
+	m.HandleFunc("GET /threads/{thread_id}/runs/{run_id}/stream", s.runsJoinStream(false))
+	m.HandleFunc("POST /threads/{thread_id}/runs/{run_id}/cancel", s.runsCancel(false))
 	// Stateless runs.
-	m.HandleFunc("POST /runs", s.handleCreate(true, modeBackground))
-	m.HandleFunc("POST /runs/stream", s.handleCreate(true, modeStream))
-	m.HandleFunc("POST /runs/wait", s.handleCreate(true, modeWait))
-	m.HandleFunc("POST /runs/batch", s.handleBatch)
-	m.HandleFunc("POST /runs/cancel", s.handleCancelMany)
-	m.HandleFunc("GET /runs/{run_id}", s.handleGet(true))
-	m.HandleFunc("DELETE /runs/{run_id}", s.handleDelete(true))
-	m.HandleFunc("GET /runs/{run_id}/join", s.handleJoin(true))
-	m.HandleFunc("GET /runs/{run_id}/stream", s.handleJoinStream(true))
-	m.HandleFunc("POST /runs/{run_id}/cancel", s.handleCancel(true))
+	m.HandleFunc("POST /runs", s.runsCreate(true, runsBackground))
+	m.HandleFunc("POST /runs/stream", s.runsCreate(true, runsStream))
+	m.HandleFunc("POST /runs/wait", s.runsCreate(true, runsWait))
+	m.HandleFunc("POST /runs/batch", s.runsBatch)
+	m.HandleFunc("POST /runs/cancel", s.runsCancelMany)
+	m.HandleFunc("GET /runs/{run_id}", s.runsGet(true))
+	m.HandleFunc("DELETE /runs/{run_id}", s.runsDelete(true))
+	m.HandleFunc("GET /runs/{run_id}/join", s.runsJoin(true))
+	m.HandleFunc("GET /runs/{run_id}/stream", s.runsJoinStream(true))
+	m.HandleFunc("POST /runs/{run_id}/cancel", s.runsCancel(true))
 }
 
-// createMode is what a create answers: the run (background), its stream,
+// runsMode is what a create answers: the run (background), its stream,
 // or its output once it ends.
-type createMode int
+type runsMode int
 
 const (
-	modeBackground createMode = iota
-	modeStream
-	modeWait
+	runsBackground runsMode = iota
+	runsStream
+	runsWait
 )
 
-// apiError is an error answered with its status and {"detail": msg}.
-type apiError struct {
+// runsHTTPError is an error answered with its status and {"detail": msg}.
+type runsHTTPError struct {
 	code int
 	msg  string
 }
 
-func (e *apiError) Error() string { return e.msg }
+func (e *runsHTTPError) Error() string { return e.msg }
 
-// runFail answers err: an *apiError or *badInput as it says, a run that is
+// runsFail answers err: a *runsHTTPError or *runsBadInput as it says, a run that is
 // not there 404, anything else 500 (logged).
-func (s *Server) runFail(w http.ResponseWriter, r *http.Request, err error) {
-	var ae *apiError
-	var bad *badInput
+func (s *Server) runsFail(w http.ResponseWriter, r *http.Request, err error) {
+	var ae *runsHTTPError
+	var bad *runsBadInput
 	switch {
 	case errors.As(err, &ae):
 		writeError(w, ae.code, ae.msg)
@@ -93,70 +94,70 @@ func (s *Server) runFail(w http.ResponseWriter, r *http.Request, err error) {
 	}
 }
 
-// readBody reads a request body up to maxRunBody.
-func readBody(r *http.Request) ([]byte, error) {
-	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxRunBody))
+// runsReadBody reads a request body up to runsMaxBody.
+func runsReadBody(r *http.Request) ([]byte, error) {
+	data, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, runsMaxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, &apiError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", maxRunBody)}
+		return nil, &runsHTTPError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body over %d bytes", runsMaxBody)}
 	}
 	return data, err
 }
 
-// handleCreate serves the create routes: POST /threads/{tid}/runs[/stream|/wait]
+// runsCreate serves the create routes: POST /threads/{tid}/runs[/stream|/wait]
 // and POST /runs[/stream|/wait].
-func (s *Server) handleCreate(stateless bool, mode createMode) http.HandlerFunc {
+func (s *Server) runsCreate(stateless bool, mode runsMode) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		data, err := readBody(r)
+		data, err := runsReadBody(r)
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		body, err := parseRunBody(data)
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		tid := r.PathValue("thread_id")
-		run, err := s.createRun(r.Context(), tid, stateless, body)
+		run, err := s.runsSubmit(r.Context(), tid, stateless, body)
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
-		loc := runLocation(pathThread(stateless, run.ThreadID), run.RunID)
+		loc := runsLocation(runsPathThread(stateless, run.ThreadID), run.RunID)
 		w.Header().Set("Content-Location", loc)
 		switch mode {
-		case modeBackground:
+		case runsBackground:
 			writeJSON(w, http.StatusOK, run)
-		case modeStream:
+		case runsStream:
 			w.Header().Set("Location", loc+"/stream")
-			s.serveStream(w, r, run.ThreadID, run.RunID, "0", body.OnDisconnect == "cancel", stateless && body.OnCompletion != "keep")
-		case modeWait:
+			s.runsServeStream(w, r, run.ThreadID, run.RunID, "0", body.OnDisconnect == "cancel", stateless && body.OnCompletion != "keep")
+		case runsWait:
 			w.Header().Set("Location", loc+"/join")
-			s.serveWait(w, r, run.ThreadID, run.RunID, body.OnDisconnect == "cancel", stateless && body.OnCompletion != "keep")
+			s.runsServeWait(w, r, run.ThreadID, run.RunID, body.OnDisconnect == "cancel", stateless && body.OnCompletion != "keep")
 		}
 	}
 }
 
-// hasResume says whether a command answers an interrupt.
-func hasResume(command json.RawMessage) bool {
+// runsHasResume says whether a command answers an interrupt.
+func runsHasResume(command json.RawMessage) bool {
 	var c map[string]json.RawMessage
-	return json.Unmarshal(command, &c) == nil && present(c["resume"])
+	return json.Unmarshal(command, &c) == nil && runsPresent(c["resume"])
 }
 
-// pathThread is the thread a run's paths name: none for a stateless run.
-func pathThread(stateless bool, tid string) string {
+// runsPathThread is the thread a run's paths name: none for a stateless run.
+func runsPathThread(stateless bool, tid string) string {
 	if stateless {
 		return ""
 	}
 	return tid
 }
 
-// createRun submits one run: thread tid ("" and stateless: a new thread).
-func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *runBody) (*Run, error) {
+// runsSubmit submits one run: thread tid ("" and stateless: a new thread).
+func (s *Server) runsSubmit(ctx context.Context, tid string, stateless bool, b *runBody) (*Run, error) {
 	assistant, graph, err := s.runsResolveAssistant(ctx, b.AssistantID)
 	if errors.Is(err, errNoAssistant) {
-		return nil, &apiError{http.StatusNotFound, fmt.Sprintf("No assistant found for %q. Make sure the assistant ID is for a valid assistant or a valid graph ID.", b.AssistantID)}
+		return nil, &runsHTTPError{http.StatusNotFound, fmt.Sprintf("No assistant found for %q. Make sure the assistant ID is for a valid assistant or a valid graph ID.", b.AssistantID)}
 	}
 	if err != nil {
 		return nil, err
@@ -165,14 +166,14 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		tid = runsUUID4()
 	} else {
 		if fence.ValidateID("thread", tid) != nil {
-			return nil, badf("thread_id: %q is not a valid id", tid)
+			return nil, runsBadf("thread_id: %q is not a valid id", tid)
 		}
 		ok, err := s.runsThreadExists(ctx, tid)
 		if err != nil {
 			return nil, err
 		}
 		if !ok && b.IfNotExists != "create" {
-			return nil, &apiError{http.StatusNotFound, fmt.Sprintf("Thread %s not found", tid)}
+			return nil, &runsHTTPError{http.StatusNotFound, fmt.Sprintf("Thread %s not found", tid)}
 		}
 	}
 	rid := runsUUID4()
@@ -181,7 +182,7 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		config[k] = v
 	}
 	configurable := map[string]any{}
-	if raw := config["configurable"]; present(raw) {
+	if raw := config["configurable"]; runsPresent(raw) {
 		_ = json.Unmarshal(raw, &configurable)
 	}
 	// As the reference: the run's identity in config.configurable, its
@@ -196,7 +197,7 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		Context: b.Context, InterruptBefore: b.InterruptBefore, InterruptAfter: b.InterruptAfter,
 		CheckpointID: b.CheckpointID, Subgraphs: b.StreamSubgraphs, AssistantID: assistant, Metadata: b.Metadata,
 		Interrupts: "end"}
-	if hasResume(b.Command) {
+	if runsHasResume(b.Command) {
 		ids, err := s.runsPendingInterruptIDs(ctx, tid)
 		if err != nil {
 			return nil, err
@@ -204,7 +205,7 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		ids = append([]string{}, ids...)
 		in.Resumes = &ids
 	}
-	raw, err := s.nodeInput(in)
+	raw, err := s.runsNodeInput(in)
 	if err != nil {
 		return nil, err
 	}
@@ -221,9 +222,11 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 	_, err = s.cfg.Client.Submit(ctx, run)
 	switch {
 	case errors.Is(err, fence.ErrThreadBusy):
-		return nil, &apiError{http.StatusConflict, "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."}
+		return nil, &runsHTTPError{http.StatusConflict, "Thread is already running a task. Wait for it to finish or choose a different multitask strategy."}
 	case errors.Is(err, spec.ErrInvalid):
-		return nil, badf("%v", err)
+		// The spec's words for the API's fields.
+		msg := strings.NewReplacer("notify.url", "webhook", "notify", "webhook", "start_in", "after_seconds").Replace(err.Error())
+		return nil, runsBadf("%s", msg)
 	case err != nil:
 		// Stored, with its delivery left to the sweeper, is a created run.
 		if _, rerr := s.cfg.Client.Store().Locate(ctx, rid); rerr != nil {
@@ -231,6 +234,6 @@ func (s *Server) createRun(ctx context.Context, tid string, stateless bool, b *r
 		}
 		s.log.Warn("agentapi_run_enqueue_failed", "run_id", rid, "err", err)
 	}
-	view, _, err := s.readRun(ctx, "", rid)
+	view, _, err := s.runsRead(ctx, "", rid)
 	return view, err
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
-// cancelAction reads ?action= (interrupt, the default, or rollback).
-func cancelAction(r *http.Request) (string, error) {
+// runsCancelAction reads ?action= (interrupt, the default, or rollback).
+func runsCancelAction(r *http.Request) (string, error) {
 	a := r.URL.Query().Get("action")
 	switch a {
 	case "":
@@ -20,12 +20,12 @@ func cancelAction(r *http.Request) (string, error) {
 	case "interrupt", "rollback":
 		return a, nil
 	}
-	return "", badf("action: %q is not one of interrupt, rollback", a)
+	return "", runsBadf("action: %q is not one of interrupt, rollback", a)
 }
 
-// cancelRun cancels one run; one that has ended already is left as it is
+// runsCancelOne cancels one run; one that has ended already is left as it is
 // (the reference answers it as cancelled too).
-func (s *Server) cancelRun(ctx context.Context, rid, action string) error {
+func (s *Server) runsCancelOne(ctx context.Context, rid, action string) error {
 	_, err := s.cfg.Client.Cancel(ctx, rid, "cancelled through the Agent Server API (action="+action+")")
 	if errors.Is(err, fence.ErrRunDone) {
 		return nil
@@ -33,14 +33,14 @@ func (s *Server) cancelRun(ctx context.Context, rid, action string) error {
 	return err
 }
 
-// handleCancel serves POST .../runs/{rid}/cancel?wait=&action=: 202 at
+// runsCancel serves POST .../runs/{rid}/cancel?wait=&action=: 202 at
 // once, or 204 once the run has ended with wait=1.
-func (s *Server) handleCancel(stateless bool) http.HandlerFunc {
+func (s *Server) runsCancel(stateless bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		action, err := cancelAction(r)
+		action, err := runsCancelAction(r)
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		wait := false
@@ -49,43 +49,43 @@ func (s *Server) handleCancel(stateless bool) http.HandlerFunc {
 		case "1", "true", "True":
 			wait = true
 		default:
-			s.runFail(w, r, badf("wait: %q: want 0 or 1", v))
+			s.runsFail(w, r, runsBadf("wait: %q: want 0 or 1", v))
 			return
 		}
-		run, _, err := s.readRun(ctx, r.PathValue("thread_id"), r.PathValue("run_id"))
+		run, _, err := s.runsRead(ctx, r.PathValue("thread_id"), r.PathValue("run_id"))
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
-		if err := s.cancelRun(ctx, run.RunID, action); err != nil {
-			s.runFail(w, r, err)
+		if err := s.runsCancelOne(ctx, run.RunID, action); err != nil {
+			s.runsFail(w, r, err)
 			return
 		}
 		if !wait {
 			w.WriteHeader(http.StatusAccepted)
 			return
 		}
-		if err := s.waitEnd(ctx, run.ThreadID, run.RunID, func() error { return nil }); err != nil {
-			s.runFail(w, r, err)
+		if err := s.runsWaitEnd(ctx, run.ThreadID, run.RunID, func() error { return nil }); err != nil {
+			s.runsFail(w, r, err)
 			return
 		}
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
 
-// handleCancelMany serves POST /runs/cancel?action=: the runs of
+// runsCancelMany serves POST /runs/cancel?action=: the runs of
 // {"thread_id", "run_ids"}, or every run of {"status": pending|running|all}
 // (of "thread_id" when given). 204; 404 when a named run is not there.
-func (s *Server) handleCancelMany(w http.ResponseWriter, r *http.Request) {
+func (s *Server) runsCancelMany(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	action, err := cancelAction(r)
+	action, err := runsCancelAction(r)
 	if err != nil {
-		s.runFail(w, r, err)
+		s.runsFail(w, r, err)
 		return
 	}
-	data, err := readBody(r)
+	data, err := runsReadBody(r)
 	if err != nil {
-		s.runFail(w, r, err)
+		s.runsFail(w, r, err)
 		return
 	}
 	var body struct {
@@ -94,7 +94,7 @@ func (s *Server) handleCancelMany(w http.ResponseWriter, r *http.Request) {
 		Status   *string  `json:"status"`
 	}
 	if err := json.Unmarshal(data, &body); err != nil {
-		s.runFail(w, r, badf("body: want {\"thread_id\", \"run_ids\"} or {\"status\"}: %v", err))
+		s.runsFail(w, r, runsBadf("body: want {\"thread_id\", \"run_ids\"} or {\"status\"}: %v", err))
 		return
 	}
 	tid := ""
@@ -106,19 +106,19 @@ func (s *Server) handleCancelMany(w http.ResponseWriter, r *http.Request) {
 	case body.Status != nil:
 		st := *body.Status
 		if st != "pending" && st != "running" && st != "all" {
-			s.runFail(w, r, badf("status: %q is not one of pending, running, all", st))
+			s.runsFail(w, r, runsBadf("status: %q is not one of pending, running, all", st))
 			return
 		}
 		sums, err := s.cfg.Client.ListRuns(ctx, client.ListOptions{Thread: tid, Limit: 10000})
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		for _, sum := range sums {
 			if sum.Status != "QUEUED" && sum.Status != "RUNNING" {
 				continue
 			}
-			run, _, err := s.readRun(ctx, "", sum.ID)
+			run, _, err := s.runsRead(ctx, "", sum.ID)
 			if err != nil {
 				continue // not an API run
 			}
@@ -128,59 +128,59 @@ func (s *Server) handleCancelMany(w http.ResponseWriter, r *http.Request) {
 		}
 	case len(body.RunIDs) > 0:
 		if tid == "" {
-			s.runFail(w, r, badf("thread_id: required with run_ids"))
+			s.runsFail(w, r, runsBadf("thread_id: required with run_ids"))
 			return
 		}
 		for _, rid := range body.RunIDs {
-			if _, _, err := s.readRun(ctx, tid, rid); err != nil {
-				s.runFail(w, r, err)
+			if _, _, err := s.runsRead(ctx, tid, rid); err != nil {
+				s.runsFail(w, r, err)
 				return
 			}
 		}
 		ids = body.RunIDs
 	default:
-		s.runFail(w, r, badf("body: give thread_id and run_ids, or status"))
+		s.runsFail(w, r, runsBadf("body: give thread_id and run_ids, or status"))
 		return
 	}
 	for _, rid := range ids {
-		if err := s.cancelRun(ctx, rid, action); err != nil {
-			s.runFail(w, r, err)
+		if err := s.runsCancelOne(ctx, rid, action); err != nil {
+			s.runsFail(w, r, err)
 			return
 		}
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// handleBatch serves POST /runs/batch: a list of stateless runs' bodies,
+// runsBatch serves POST /runs/batch: a list of stateless runs' bodies,
 // each created in the background; the runs, in order. Every body is
 // checked before any run is created.
-func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) {
-	data, err := readBody(r)
+func (s *Server) runsBatch(w http.ResponseWriter, r *http.Request) {
+	data, err := runsReadBody(r)
 	if err != nil {
-		s.runFail(w, r, err)
+		s.runsFail(w, r, err)
 		return
 	}
 	var list []map[string]json.RawMessage
 	if err := json.Unmarshal(data, &list); err != nil || len(list) == 0 {
-		s.runFail(w, r, badf("body: want a list of at least one run (RunCreate)"))
+		s.runsFail(w, r, runsBadf("body: want a list of at least one run (RunCreate)"))
 		return
 	}
 	bodies := make([]*runBody, len(list))
 	for i, f := range list {
 		if bodies[i], err = parseRunFields(f); err != nil {
-			s.runFail(w, r, badf("[%d].%v", i, err))
+			s.runsFail(w, r, runsBadf("[%d].%v", i, err))
 			return
 		}
 		if _, _, err := s.runsResolveAssistant(r.Context(), bodies[i].AssistantID); err != nil {
-			s.runFail(w, r, &apiError{http.StatusNotFound, "[" + strconv.Itoa(i) + "] No assistant found for " + strconv.Quote(bodies[i].AssistantID)})
+			s.runsFail(w, r, &runsHTTPError{http.StatusNotFound, "[" + strconv.Itoa(i) + "] No assistant found for " + strconv.Quote(bodies[i].AssistantID)})
 			return
 		}
 	}
 	out := make([]*Run, 0, len(bodies))
 	for _, b := range bodies {
-		run, err := s.createRun(r.Context(), "", true, b)
+		run, err := s.runsSubmit(r.Context(), "", true, b)
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		out = append(out, run)

@@ -25,29 +25,29 @@ import (
 	"github.com/batonrun/baton/runner"
 )
 
-// legacyFields are the graph node input fields the graph kind reads
+// runsLegacyFields are the graph node input fields the graph kind reads
 // before the API's own fields land in package langgraph.
-var legacyFields = []string{"graph", "input", "command", "config", "stream_mode"}
+var runsLegacyFields = []string{"graph", "input", "command", "config", "stream_mode"}
 
-// graphs is the API's view of the test project until package langgraph's
+// runsGraphs is the API's view of the test project until package langgraph's
 // Kind answers worker calls itself.
-type graphs struct{ ids []string }
+type runsGraphs struct{ ids []string }
 
-func (g graphs) IDs() []string { return g.ids }
-func (g graphs) Call(context.Context, string, any) (json.RawMessage, error) {
+func (g runsGraphs) IDs() []string { return g.ids }
+func (g runsGraphs) Call(context.Context, string, any) (json.RawMessage, error) {
 	return nil, errors.New("graph worker calls are not served yet")
 }
 
-// env is a real redis-server, a real runner serving testdata/project's
+// runsEnv is a real redis-server, a real runner serving testdata/project's
 // Python graphs in a warm worker, and the API in front of them.
-type env struct {
+type runsEnv struct {
 	url    string
 	client *client.Client
 	api    *agentapi.Server
 }
 
-// python is the interpreter with LangGraph (python/.venv).
-func python(t *testing.T) string {
+// runsPython is the interpreter with LangGraph (python/.venv).
+func runsPython(t *testing.T) string {
 	p, err := filepath.Abs(filepath.Join("..", "python", ".venv", "bin", "python"))
 	require.NoError(t, err)
 	if _, err := os.Stat(p); err != nil {
@@ -59,15 +59,15 @@ func python(t *testing.T) string {
 	return p
 }
 
-func quietLogger(t *testing.T) *slog.Logger {
+func runsLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
-// setup starts the env; limits bound its streams. The test's caller must
+// runsSetup starts the env; limits bound its streams. The test's caller must
 // not be parallel (it sets PYTHONPATH for the graph worker).
-func setup(t *testing.T, limits agentapi.StreamLimits) *env {
+func runsSetup(t *testing.T, limits agentapi.StreamLimits) *runsEnv {
 	t.Helper()
-	py := python(t)
+	py := runsPython(t)
 	pkg, err := filepath.Abs(filepath.Join("..", "python"))
 	require.NoError(t, err)
 	t.Setenv("PYTHONPATH", pkg)
@@ -79,12 +79,12 @@ func setup(t *testing.T, limits agentapi.StreamLimits) *env {
 	p, err := langgraph.Load(filepath.Join("testdata", "project", "langgraph.json"))
 	require.NoError(t, err)
 	kind, err := langgraph.New(p, langgraph.Options{Python: py, RedisURL: srv.URL(), Env: []string{"PYTHONPATH"},
-		Logger: quietLogger(t), StopGrace: 2 * time.Second})
+		Logger: runsLogger(t), StopGrace: 2 * time.Second})
 	require.NoError(t, err)
 	require.NoError(t, kind.Start(t.Context()))
 	t.Cleanup(kind.Close)
 	w, err := runner.NewWorker(runner.WorkerConfig{Redis: rdb, Concurrency: 8, PollInterval: 5 * time.Millisecond,
-		Logger: quietLogger(t)})
+		Logger: runsLogger(t)})
 	require.NoError(t, err)
 	w.Register(langgraph.KindName, kind)
 	require.NoError(t, w.Start(context.Background()))
@@ -94,17 +94,17 @@ func setup(t *testing.T, limits agentapi.StreamLimits) *env {
 	for id := range p.Graphs {
 		ids = append(ids, id)
 	}
-	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: graphs{ids}, Logger: quietLogger(t),
-		Streams: limits, GraphInputFields: legacyFields})
+	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: runsGraphs{ids}, Logger: runsLogger(t),
+		Streams: limits, GraphInputFields: runsLegacyFields})
 	require.NoError(t, err)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
-	return &env{url: hs.URL, client: c, api: api}
+	return &runsEnv{url: hs.URL, client: c, api: api}
 }
 
 // call sends a request with a JSON body (when body is not "") and returns
 // the status, headers and body.
-func (e *env) call(t *testing.T, method, path, body string, header ...string) (int, http.Header, []byte) {
+func (e *runsEnv) call(t *testing.T, method, path, body string, header ...string) (int, http.Header, []byte) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -126,19 +126,19 @@ func (e *env) call(t *testing.T, method, path, body string, header ...string) (i
 	return resp.StatusCode, resp.Header, b
 }
 
-// jsonOf decodes b into a map.
-func jsonOf(t *testing.T, b []byte) map[string]any {
+// runsJSON decodes b into a map.
+func runsJSON(t *testing.T, b []byte) map[string]any {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(b, &m), "body %s", b)
 	return m
 }
 
-// sse is one Server-Sent Event as the SDKs parse it.
-type sse struct{ id, event, data string }
+// runsSSE is one Server-Sent Event as the SDKs parse it.
+type runsSSE struct{ id, event, data string }
 
-// sseStream reads a response's events.
-type sseStream struct {
+// runsSSEStream reads the events of a response.
+type runsSSEStream struct {
 	resp *http.Response
 	sc   *bufio.Scanner
 	// comments counts the comment lines (": heartbeat") read.
@@ -146,7 +146,7 @@ type sseStream struct {
 }
 
 // openStream sends a request whose answer is a stream.
-func (e *env) openStream(t *testing.T, ctx context.Context, method, path, body string, header ...string) *sseStream {
+func (e *runsEnv) openStream(t *testing.T, ctx context.Context, method, path, body string, header ...string) *runsSSEStream {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -162,12 +162,12 @@ func (e *env) openStream(t *testing.T, ctx context.Context, method, path, body s
 	t.Cleanup(func() { resp.Body.Close() })
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	return &sseStream{resp: resp, sc: sc}
+	return &runsSSEStream{resp: resp, sc: sc}
 }
 
 // next returns the next event; false at the stream's end.
-func (s *sseStream) next() (sse, bool) {
-	var ev sse
+func (s *runsSSEStream) next() (runsSSE, bool) {
+	var ev runsSSE
 	seen := false
 	for s.sc.Scan() {
 		line := s.sc.Text()
@@ -193,8 +193,8 @@ func (s *sseStream) next() (sse, bool) {
 }
 
 // all reads every event up to the stream's end.
-func (s *sseStream) all() []sse {
-	var out []sse
+func (s *runsSSEStream) all() []runsSSE {
+	var out []runsSSE
 	for {
 		ev, ok := s.next()
 		if !ok {
@@ -204,8 +204,8 @@ func (s *sseStream) all() []sse {
 	}
 }
 
-// events lists the events' names.
-func events(evs []sse) []string {
+// runsEventNames lists the events' names.
+func runsEventNames(evs []runsSSE) []string {
 	out := make([]string, len(evs))
 	for i, e := range evs {
 		out[i] = e.event
@@ -213,4 +213,4 @@ func events(evs []sse) []string {
 	return out
 }
 
-var threadSeq atomic.Int64
+var runsThreadSeq atomic.Int64

@@ -13,9 +13,9 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
-// graphNamespace is the reference server's NAMESPACE_GRAPH: a graph's
-// default assistant is uuid5(graphNamespace, graph id).
-var graphNamespace = [16]byte{0x6b, 0xa7, 0xb8, 0x21, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
+// runsGraphNamespace is the reference server's NAMESPACE_GRAPH: a graph's
+// default assistant is uuid5(runsGraphNamespace, graph id).
+var runsGraphNamespace = [16]byte{0x6b, 0xa7, 0xb8, 0x21, 0x9d, 0xad, 0x11, 0xd1, 0x80, 0xb4, 0x00, 0xc0, 0x4f, 0xd4, 0x30, 0xc8}
 
 // errNoAssistant: an assistant id that is neither a graph of the project
 // nor the id of one's default assistant.
@@ -28,7 +28,7 @@ func runsUUID4() string {
 	_, _ = rand.Read(b[:])
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b)
+	return runsFormatUUID(b)
 }
 
 // runsDefaultAssistantID is the id of a graph's default assistant, derived as
@@ -37,16 +37,16 @@ func runsUUID4() string {
 // assistant here.
 func runsDefaultAssistantID(graph string) string {
 	h := sha1.New()
-	h.Write(graphNamespace[:])
+	h.Write(runsGraphNamespace[:])
 	h.Write([]byte(graph))
 	var b [16]byte
 	copy(b[:], h.Sum(nil))
 	b[6] = b[6]&0x0f | 0x50
 	b[8] = b[8]&0x3f | 0x80
-	return formatUUID(b)
+	return runsFormatUUID(b)
 }
 
-func formatUUID(b [16]byte) string {
+func runsFormatUUID(b [16]byte) string {
 	s := hex.EncodeToString(b[:])
 	return s[0:8] + "-" + s[8:12] + "-" + s[12:16] + "-" + s[16:20] + "-" + s[20:]
 }

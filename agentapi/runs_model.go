@@ -47,9 +47,9 @@ type graphInput struct {
 	Resumes *[]string `json:"resumes,omitempty"`
 }
 
-// nodeInput encodes the graph node's input, keeping only
+// runsNodeInput encodes the graph node's input, keeping only
 // Config.GraphInputFields when set.
-func (s *Server) nodeInput(in graphInput) (json.RawMessage, error) {
+func (s *Server) runsNodeInput(in graphInput) (json.RawMessage, error) {
 	raw, err := json.Marshal(in)
 	if err != nil || len(s.cfg.GraphInputFields) == 0 {
 		return raw, err
@@ -112,16 +112,16 @@ func RunStatus(info *fence.RunInfo) string {
 	return "running"
 }
 
-// runEnded says whether an API run status is final.
-func runEnded(status string) bool { return status != "pending" && status != "running" }
+// runsEnded says whether an API run status is final.
+func runsEnded(status string) bool { return status != "pending" && status != "running" }
 
 // errNotAPIRun: a baton run that is not an API run (not one graph node),
 // or one of another thread than the path names. Answered 404.
 var errNotAPIRun = errors.New("agentapi: run not found")
 
-// readRun reads a run as the API shows it, with its baton run; thread,
+// runsRead reads a run as the API shows it, with its baton run; thread,
 // when set, must be the run's thread.
-func (s *Server) readRun(ctx context.Context, thread, rid string) (*Run, *fence.RunInfo, error) {
+func (s *Server) runsRead(ctx context.Context, thread, rid string) (*Run, *fence.RunInfo, error) {
 	if fence.ValidateID("run id", rid) != nil {
 		return nil, nil, errNotAPIRun
 	}
@@ -146,13 +146,13 @@ func (s *Server) readRun(ctx context.Context, thread, rid string) (*Run, *fence.
 	}
 	var in graphInput
 	_ = json.Unmarshal(raw, &in)
-	return s.runView(info, tid, in), info, nil
+	return s.runsView(info, tid, in), info, nil
 }
 
-// runView builds the API's run from baton's run and its node's input.
-func (s *Server) runView(info *fence.RunInfo, tid string, in graphInput) *Run {
+// runsView builds the API's run from baton's run and its node's input.
+func (s *Server) runsView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	r := &Run{RunID: info.ID, ThreadID: tid, AssistantID: in.AssistantID, Status: RunStatus(info),
-		CreatedAt: apiTime(info.CreatedAt), MultitaskStrategy: info.Multitask,
+		CreatedAt: runsTime(info.CreatedAt), MultitaskStrategy: info.Multitask,
 		Metadata: map[string]any{}, Kwargs: map[string]any{}}
 	if r.AssistantID == "" {
 		r.AssistantID = runsDefaultAssistantID(in.Graph)
@@ -169,7 +169,7 @@ func (s *Server) runView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	if info.FinishedAt != nil {
 		updated = *info.FinishedAt
 	}
-	r.UpdatedAt = apiTime(updated)
+	r.UpdatedAt = runsTime(updated)
 	for k, v := range in.Metadata {
 		r.Metadata[k] = v
 	}
@@ -188,12 +188,12 @@ func (s *Server) runView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	return r
 }
 
-// apiTime formats a time as the reference does (ISO 8601, UTC, ms).
-func apiTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+// runsTime formats a time as the reference does (ISO 8601, UTC, ms).
+func runsTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// runLocation is a run's path: /threads/{tid}/runs/{rid}, or /runs/{rid}
+// runsLocation is a run's path: /threads/{tid}/runs/{rid}, or /runs/{rid}
 // for a stateless run.
-func runLocation(thread, rid string) string {
+func runsLocation(thread, rid string) string {
 	if thread == "" {
 		return "/runs/" + rid
 	}

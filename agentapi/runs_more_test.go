@@ -18,15 +18,15 @@ import (
 )
 
 // createBackground starts a run in the background and returns its id.
-func (e *env) createBackground(t *testing.T, tid, body string) string {
+func (e *runsEnv) createBackground(t *testing.T, tid, body string) string {
 	t.Helper()
 	code, _, b := e.call(t, "POST", "/threads/"+tid+"/runs", body)
 	require.Equal(t, http.StatusOK, code, "%s", b)
-	return jsonOf(t, b)["run_id"].(string)
+	return runsJSON(t, b)["run_id"].(string)
 }
 
 // runsOf lists a thread's runs in baton's store.
-func (e *env) runsOf(t *testing.T, tid string) []client.RunSummary {
+func (e *runsEnv) runsOf(t *testing.T, tid string) []client.RunSummary {
 	t.Helper()
 	sums, err := e.client.ListRuns(t.Context(), client.ListOptions{Thread: tid})
 	require.NoError(t, err)
@@ -34,7 +34,7 @@ func (e *env) runsOf(t *testing.T, tid string) []client.RunSummary {
 }
 
 func TestRunsMore(t *testing.T) {
-	e := setup(t, agentapi.StreamLimits{})
+	e := runsSetup(t, agentapi.StreamLimits{})
 	slowBody := func(ticks int, extra string) string {
 		return `{"assistant_id": "slow", "input": {"ticks": ` + itoa(ticks) + `, "every": 0.02}, "stream_mode": "custom"` + extra + `}`
 	}
@@ -43,13 +43,13 @@ func TestRunsMore(t *testing.T) {
 	// and repeats nothing; "-1" replays the whole stream.
 	t.Run("JoinStreamResumesAfterLastEventID", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		rid := e.createBackground(t, tid, slowBody(40, `, "if_not_exists": "create"`))
 		path := "/threads/" + tid + "/runs/" + rid + "/stream"
 		ctx, cut := context.WithCancel(t.Context())
 		a := e.openStream(t, ctx, "GET", path, "", "Last-Event-ID", "-1")
 		require.Equal(t, http.StatusOK, a.resp.StatusCode)
-		var got []sse
+		var got []runsSSE
 		for len(got) < 6 {
 			ev, ok := a.next()
 			require.True(t, ok)
@@ -77,7 +77,7 @@ func TestRunsMore(t *testing.T) {
 	// interrupt cancels the active run and starts; enqueue waits its turn.
 	t.Run("MultitaskStrategies", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		first := e.createBackground(t, tid, slowBody(1000, `, "if_not_exists": "create"`))
 		code, _, body := e.call(t, "POST", "/threads/"+tid+"/runs", slowBody(1, ``))
 		assert.Equal(t, http.StatusConflict, code)
@@ -86,27 +86,35 @@ func TestRunsMore(t *testing.T) {
 
 		queued := e.createBackground(t, tid, slowBody(1, `, "multitask_strategy": "enqueue"`))
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+queued, "")
-		assert.Equal(t, "pending", jsonOf(t, body)["status"])
-		assert.Equal(t, "enqueue", jsonOf(t, body)["multitask_strategy"])
+		assert.Equal(t, "pending", runsJSON(t, body)["status"])
+		assert.Equal(t, "enqueue", runsJSON(t, body)["multitask_strategy"])
 
 		code, _, body = e.call(t, "POST", "/threads/"+tid+"/runs/wait", slowBody(1, `, "multitask_strategy": "interrupt"`))
 		require.Equal(t, http.StatusOK, code)
 		assert.Contains(t, string(body), "ticked")
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+first, "")
-		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+		assert.Equal(t, "interrupted", runsJSON(t, body)["status"])
 		// baton's interrupt cancels the active run only: the queued one
 		// runs after it (the reference cancels it too; docs/agent-server.md).
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+queued+"/join", "")
 		assert.Contains(t, string(body), "ticked")
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+queued, "")
-		assert.Equal(t, "success", jsonOf(t, body)["status"])
+		assert.Equal(t, "success", runsJSON(t, body)["status"])
+
+		// rollback: the active run is cancelled and the next one runs.
+		active := e.createBackground(t, tid, slowBody(1000, ``))
+		code, _, body = e.call(t, "POST", "/threads/"+tid+"/runs/wait", slowBody(1, `, "multitask_strategy": "rollback"`))
+		require.Equal(t, http.StatusOK, code)
+		assert.Contains(t, string(body), "ticked")
+		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+active, "")
+		assert.Equal(t, "interrupted", runsJSON(t, body)["status"])
 	})
 
 	// on_disconnect=cancel: the run ends when its stream's client goes
 	// away; after_seconds delays a run, pending meanwhile.
 	t.Run("OnDisconnectCancelAndAfterSeconds", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		ctx, cut := context.WithCancel(t.Context())
 		s := e.openStream(t, ctx, "POST", "/threads/"+tid+"/runs/stream", slowBody(1000, `, "if_not_exists": "create", "on_disconnect": "cancel"`))
 		ev, ok := s.next()
@@ -116,11 +124,11 @@ func TestRunsMore(t *testing.T) {
 		loc := s.resp.Header.Get("Content-Location")
 		_, _, _ = e.call(t, "GET", loc+"/join", "")
 		_, _, body := e.call(t, "GET", loc, "")
-		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+		assert.Equal(t, "interrupted", runsJSON(t, body)["status"])
 
 		rid := e.createBackground(t, tid, slowBody(1, `, "after_seconds": 0.5`))
 		_, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+rid, "")
-		assert.Equal(t, "pending", jsonOf(t, body)["status"])
+		assert.Equal(t, "pending", runsJSON(t, body)["status"])
 		code, _, body := e.call(t, "GET", "/threads/"+tid+"/runs/"+rid+"/join", "")
 		require.Equal(t, http.StatusOK, code)
 		assert.Contains(t, string(body), "ticked")
@@ -128,12 +136,12 @@ func TestRunsMore(t *testing.T) {
 
 	t.Run("CancelWaitsForTheEnd", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		rid := e.createBackground(t, tid, slowBody(1000, `, "if_not_exists": "create"`))
 		code, _, _ := e.call(t, "POST", "/threads/"+tid+"/runs/"+rid+"/cancel?wait=1&action=interrupt", "")
 		assert.Equal(t, http.StatusNoContent, code)
 		_, _, body := e.call(t, "GET", "/threads/"+tid+"/runs/"+rid, "")
-		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+		assert.Equal(t, "interrupted", runsJSON(t, body)["status"])
 		code, _, _ = e.call(t, "POST", "/threads/"+tid+"/runs/"+rid+"/cancel", "")
 		assert.Equal(t, http.StatusAccepted, code, "an ended run is answered as cancelled")
 		code, _, _ = e.call(t, "DELETE", "/threads/"+tid+"/runs/"+rid, "")
@@ -142,19 +150,19 @@ func TestRunsMore(t *testing.T) {
 		assert.Equal(t, http.StatusNotFound, code)
 
 		// Cancel many, by status.
-		other := newThread(t)
+		other := runsThread(t)
 		r2 := e.createBackground(t, other, slowBody(1000, `, "if_not_exists": "create"`))
 		code, _, body = e.call(t, "POST", "/runs/cancel", `{"thread_id": "`+other+`", "status": "all"}`)
 		require.Equal(t, http.StatusNoContent, code, "%s", body)
 		_, _, body = e.call(t, "GET", "/threads/"+other+"/runs/"+r2+"/join", "")
 		_, _, body = e.call(t, "GET", "/threads/"+other+"/runs/"+r2, "")
-		assert.Equal(t, "interrupted", jsonOf(t, body)["status"])
+		assert.Equal(t, "interrupted", runsJSON(t, body)["status"])
 	})
 
 	// Bad input is answered as the reference does, and stores nothing.
 	t.Run("BadInput", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		e.createBackground(t, tid, `{"assistant_id": "chat", "input": {}, "if_not_exists": "create"}`)
 		_, _, _ = e.call(t, "GET", "/threads/"+tid+"/runs/"+e.runsOf(t, tid)[0].ID+"/join", "")
 		cases := []struct {
@@ -169,15 +177,17 @@ func TestRunsMore(t *testing.T) {
 			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "config": []}`, 422, "config"},
 			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "multitask_strategy": "later"}`, 422, "multitask_strategy"},
 			{"/threads/" + tid + "/runs", `{"assistant_id": "nope"}`, 404, "No assistant found"},
-			{"/threads/" + newThread(t) + "/runs", `{"assistant_id": "chat"}`, 404, "not found"},
-			{"/threads/" + newThread(t) + "/runs/wait", `{"assistant_id": "chat", "if_not_exists": "reject"}`, 404, "not found"},
+			{"/threads/" + runsThread(t) + "/runs", `{"assistant_id": "chat"}`, 404, "not found"},
+			{"/threads/" + runsThread(t) + "/runs/wait", `{"assistant_id": "chat", "if_not_exists": "reject"}`, 404, "not found"},
 			{"/runs/batch", `[]`, 422, "body"},
+			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "webhook": "ftp://x"}`, 422, "webhook"},
+			{"/threads/" + tid + "/runs", `{"assistant_id": "chat", "after_seconds": "soon"}`, 422, "after_seconds"},
 			{"/runs/batch", `[{"assistant_id": "chat"}, {"assistant_id": "nope"}]`, 404, "[1]"},
 		}
 		for _, c := range cases {
 			code, _, body := e.call(t, "POST", c.path, c.body)
 			assert.Equal(t, c.code, code, "%s %s: %s", c.path, c.body, body)
-			assert.Contains(t, jsonOf(t, body)["detail"], c.detail, "%s %s", c.path, c.body)
+			assert.Contains(t, runsJSON(t, body)["detail"], c.detail, "%s %s", c.path, c.body)
 		}
 		assert.Len(t, e.runsOf(t, tid), 1, "nothing stored")
 		all, err := e.client.List(t.Context(), "", 1000)
@@ -187,7 +197,7 @@ func TestRunsMore(t *testing.T) {
 		}
 		code, _, _ := e.call(t, "GET", "/threads/"+tid+"/runs/00000000-0000-4000-8000-999999999999", "")
 		assert.Equal(t, http.StatusNotFound, code)
-		code, _, _ = e.call(t, "GET", "/threads/"+newThread(t)+"/runs/"+e.runsOf(t, tid)[0].ID, "")
+		code, _, _ = e.call(t, "GET", "/threads/"+runsThread(t)+"/runs/"+e.runsOf(t, tid)[0].ID, "")
 		assert.Equal(t, http.StatusNotFound, code, "a run of another thread")
 		code, _, _ = e.call(t, "GET", "/threads/"+tid+"/runs/"+e.runsOf(t, tid)[0].ID+"/stream", "", "Last-Event-ID", "x-y")
 		assert.Equal(t, http.StatusUnprocessableEntity, code)
@@ -221,21 +231,21 @@ func TestRunsMore(t *testing.T) {
 	// Not parallel: it counts the process's readers, while the parallel
 	// subtests wait.
 	t.Run("ClientsOfARunShareOneReader", func(t *testing.T) {
-		tid := newThread(t)
+		tid := runsThread(t)
 		rid := e.createBackground(t, tid, slowBody(30, `, "if_not_exists": "create"`))
 		const clients = 50
-		streams := make([]*sseStream, clients)
+		streams := make([]*runsSSEStream, clients)
 		for i := range streams {
 			streams[i] = e.openStream(t, t.Context(), "GET", "/threads/"+tid+"/runs/"+rid+"/stream", "", "Last-Event-ID", "-1")
 			require.Equal(t, http.StatusOK, streams[i].resp.StatusCode)
 		}
-		got := make([][]sse, clients)
+		got := make([][]runsSSE, clients)
 		var wg sync.WaitGroup
 		for i, s := range streams {
 			wg.Go(func() {
 				ev, ok := s.next()
 				if ok {
-					got[i] = append([]sse{ev}, s.all()...)
+					got[i] = append([]runsSSE{ev}, s.all()...)
 				}
 			})
 		}
@@ -254,16 +264,16 @@ func TestRunsMore(t *testing.T) {
 // Retry-After before any byte of it, never an empty 200; heartbeats keep a
 // quiet stream alive.
 func TestRunStreamCapsAndHeartbeats(t *testing.T) {
-	e := setup(t, agentapi.StreamLimits{})
-	capped, err := agentapi.New(agentapi.Config{Client: e.client, Graphs: graphs{[]string{"chat", "slow", "boom"}},
-		Logger: quietLogger(t), GraphInputFields: legacyFields,
+	e := runsSetup(t, agentapi.StreamLimits{})
+	capped, err := agentapi.New(agentapi.Config{Client: e.client, Graphs: runsGraphs{[]string{"chat", "slow", "boom"}},
+		Logger: runsLogger(t), GraphInputFields: runsLegacyFields,
 		Streams: agentapi.StreamLimits{MaxRuns: 1, Heartbeat: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	hs := httptest.NewServer(capped)
 	t.Cleanup(hs.Close)
-	ce := &env{url: hs.URL, client: e.client, api: capped}
+	ce := &runsEnv{url: hs.URL, client: e.client, api: capped}
 
-	tid1, tid2 := newThread(t), newThread(t)
+	tid1, tid2 := runsThread(t), runsThread(t)
 	body := `{"assistant_id": "slow", "input": {"ticks": 10, "every": 0.1}, "stream_mode": "custom", "if_not_exists": "create"}`
 	r1 := ce.createBackground(t, tid1, body)
 	r2 := ce.createBackground(t, tid2, body)

@@ -12,21 +12,21 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
-// handleGet serves GET /threads/{tid}/runs/{rid} and GET /runs/{rid}.
-func (s *Server) handleGet(stateless bool) http.HandlerFunc {
+// runsGet serves GET /threads/{tid}/runs/{rid} and GET /runs/{rid}.
+func (s *Server) runsGet(stateless bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		run, _, err := s.readRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
+		run, _, err := s.runsRead(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		writeJSON(w, http.StatusOK, run)
 	}
 }
 
-// handleList serves GET /threads/{tid}/runs?limit=&offset=&status=: the
+// runsList serves GET /threads/{tid}/runs?limit=&offset=&status=: the
 // thread's runs, newest first. An unknown thread is a 404.
-func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
+func (s *Server) runsList(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	tid := r.PathValue("thread_id")
 	q := r.URL.Query()
@@ -35,7 +35,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		if v := q.Get(name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				s.runFail(w, r, badf("%s: want a whole number, 0 or more", name))
+				s.runsFail(w, r, runsBadf("%s: want a whole number, 0 or more", name))
 				return
 			}
 			*dst = n
@@ -44,7 +44,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	status := q.Get("status")
 	ok, err := s.runsThreadExists(ctx, tid)
 	if err != nil {
-		s.runFail(w, r, err)
+		s.runsFail(w, r, err)
 		return
 	}
 	if !ok {
@@ -53,7 +53,7 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	}
 	sums, err := s.cfg.Client.ListRuns(ctx, client.ListOptions{Thread: tid, Limit: 10000})
 	if err != nil {
-		s.runFail(w, r, err)
+		s.runsFail(w, r, err)
 		return
 	}
 	out := []*Run{}
@@ -62,12 +62,12 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 		if len(out) >= limit {
 			break
 		}
-		run, _, err := s.readRun(ctx, tid, sum.ID)
+		run, _, err := s.runsRead(ctx, tid, sum.ID)
 		if errors.Is(err, errNotAPIRun) {
 			continue
 		}
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		if status != "" && run.Status != status {
@@ -82,14 +82,14 @@ func (s *Server) handleList(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// handleDelete serves DELETE /threads/{tid}/runs/{rid} and DELETE
+// runsDelete serves DELETE /threads/{tid}/runs/{rid} and DELETE
 // /runs/{rid}: an ended run is deleted (204); one not ended is refused with
 // 409 (cancel it first).
-func (s *Server) handleDelete(stateless bool) http.HandlerFunc {
+func (s *Server) runsDelete(stateless bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		rid := r.PathValue("run_id")
-		if _, _, err := s.readRun(r.Context(), r.PathValue("thread_id"), rid); err != nil {
-			s.runFail(w, r, err)
+		if _, _, err := s.runsRead(r.Context(), r.PathValue("thread_id"), rid); err != nil {
+			s.runsFail(w, r, err)
 			return
 		}
 		_, err := s.cfg.Client.Delete(r.Context(), rid)
@@ -99,88 +99,88 @@ func (s *Server) handleDelete(stateless bool) http.HandlerFunc {
 		case errors.Is(err, fence.ErrNotFound):
 			writeError(w, http.StatusNotFound, "Run not found")
 		case err != nil:
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 		default:
 			w.WriteHeader(http.StatusNoContent)
 		}
 	}
 }
 
-// handleJoin serves GET .../runs/{rid}/join: once the run has ended, its
+// runsJoin serves GET .../runs/{rid}/join: once the run has ended, its
 // output, as wait answers it.
-func (s *Server) handleJoin(stateless bool) http.HandlerFunc {
+func (s *Server) runsJoin(stateless bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		run, _, err := s.readRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
+		run, _, err := s.runsRead(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
-		s.serveWait(w, r, run.ThreadID, run.RunID, false, false)
+		s.runsServeWait(w, r, run.ThreadID, run.RunID, false, false)
 	}
 }
 
-// handleJoinStream serves GET .../runs/{rid}/stream: the run's stream after
+// runsJoinStream serves GET .../runs/{rid}/stream: the run's stream after
 // Last-Event-ID ("-1" or none: from its start), live until it ends.
-func (s *Server) handleJoinStream(stateless bool) http.HandlerFunc {
+func (s *Server) runsJoinStream(stateless bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		after := r.Header.Get("Last-Event-ID")
 		if !fence.ValidStreamID(after) {
-			s.runFail(w, r, badf("Last-Event-ID: %q: want a stream id such as 1700000000000-0, or -1 for the start", after))
+			s.runsFail(w, r, runsBadf("Last-Event-ID: %q: want a stream id such as 1700000000000-0, or -1 for the start", after))
 			return
 		}
 		if after == "" || after == "-1" {
 			after = "0"
 		}
-		run, _, err := s.readRun(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
+		run, _, err := s.runsRead(r.Context(), r.PathValue("thread_id"), r.PathValue("run_id"))
 		if err != nil {
-			s.runFail(w, r, err)
+			s.runsFail(w, r, err)
 			return
 		}
 		cancel := false
 		if v := r.URL.Query().Get("cancel_on_disconnect"); v != "" {
 			cancel = v == "1" || v == "true" || v == "yes"
 		}
-		loc := runLocation(pathThread(stateless, run.ThreadID), run.RunID)
+		loc := runsLocation(runsPathThread(stateless, run.ThreadID), run.RunID)
 		w.Header().Set("Content-Location", loc)
 		w.Header().Set("Location", loc+"/stream")
-		s.serveStream(w, r, run.ThreadID, run.RunID, after, cancel, false)
+		s.runsServeStream(w, r, run.ThreadID, run.RunID, after, cancel, false)
 	}
 }
 
-// serveWait answers a run's output once it has ended: 200 at once, then a
+// runsServeWait answers a run's output once it has ended: 200 at once, then a
 // newline every second while it runs (the reference's keep-alive; JSON
 // allows the whitespace), then the output. cancel and cleanup as for
-// serveStream.
-func (s *Server) serveWait(w http.ResponseWriter, r *http.Request, tid, rid string, cancel, cleanup bool) {
+// runsServeStream.
+func (s *Server) runsServeWait(w http.ResponseWriter, r *http.Request, tid, rid string, cancel, cleanup bool) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	out := &sseWriter{w: w, rc: http.NewResponseController(w), timeout: s.runs.streams.limits.WriteTimeout}
 	ctx := r.Context()
-	err := s.waitEnd(ctx, tid, rid, func() error {
+	err := s.runsWaitEnd(ctx, tid, rid, func() error {
 		out.buf.WriteString("\n")
 		return out.flush()
 	})
 	if err != nil {
-		s.disconnected(rid, cancel)
+		s.runsDisconnected(rid, cancel)
 		return
 	}
-	v, err := s.runOutput(ctx, tid, rid)
+	v, err := s.runsOutput(ctx, tid, rid)
 	if err != nil {
-		v = map[string]any{"__error__": runError{Error: "Error", Message: err.Error()}}
+		v = map[string]any{"__error__": runsErrorBody{Error: "Error", Message: err.Error()}}
 	}
 	b, _ := json.Marshal(v)
 	out.buf.Write(b)
 	out.buf.WriteString("\n")
 	_ = out.flush()
 	if cleanup {
-		s.deleteStateless(rid)
+		s.runsDeleteStateless(rid)
 	}
 }
 
-// waitEnd returns once run rid has ended, calling tick every second
+// runsWaitEnd returns once run rid has ended, calling tick every second
 // meanwhile (an error from it stops the wait). It waits on the run's
 // shared reader; when every reader's place is taken, on baton's own wait.
-func (s *Server) waitEnd(ctx context.Context, tid, rid string, tick func() error) error {
+func (s *Server) runsWaitEnd(ctx context.Context, tid, rid string, tick func() error) error {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	hub := s.runs.streams.hub
@@ -219,12 +219,12 @@ func (s *Server) waitEnd(ctx context.Context, tid, rid string, tick func() error
 	}
 }
 
-// runOutput is what wait and join answer for an ended run, as the
+// runsOutput is what wait and join answer for an ended run, as the
 // reference does: the run's last state values (with "__interrupt__" when it
 // stopped at an interrupt), {"__error__": {error, message}} for a failed
 // run, and for a cancelled one the last values its stream carried (null
 // when none).
-func (s *Server) runOutput(ctx context.Context, tid, rid string) (any, error) {
+func (s *Server) runsOutput(ctx context.Context, tid, rid string) (any, error) {
 	info, err := s.cfg.Client.Store().GetRun(ctx, rid)
 	if err != nil {
 		return nil, err
@@ -232,9 +232,9 @@ func (s *Server) runOutput(ctx context.Context, tid, rid string) (any, error) {
 	n := info.Nodes[0]
 	switch info.Status {
 	case "SUCCEEDED":
-		return valuesOf(n.Result), nil
+		return runsValuesOf(n.Result), nil
 	case "FAILED":
-		return map[string]any{"__error__": errorOf(n.Error)}, nil
+		return map[string]any{"__error__": runsErrorOf(n.Error)}, nil
 	}
 	var last json.RawMessage
 	after := "0"
@@ -259,11 +259,11 @@ func (s *Server) runOutput(ctx context.Context, tid, rid string) (any, error) {
 	return last, nil
 }
 
-// valuesOf reads a graph node's result: {"values", "interrupts"} (the
+// runsValuesOf reads a graph node's result: {"values", "interrupts"} (the
 // API's graph runs) gives the values, with "__interrupt__" when there are
 // interrupts, as the reference's last values event carries them; any other
 // result is the state itself (a graph node run without the API's fields).
-func valuesOf(result json.RawMessage) any {
+func runsValuesOf(result json.RawMessage) any {
 	var r struct {
 		Values     json.RawMessage `json:"values"`
 		Interrupts json.RawMessage `json:"interrupts"`
@@ -283,9 +283,9 @@ func valuesOf(result json.RawMessage) any {
 	return m
 }
 
-// deleteStateless deletes a stateless run that ended and its thread's
+// runsDeleteStateless deletes a stateless run that ended and its thread's
 // checkpoints (on_completion=delete, the reference's default for them).
-func (s *Server) deleteStateless(rid string) {
+func (s *Server) runsDeleteStateless(rid string) {
 	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
 	defer stop()
 	store := s.cfg.Client.Store()

@@ -17,9 +17,9 @@ import (
 	"github.com/batonrun/baton/agentapi"
 )
 
-// idMillis is the Redis time (ms) an entry was appended at: its id's first
+// runsIDMillis is the Redis time (ms) an entry was appended at: its id's first
 // part.
-func idMillis(id string) int64 {
+func runsIDMillis(id string) int64 {
 	ms, _, _ := strings.Cut(id, "-")
 	n, _ := strconv.ParseInt(ms, 10, 64)
 	return n
@@ -36,12 +36,12 @@ func TestThousandStreamClients(t *testing.T) {
 	if testing.Short() {
 		t.Skip("1,000 clients: not in -short")
 	}
-	e := setup(t, agentapi.StreamLimits{})
+	e := runsSetup(t, agentapi.StreamLimits{})
 	const runs, perRun, ticks = 10, 100, 40
 	type target struct{ tid, rid string }
 	targets := make([]target, runs)
 	for i := range targets {
-		tid := newThread(t)
+		tid := runsThread(t)
 		targets[i] = target{tid, e.createBackground(t, tid,
 			`{"assistant_id": "slow", "input": {"ticks": 0}, "stream_mode": "custom", "if_not_exists": "create"}`)}
 		_, _, _ = e.call(t, "GET", "/threads/"+tid+"/runs/"+targets[i].rid+"/join", "")
@@ -58,7 +58,7 @@ func TestThousandStreamClients(t *testing.T) {
 		targets[i].rid = e.createBackground(t, tg.tid, fmt.Sprintf(
 			`{"assistant_id": "slow", "input": {"ticks": %d, "every": 0.05}, "stream_mode": "custom", "after_seconds": 1}`, ticks))
 	}
-	streams := make([]*sseStream, 0, runs*perRun)
+	streams := make([]*runsSSEStream, 0, runs*perRun)
 	for _, tg := range targets {
 		for range perRun {
 			s := e.openStream(t, t.Context(), "GET", "/threads/"+tg.tid+"/runs/"+tg.rid+"/stream", "")
@@ -76,7 +76,7 @@ func TestThousandStreamClients(t *testing.T) {
 
 	var mu sync.Mutex
 	var lags []int64
-	got := make([][]sse, len(streams))
+	got := make([][]runsSSE, len(streams))
 	var wg sync.WaitGroup
 	for i, s := range streams {
 		wg.Go(func() {
@@ -89,7 +89,7 @@ func TestThousandStreamClients(t *testing.T) {
 				got[i] = append(got[i], ev)
 				if ev.id != "" {
 					mu.Lock()
-					lags = append(lags, now-idMillis(ev.id))
+					lags = append(lags, now-runsIDMillis(ev.id))
 					mu.Unlock()
 				}
 			}

@@ -13,19 +13,19 @@ import (
 	"github.com/batonrun/baton/agentapi"
 )
 
-// newThread returns a fresh thread id.
-func newThread(t *testing.T) string {
-	return fmt.Sprintf("00000000-0000-4000-8000-%012d", threadSeq.Add(1))
+// runsThread returns a fresh thread id.
+func runsThread(t *testing.T) string {
+	return fmt.Sprintf("00000000-0000-4000-8000-%012d", runsThreadSeq.Add(1))
 }
 
 // TestRuns drives the runs routes against a real runner serving real
 // Python graphs on a real redis-server, as the SDKs call them.
 func TestRuns(t *testing.T) {
-	e := setup(t, agentapi.StreamLimits{})
+	e := runsSetup(t, agentapi.StreamLimits{})
 
 	t.Run("StreamFramesEveryEventAsTheSDKsParseIt", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		s := e.openStream(t, t.Context(), "POST", "/threads/"+tid+"/runs/stream",
 			`{"assistant_id": "chat", "input": {"topic": "fencing"}, "stream_mode": ["values", "updates", "custom"], "if_not_exists": "create"}`)
 		require.Equal(t, http.StatusOK, s.resp.StatusCode)
@@ -38,7 +38,7 @@ func TestRuns(t *testing.T) {
 		require.NotEmpty(t, evs)
 		assert.Equal(t, "metadata", evs[0].event, "the attempt's start comes first")
 		assert.JSONEq(t, fmt.Sprintf(`{"run_id": %q, "attempt": 1}`, rid), evs[0].data)
-		names := events(evs)
+		names := runsEventNames(evs)
 		for _, want := range []string{"values", "updates", "custom"} {
 			assert.Contains(t, names, want)
 		}
@@ -56,7 +56,7 @@ func TestRuns(t *testing.T) {
 
 		code, _, body := e.call(t, "GET", loc, "")
 		require.Equal(t, http.StatusOK, code)
-		run := jsonOf(t, body)
+		run := runsJSON(t, body)
 		assert.Equal(t, "success", run["status"])
 		assert.Equal(t, tid, run["thread_id"])
 		assert.Equal(t, rid, run["run_id"])
@@ -69,7 +69,7 @@ func TestRuns(t *testing.T) {
 
 	t.Run("WaitAnswersTheLastValuesAndJoinTheSame", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		code, h, body := e.call(t, "POST", "/threads/"+tid+"/runs/wait", `{"assistant_id": "chat", "input": {"topic": "a"}, "if_not_exists": "create"}`)
 		require.Equal(t, http.StatusOK, code, "%s", body)
 		assert.Regexp(t, `^/threads/`+tid+`/runs/[0-9a-f-]{36}$`, h.Get("Content-Location"))
@@ -77,7 +77,7 @@ func TestRuns(t *testing.T) {
 		// The second turn builds on the thread's state.
 		code, _, body = e.call(t, "POST", "/threads/"+tid+"/runs", `{"assistant_id": "chat", "input": {"topic": "b"}}`)
 		require.Equal(t, http.StatusOK, code, "%s", body)
-		run := jsonOf(t, body)
+		run := runsJSON(t, body)
 		assert.Contains(t, []any{"pending", "running"}, run["status"])
 		rid := run["run_id"].(string)
 		code, _, body = e.call(t, "GET", "/threads/"+tid+"/runs/"+rid+"/join", "")
@@ -95,7 +95,7 @@ func TestRuns(t *testing.T) {
 
 	t.Run("AFailedRunEndsWithAnErrorEvent", func(t *testing.T) {
 		t.Parallel()
-		tid := newThread(t)
+		tid := runsThread(t)
 		s := e.openStream(t, t.Context(), "POST", "/threads/"+tid+"/runs/stream", `{"assistant_id": "boom", "input": {}, "if_not_exists": "create"}`)
 		evs := s.all()
 		require.NotEmpty(t, evs)
@@ -110,6 +110,6 @@ func TestRuns(t *testing.T) {
 		assert.JSONEq(t, `{"__error__": {"error": "ValueError", "message": "the node explodes"}}`, string(body))
 		loc := s.resp.Header.Get("Content-Location")
 		_, _, body = e.call(t, "GET", loc, "")
-		assert.Equal(t, "error", jsonOf(t, body)["status"])
+		assert.Equal(t, "error", runsJSON(t, body)["status"])
 	})
 }

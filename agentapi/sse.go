@@ -50,27 +50,27 @@ type StreamLimits struct {
 	WriteTimeout time.Duration
 }
 
-// streamRetryAfter is the Retry-After of a stream refused for its cap.
-const streamRetryAfter = "2"
+// runsRetryAfter is the Retry-After of a stream refused for its cap.
+const runsRetryAfter = "2"
 
-// streamers holds the shared readers and counts the clients.
-type streamers struct {
+// runsStreamers holds the shared readers and counts the clients.
+type runsStreamers struct {
 	hub    *runfeed.Hub
 	limits StreamLimits
 	mu     sync.Mutex
 	n      int
 }
 
-func newStreamers(store *fence.Store, l StreamLimits, log *slog.Logger) *streamers {
+func newRunsStreamers(store *fence.Store, l StreamLimits, log *slog.Logger) *runsStreamers {
 	l.MaxRuns = cmp.Or(l.MaxRuns, 16)
 	l.MaxClients = cmp.Or(l.MaxClients, 4096)
 	l.Heartbeat = cmp.Or(l.Heartbeat, 5*time.Second)
 	l.WriteTimeout = cmp.Or(l.WriteTimeout, 30*time.Second)
-	return &streamers{hub: &runfeed.Hub{Store: store, MaxRuns: l.MaxRuns, Log: log}, limits: l}
+	return &runsStreamers{hub: &runfeed.Hub{Store: store, MaxRuns: l.MaxRuns, Log: log}, limits: l}
 }
 
 // acquire takes a client's place; false past MaxClients.
-func (st *streamers) acquire() bool {
+func (st *runsStreamers) acquire() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if st.n >= st.limits.MaxClients {
@@ -80,7 +80,7 @@ func (st *streamers) acquire() bool {
 	return true
 }
 
-func (st *streamers) release() {
+func (st *runsStreamers) release() {
 	st.mu.Lock()
 	st.n--
 	st.mu.Unlock()
@@ -97,28 +97,28 @@ func (s *Server) StreamClients() int {
 // reader each).
 func (s *Server) StreamRuns() int { return s.runs.streams.hub.Runs() }
 
-// tooBusy answers a stream refused for a cap: 503 with Retry-After, before
+// runsTooBusy answers a stream refused for a cap: 503 with Retry-After, before
 // any byte of a stream (never an empty 200).
-func tooBusy(w http.ResponseWriter, what string) {
-	w.Header().Set("Retry-After", streamRetryAfter)
+func runsTooBusy(w http.ResponseWriter, what string) {
+	w.Header().Set("Retry-After", runsRetryAfter)
 	writeError(w, http.StatusServiceUnavailable, what+"; retry later")
 }
 
-// serveStream streams run rid of thread tid after the stream id after
+// runsServeStream streams run rid of thread tid after the stream id after
 // ("0": all of it) until the run has ended and its stream was sent.
 // cancel: the run is cancelled if the client goes away first
 // (on_disconnect=cancel); cleanup: a stateless run's thread is deleted
 // after its end (on_completion=delete).
-func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, tid, rid, after string, cancel, cleanup bool) {
+func (s *Server) runsServeStream(w http.ResponseWriter, r *http.Request, tid, rid, after string, cancel, cleanup bool) {
 	st := s.runs.streams
 	if !st.acquire() {
-		tooBusy(w, "too many run streams ("+strconv.Itoa(st.limits.MaxClients)+")")
+		runsTooBusy(w, "too many run streams ("+strconv.Itoa(st.limits.MaxClients)+")")
 		return
 	}
 	defer st.release()
 	f, ok := st.hub.Join(tid, rid)
 	if !ok {
-		tooBusy(w, "too many runs streamed at once ("+strconv.Itoa(st.limits.MaxRuns)+")")
+		runsTooBusy(w, "too many runs streamed at once ("+strconv.Itoa(st.limits.MaxRuns)+")")
 		return
 	}
 	defer st.hub.Leave(f)
@@ -143,7 +143,7 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, tid, rid, a
 			if es, err = store.ReadStreamOf(ctx, tid, rid, after, runfeed.Page, 0); err != nil {
 				if ctx.Err() == nil {
 					s.log.Warn("agentapi_stream_failed", "run_id", rid, "err", err)
-					out.event("", "error", runError{Error: "StreamError", Message: err.Error()})
+					out.event("", "error", runsErrorBody{Error: "StreamError", Message: err.Error()})
 					_ = out.flush()
 				}
 				return
@@ -158,29 +158,29 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, tid, rid, a
 			}
 			after = es[len(es)-1].ID
 			if out.flush() != nil {
-				s.disconnected(rid, cancel)
+				s.runsDisconnected(rid, cancel)
 				return
 			}
 			beat.Reset(st.limits.Heartbeat)
 			continue
 		}
 		if ended {
-			s.streamEnd(ctx, out, rid)
+			s.runsStreamEnd(ctx, out, rid)
 			_ = out.flush()
 			if cleanup {
-				s.deleteStateless(rid)
+				s.runsDeleteStateless(rid)
 			}
 			return
 		}
 		select {
 		case <-ctx.Done():
-			s.disconnected(rid, cancel)
+			s.runsDisconnected(rid, cancel)
 			return
 		case <-wake:
 		case <-beat.C:
 			out.buf.WriteString(": heartbeat\n\n")
 			if out.flush() != nil {
-				s.disconnected(rid, cancel)
+				s.runsDisconnected(rid, cancel)
 				return
 			}
 			beat.Reset(st.limits.Heartbeat)
@@ -188,19 +188,19 @@ func (s *Server) serveStream(w http.ResponseWriter, r *http.Request, tid, rid, a
 	}
 }
 
-// streamEnd writes what follows a run's last chunk: for a failed run, an
+// runsStreamEnd writes what follows a run's last chunk: for a failed run, an
 // "error" event {error, message}, as the reference ends a failed run.
-func (s *Server) streamEnd(ctx context.Context, out *sseWriter, rid string) {
+func (s *Server) runsStreamEnd(ctx context.Context, out *sseWriter, rid string) {
 	info, err := s.cfg.Client.Store().GetRun(ctx, rid)
 	if err != nil || info.Status != "FAILED" || len(info.Nodes) == 0 {
 		return
 	}
-	out.event("", "error", errorOf(info.Nodes[0].Error))
+	out.event("", "error", runsErrorOf(info.Nodes[0].Error))
 }
 
-// disconnected cancels the run of a stream whose client went away, when
+// runsDisconnected cancels the run of a stream whose client went away, when
 // it asked for that (on_disconnect=cancel).
-func (s *Server) disconnected(rid string, cancel bool) {
+func (s *Server) runsDisconnected(rid string, cancel bool) {
 	if !cancel {
 		return
 	}
@@ -212,26 +212,26 @@ func (s *Server) disconnected(rid string, cancel bool) {
 	}
 }
 
-// runError is the data of an "error" event and of a wait's __error__.
-type runError struct {
+// runsErrorBody is the data of an "error" event and of a wait's __error__.
+type runsErrorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
 }
 
-// exceptionName finds a Python or JS exception's name at a line's start
+// runsExceptionName finds a Python or JS exception's name at a line's start
 // ("ValueError: boom") or after a colon ("graph agent: ValueError: boom").
-var exceptionName = regexp.MustCompile(`(?:^|: )([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Interrupt|Exit))(?::|$)`)
+var runsExceptionName = regexp.MustCompile(`(?:^|: )([A-Za-z_][A-Za-z0-9_.]*(?:Error|Exception|Interrupt|Exit))(?::|$)`)
 
-// errorOf makes a node's error the reference's {error, message}: the
+// runsErrorOf makes a node's error the reference's {error, message}: the
 // exception's name, and what follows it.
-func errorOf(nodeErr string) runError {
+func runsErrorOf(nodeErr string) runsErrorBody {
 	first, _, _ := strings.Cut(nodeErr, "\n")
-	if m := exceptionName.FindStringSubmatchIndex(first); m != nil {
+	if m := runsExceptionName.FindStringSubmatchIndex(first); m != nil {
 		name := first[m[2]:m[3]]
 		msg := strings.TrimSpace(strings.TrimPrefix(first[m[3]:], ":"))
-		return runError{Error: name, Message: msg}
+		return runsErrorBody{Error: name, Message: msg}
 	}
-	return runError{Error: "Error", Message: first}
+	return runsErrorBody{Error: "Error", Message: first}
 }
 
 // sseWriter frames events into a buffer and writes it out in one write per

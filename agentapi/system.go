@@ -21,8 +21,8 @@ func (s *Server) systemRoutes() {
 		writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
 	})
 	s.mux.HandleFunc("GET /info", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, info{Version: version.String(), Context: "baton",
-			Flags: infoFlags{Assistants: true, Crons: true}})
+		writeJSON(w, http.StatusOK, systemInfo{Version: version.String(), Context: "baton",
+			Flags: systemInfoFlags{Assistants: true, Crons: true, StrictResume: true}})
 	})
 	s.mux.HandleFunc("GET /docs", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -30,18 +30,22 @@ func (s *Server) systemRoutes() {
 	})
 }
 
-// info is GET /info's answer, in the reference's shape (api/meta.mjs).
-type info struct {
-	Version string    `json:"version"`
-	Context string    `json:"context"`
-	Flags   infoFlags `json:"flags"`
+// systemInfo is GET /info's answer, in the reference's shape (api/meta.mjs).
+type systemInfo struct {
+	Version string          `json:"version"`
+	Context string          `json:"context"`
+	Flags   systemInfoFlags `json:"flags"`
 }
 
-type infoFlags struct {
+type systemInfoFlags struct {
 	Assistants               bool `json:"assistants"`
 	Crons                    bool `json:"crons"`
 	LangSmith                bool `json:"langsmith"`
 	LangSmithTracingReplicas bool `json:"langsmith_tracing_replicas"`
+	// StrictResume: a resume that answers an interrupt that is not waiting
+	// is refused, whatever the run's strict_resume says (the graph
+	// worker's check of the run's resumes).
+	StrictResume bool `json:"strict_resume"`
 }
 
 // guarded puts the admin API's token rule in front of h: with

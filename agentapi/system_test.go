@@ -19,14 +19,14 @@ func systemServer(t *testing.T, token string) *httptest.Server {
 	_, rdb := redistest.Mini(t)
 	c, err := client.New(client.Config{Redis: rdb})
 	require.NoError(t, err)
-	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: graphs{[]string{"agent"}}, Token: token, Logger: quietLogger(t)})
+	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: runsGraphs{[]string{"agent"}}, Token: token, Logger: runsLogger(t)})
 	require.NoError(t, err)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
 	return hs
 }
 
-func get(t *testing.T, url string, header ...string) (*http.Response, map[string]any) {
+func systemGet(t *testing.T, url string, header ...string) (*http.Response, map[string]any) {
 	req, err := http.NewRequestWithContext(context.Background(), "GET", url, nil)
 	require.NoError(t, err)
 	for i := 0; i+1 < len(header); i += 2 {
@@ -44,14 +44,14 @@ func get(t *testing.T, url string, header ...string) (*http.Response, map[string
 func TestSystemRoutes(t *testing.T) {
 	t.Parallel()
 	hs := systemServer(t, "")
-	resp, body := get(t, hs.URL+"/ok")
+	resp, body := systemGet(t, hs.URL+"/ok")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, map[string]any{"ok": true}, body)
-	resp, body = get(t, hs.URL+"/info")
+	resp, body = systemGet(t, hs.URL+"/info")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Contains(t, body, "version")
 	assert.Equal(t, true, body["flags"].(map[string]any)["assistants"])
-	resp, body = get(t, hs.URL+"/docs")
+	resp, body = systemGet(t, hs.URL+"/docs")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
 	assert.Contains(t, body["paths"], "/threads/{thread_id}/runs/stream")
@@ -62,15 +62,15 @@ func TestSystemRoutes(t *testing.T) {
 func TestTokenRule(t *testing.T) {
 	t.Parallel()
 	hs := systemServer(t, "s3cret")
-	resp, _ := get(t, hs.URL+"/ok")
+	resp, _ := systemGet(t, hs.URL+"/ok")
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "/ok is open, for health checks")
-	resp, _ = get(t, hs.URL+"/info")
+	resp, _ = systemGet(t, hs.URL+"/info")
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	resp, _ = get(t, hs.URL+"/info", "X-Api-Key", "wrong")
+	resp, _ = systemGet(t, hs.URL+"/info", "X-Api-Key", "wrong")
 	assert.Equal(t, http.StatusUnauthorized, resp.StatusCode)
-	resp, _ = get(t, hs.URL+"/info", "X-Api-Key", "s3cret")
+	resp, _ = systemGet(t, hs.URL+"/info", "X-Api-Key", "s3cret")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
-	resp, _ = get(t, hs.URL+"/info", "Authorization", "Bearer s3cret")
+	resp, _ = systemGet(t, hs.URL+"/info", "Authorization", "Bearer s3cret")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
@@ -79,8 +79,8 @@ func TestTokenRule(t *testing.T) {
 func TestNoTokenServesLoopbackOnly(t *testing.T) {
 	t.Parallel()
 	hs := systemServer(t, "")
-	resp, _ := get(t, hs.URL+"/info", "X-Forwarded-For", "203.0.113.7")
+	resp, _ := systemGet(t, hs.URL+"/info", "X-Forwarded-For", "203.0.113.7")
 	assert.Equal(t, http.StatusForbidden, resp.StatusCode)
-	resp, _ = get(t, hs.URL+"/info")
+	resp, _ = systemGet(t, hs.URL+"/info")
 	assert.Equal(t, http.StatusOK, resp.StatusCode)
 }
