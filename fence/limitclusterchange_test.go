@@ -249,4 +249,28 @@ func TestLimitChangesOnCluster(t *testing.T) {
 		}
 		require.Empty(t, cb.holders(t, "up8"))
 	})
+
+	// A heartbeat that lands after its claim ended (the worker's
+	// heartbeat racing its own commit, or a paused worker waking after a
+	// takeover) found the freed slot and took it again, and the node's
+	// script then refused the lease: the ended claim held the slot for a
+	// TTL and a half, and the next node waited that long. Found by
+	// TestLimitModel on the cluster.
+	t.Run("a late heartbeat of an ended claim takes no slot", func(t *testing.T) {
+		cb.setLimit(t, "hb8", 1, "hb1", "hb2")
+		c, err := cb.claim(t, "hb1", "w1", "hb-c1", longTTL)
+		require.NoError(t, err)
+		_, err = cb.store.Commit(ctx, c.Lease, []byte(`"done"`), nil)
+		require.NoError(t, err)
+		_, err = cb.store.Heartbeat(ctx, c.Lease, longTTL, -1)
+		require.ErrorIs(t, err, fence.ErrNotRunning)
+		require.Empty(t, cb.holders(t, "hb8"), "the ended claim holds no slot")
+		_, err = cb.claim(t, "hb2", "w2", "hb-c2", longTTL)
+		require.NoError(t, err, "the next node takes the slot at once")
+
+		// The same through a batch of heartbeats, the runner's way.
+		_, errs := cb.store.HeartbeatBatch(ctx, []fence.Beat{{Lease: c.Lease, Progress: -1}}, longTTL)
+		require.True(t, fence.IsFenced(errs[0]), "%v", errs[0])
+		cb.holdsOnly(t, "hb8", "hb2", "hb-c2")
+	})
 }

@@ -43,8 +43,19 @@ func newReplyDropper(t *testing.T) *replyDropper {
 func (tb *testBundle) lossyStore(t *testing.T) (*replyDropper, *fence.Store) {
 	t.Helper()
 	dropper := newReplyDropper(t)
-	lossy := redis.NewClient(&redis.Options{Addr: tb.be.Client.(*redis.Client).Options().Addr, MaxRetries: -1})
-	lossy.AddHook(dropper)
+	var lossy redis.UniversalClient
+	switch c := tb.be.Client.(type) {
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.MaxRetries, o.MaxRedirects = -1, 3 // a redirect is not a retry: it ran nothing
+		cc := redis.NewClusterClient(&o)
+		cc.AddHook(dropper)
+		lossy = cc
+	default:
+		rc := redis.NewClient(&redis.Options{Addr: c.(*redis.Client).Options().Addr, MaxRetries: -1})
+		rc.AddHook(dropper)
+		lossy = rc
+	}
 	t.Cleanup(func() { _ = lossy.Close() })
 	return dropper, fence.New(lossy, nil)
 }

@@ -583,6 +583,7 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 		// The slots first, then the lease (limitcluster.go).
 		started, errs := s.extendClustered(ctx, []Beat{{Lease: l}}, ttl)
 		if errs[0] != nil {
+			s.giveBackIfEnded(ctx, l, errs[0])
 			return Renewal{}, errs[0]
 		}
 		if ttl = leaseAfter(ttl, started); ttl <= 0 {
@@ -593,7 +594,43 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 	v, err := s.run(ctx, "heartbeat", keys, args...)
 	r, err = renewal(l, v, err)
 	_, err = s.packedFence(ctx, l, "heartbeat", err)
+	s.giveBackRetaken(ctx, l, err)
 	return r, err
+}
+
+// giveBackRetaken frees, on a Redis Cluster, the slots a fenced
+// heartbeat's extension took again: limit_extend.lua cannot tell a claim
+// that ended (its holder freed by the end) from one paused past its
+// holder's deadline, and takes a free slot for either; another key's
+// extension, or the node's script, then refuses the lease. Without this the ended claim would hold the slot
+// until the new deadline, a TTL and a half.
+func (s *Store) giveBackRetaken(ctx context.Context, l Lease, err error) {
+	if l.Limits == "" || !s.onCluster() || !IsFenced(err) {
+		return
+	}
+	s.freeKeys(ctx, NodeRef{Thread: l.Thread, Run: l.Run, Node: l.Node}, l.ClaimID, limitKeyNames(l.Limits), nil, "")
+}
+
+// giveBackIfEnded is giveBackRetaken for a heartbeat that a limit's
+// extension refused before the node's script ran: the lease may still be
+// live (its node RUNNING under this claim, until its TTL), and its slots
+// then stay held until their deadlines; only a claim that has ended, or
+// whose node another claim holds, gives them back. One read, only on
+// such a refusal.
+func (s *Store) giveBackIfEnded(ctx context.Context, l Lease, err error) {
+	if l.Limits == "" || !s.onCluster() || !IsFenced(err) {
+		return
+	}
+	f, rerr := s.rdb.HMGet(ctx, s.keys.Node(l.Thread, l.Run, l.Node), "state", "claim").Result()
+	if rerr != nil {
+		return // the holders run out at their deadlines
+	}
+	if state, _ := f[0].(string); state == "RUNNING" {
+		if claim, _ := f[1].(string); claim == l.ClaimID {
+			return
+		}
+	}
+	s.giveBackRetaken(ctx, l, err)
 }
 
 // HeartbeatBatch renews many leases in one pipeline: one round trip whatever
@@ -627,10 +664,12 @@ func (s *Store) HeartbeatBatch(ctx context.Context, beats []Beat, ttl time.Durat
 		v, err := cmds[j].Result()
 		out[i], errs[i] = renewal(b.Lease, v, err)
 		_, errs[i] = s.packedFence(ctx, b.Lease, "heartbeat", errs[i]) // a round trip, only for a node gone
+		s.giveBackRetaken(ctx, b.Lease, errs[i])
 		s.observe("heartbeat", b.Lease, call, &errs[i], nil)
 	}
 	for i, b := range beats {
 		if len(send) < len(beats) && !slices.Contains(send, i) {
+			s.giveBackIfEnded(ctx, b.Lease, errs[i])
 			s.observe("heartbeat", b.Lease, call, &errs[i], nil)
 		}
 	}

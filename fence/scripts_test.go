@@ -141,14 +141,14 @@ var bindings = map[string]struct {
 	"agent_asst_put":      {3, 4, false, true, 0, 0},
 	"agent_asst_write":    {2, 4, false, true, 0, 0},
 	"agent_asst_delete":   {4, 2, false, false, 0, 0},
-	// the item store: one namespace's keys, or the index's.
-	"store_put":       {2, 0, false, true, 0, 0},
-	"store_get":       {2, 1, false, true, 0, 0},
-	"store_index":     {2, 0, false, true, 0, 0},
-	"store_unindex":   {2, 1, false, true, 0, 0},
-	"agent_ckpt_copy": {5, 7, false, false, 0, 0},
+	"agent_ckpt_copy":     {5, 7, false, false, 0, 0},
 	// agent_ckpt_keep_latest: four keys per namespace listed.
 	"agent_ckpt_keep_latest": {3, 2, true, true, 4, 0},
+	// the item store: one namespace's keys, or the index's.
+	"store_put":     {2, 0, false, true, 0, 0},
+	"store_get":     {2, 1, false, true, 0, 0},
+	"store_index":   {2, 0, false, true, 0, 0},
+	"store_unindex": {2, 1, false, true, 0, 0},
 }
 
 func scriptHeaders(t *testing.T) map[string]header {

@@ -89,9 +89,8 @@ var scriptNames = []string{"submit", "claim", "heartbeat", "commit", "fail", "re
 	"checkpoint", "checkpoint_writes", "checkpoint_delete", "promote", "retry", "retain", "locator", "park", "resume", "delete", "timeout",
 	"schedule_put", "schedule_rm", "schedule_fire", "packed_fence", "trace",
 	"limit_take", "limit_free", "limit_extend", "limit_use", "limit_set", "limit_conc", "stream_append", "wait_keep",
-	"agent_thread_put", "agent_thread_write", "agent_thread_delete", "agent_asst_put", "agent_asst_write", "agent_asst_delete",
-	"store_put", "store_get", "store_index", "store_unindex",
-	"agent_ckpt_copy", "agent_ckpt_keep_latest"}
+	"agent_thread_put", "agent_thread_write", "agent_thread_delete", "agent_asst_put", "agent_asst_write", "agent_asst_delete", "agent_ckpt_copy", "agent_ckpt_keep_latest",
+	"store_put", "store_get", "store_index", "store_unindex"}
 
 // New returns a Store over rdb.
 func New(rdb redis.UniversalClient, opt *Options) *Store {

@@ -10,23 +10,22 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/batonrun/baton/fence"
-	"github.com/batonrun/baton/internal/redistest"
 )
 
 // TestWaitModel drives one node through random sequences of claims,
 // parks, resumes (resent as after a lost reply, and for old waits),
-// commits, final fails, retries and packing, on miniredis and a real
-// redis-server, and checks after every step against a small model:
+// commits, final fails, retries and packing, on miniredis, a real
+// redis-server and a 3-master Redis Cluster, and checks after every step against a small model:
 // a wait is answered at most once (every resume of it answers its first
 // answer; one resumed event per wait), a re-run attempt reads no earlier
 // answer, and the run stays readable, packed or not.
 func TestWaitModel(t *testing.T) {
 	t.Parallel()
-	for _, be := range redistest.Backends(t) {
+	for _, be := range modelBackends(t) {
 		t.Run(be.Name, func(t *testing.T) {
 			t.Parallel()
 			rapid.Check(t, func(rt *rapid.T) {
-				require.NoError(t, be.Client.FlushAll(t.Context()).Err())
+				require.NoError(t, flushAll(t.Context(), be.Client))
 				m := &waitModel{t: t, tb: &testBundle{be: be, store: fence.New(be.Client, nil), ctx: t.Context()},
 					answers: map[string]string{}, state: "READY", status: "RUNNING"}
 				m.tb.submit(t, spec("wm", node("ask").attempts(5)))

@@ -12,6 +12,7 @@ import {
 } from "@langchain/langgraph-checkpoint";
 import { Redis } from "ioredis";
 
+import { DetachedSaver } from "./detached.js";
 import { BatonError, BatonLeaseLostError, EXIT_LEASE_LOST, codeError, isFenced } from "./errors.js";
 import { validateID, validateNS } from "./ids.js";
 import { Keys } from "./keys.js";
@@ -188,10 +189,19 @@ export class BatonSaver extends BaseCheckpointSaver {
    * The saver of the exec node this process runs as, from the environment
    * the runner gives its command: BATON_REDIS_URL, BATON_PREFIX,
    * BATON_FENCING_TOKEN, BATON_THREAD_ID and BATON_WORKER_ID.
+   *
+   * Outside an exec node (neither BATON_FENCING_TOKEN nor BATON_REDIS_URL
+   * set) it returns a DetachedSaver, so a graph module that builds its
+   * checkpointer at import imports anywhere; its first read or write
+   * throws a BatonError saying why. Half an exec node's environment still
+   * throws here, naming what is missing.
    * @param {object} [options] overrides, as for the constructor
    * @param {Record<string, string|undefined>} [env]
    */
   static fromEnv(options = {}, env = process.env) {
+    // Not an exec node (an import by a test, a notebook, the graph
+    // worker): the module imports; the first use says why not.
+    if (!options.redis && !env.BATON_REDIS_URL && !env.BATON_FENCING_TOKEN) return new DetachedSaver();
     const url = options.redis ?? env.BATON_REDIS_URL;
     if (!url) throw new BatonError("baton: BATON_REDIS_URL is not set: BatonSaver.fromEnv() runs inside a baton exec node");
     const saver = new BatonSaver({

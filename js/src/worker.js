@@ -20,10 +20,10 @@ import { Redis } from "ioredis";
 import { BatonError, isFenced } from "./errors.js";
 import { waitRequest } from "./node.js";
 import { BatonSaver, RESUME_METADATA_KEY, RUN_METADATA_KEY } from "./saver.js";
+import { BatonStore } from "./store.js";
 import { CallError, answer, interruptJSON } from "./calls.js";
 import { atBreakpoint, atCheckpoint, checkResumes, runConfig, updateState } from "./runs.js";
 import { SDK_MODES, Stream } from "./streams.js";
-import { BatonStore } from "./store.js";
 
 /** The longest reply line a call may have, under the runner's line limit. */
 const MAX_REPLY = 48 << 20;

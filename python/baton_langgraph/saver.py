@@ -27,6 +27,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from . import scripts
+from .detached import DetachedSaver
 from .envelope import COMPACT, envelope
 from .errors import EXIT_LEASE_LOST, BatonError, LeaseLostError, code_error, is_fenced
 from .ids import validate_id, validate_ns
@@ -164,8 +165,18 @@ class BatonSaver(CheckpointReads, BaseCheckpointSaver[int]):
         gone or a write is refused (``on_lost="raise"`` to handle it instead).
         It never keeps a finished process alive: the watcher is a daemon
         thread and no connection holds the interpreter.
+
+        Outside an exec node (neither BATON_FENCING_TOKEN nor BATON_REDIS_URL
+        set) it returns a DetachedSaver, so a graph module that builds its
+        checkpointer at import imports anywhere; its first read or write
+        raises BatonError saying why. Half an exec node's environment (one
+        of them set, another missing) still raises here.
         """
         env = os.environ if env is None else env
+        if not overrides.get("redis") and not env.get("BATON_REDIS_URL") and not env.get("BATON_FENCING_TOKEN"):
+            # Not an exec node (an import by a test, a notebook, the graph
+            # worker): the module imports; the first use says why not.
+            return DetachedSaver()  # type: ignore[return-value]
         url = overrides.pop("redis", None) or env.get("BATON_REDIS_URL")
         if not url:
             raise BatonError("baton: BATON_REDIS_URL is not set: BatonSaver.from_env() runs inside a baton exec node")

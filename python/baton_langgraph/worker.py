@@ -32,9 +32,9 @@ from .graphs import GraphSpec, load
 from .lease import Lease
 from .node import RESUME_KEY, RUN_KEY, _jsonable, _pending, _plan, wait_request
 from .saver import BatonSaver
+from .store import BatonStore
 from .runs import at_breakpoint, at_checkpoint, check_resumes, run_config, update_state
 from .streams import SDK_MODES, Stream
-from .store import BatonStore
 
 
 _ABSENT = object()

@@ -393,3 +393,45 @@ def test_a_lost_claim_ends_a_program_blocked_on_pipes_nobody_reads(ctl, redis_ur
     t0 = time.monotonic()
     assert proc.wait(timeout=30) == EXIT_LEASE_LOST
     assert time.monotonic() - t0 < ttl / 1000 + 1
+
+
+GRAPH_MODULE = '''
+import operator
+from typing import Annotated, TypedDict
+from langgraph.graph import StateGraph, START
+from baton_langgraph import BatonSaver
+
+class S(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+builder = StateGraph(S)
+builder.add_node("step", lambda s: {"log": ["step"]})
+builder.add_edge(START, "step")
+graph = builder.compile(checkpointer=BatonSaver.from_env())
+'''
+
+
+def test_a_graph_module_written_as_the_docs_teach_imports_outside_a_node(tmp_path):
+    """The docs' graph module builds its checkpointer at import with
+    from_env(). Imported where no node runs (a test, a notebook, the graph
+    worker) it imports; running it says why it cannot, naming the way out,
+    and nothing is written anywhere."""
+    (tmp_path / "agentmod.py").write_text(GRAPH_MODULE)
+    script = ("import asyncio, agentmod\n"
+              "cfg = {'configurable': {'thread_id': 't'}}\n"
+              "for call in (lambda: agentmod.graph.invoke({'log': []}, cfg),\n"
+              "             lambda: asyncio.run(agentmod.graph.ainvoke({'log': []}, cfg))):\n"
+              "    try:\n"
+              "        call()\n"
+              "    except Exception as e:\n"
+              "        print(type(e).__name__, e)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("BATON_")}
+    env["PYTHONPATH"] = os.pathsep.join([str(tmp_path), str(PACKAGE_DIR)])
+    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 2, proc.stdout
+    for line in lines:
+        assert line.startswith("BatonError baton: this checkpointer is BatonSaver.from_env() outside a baton exec node")
+        assert "LANGGRAPH_CONFIG" in line and "BatonSaver.reader" in line

@@ -250,17 +250,28 @@ def ppid(pid: int) -> int:
     return int(stat[stat.rindex(")") + 2:].split()[1])
 
 
+def js_env() -> dict[str, str]:
+    return {"LANGGRAPH_CONFIG": str(JS_PROJECT), "LANGGRAPH_JS_WORKER": str(REPO_ROOT / "js" / "src" / "worker.js"),
+            "LOG_LEVEL": "info"}
+
+
+@pytest.mark.parametrize("lang", ["python", "js"])
 def test_a_runner_paused_mid_graph_is_taken_over_from_the_last_checkpoint_and_its_late_saves_are_refused(
-        start_runner, tmp_path):
-    """Three runners, a 2 s lease. The runner whose worker is in the slow
-    step is paused (SIGSTOP) past its lease; another takes the node over and
-    goes on from the last checkpoint; the paused worker's save at the end of
-    its step is refused (stale_rejected); the final state has every step once."""
+        start_runner, tmp_path, lang):
+    """Three runners, a 2 s lease, a Python graph and the same graph in
+    JS, neither importing anything of baton. The runner whose worker is in
+    the slow step is paused (SIGSTOP) past its lease; another takes the
+    node over and goes on from the last checkpoint; the paused worker's
+    save at the end of its step is refused (stale_rejected); the final
+    state has every step once."""
+    if lang == "js" and not (REPO_ROOT / "js" / "node_modules" / "tsx").is_dir():
+        pytest.skip("js/node_modules is not installed (make test-js installs it)")
+    env, graph = (graph_env(PROJECT), "slow") if lang == "python" else (js_env(), "steps")
     log = tmp_path / "pause.log"
-    fleet = [start_runner(f"g-p{i}", **graph_env(PROJECT)) for i in (1, 2, 3)]
+    fleet = [start_runner(f"g-p{i}", **env) for i in (1, 2, 3)]
     c = BatonClient(fleet[0].url)
     c.submit({"id": "pause", "thread": "t-pause", "nodes": [{"id": "g", "kind": "graph", "max_attempts": 5,
-              "input": {"graph": "slow", "input": {"log": str(log), "seconds": 4}, "stream_mode": ["updates"]}}]})
+              "input": {"graph": graph, "input": {"log": str(log), "seconds": 4}, "stream_mode": ["updates"]}}]})
     start = wait_until(lambda: next((l for l in lines(log) if l[0] == "start"), None), 30, "the wait node to start")
     owner = next(r for r in fleet if r.proc.pid == ppid(int(start[1])))
     epoch = node(c.status("pause"))["epoch"]
