@@ -115,7 +115,7 @@ func (s *Server) createAssistant(w http.ResponseWriter, r *http.Request) {
 	if !s.checkAssistantBody(w, &body) {
 		return
 	}
-	id := newUUIDv4()
+	id := newID()
 	if body.AssistantID != nil {
 		if !isUUID(*body.AssistantID) {
 			invalid(w, "assistant_id", "invalid uuid")

@@ -11,14 +11,6 @@ import (
 	"github.com/batonrun/baton/fence"
 )
 
-// namespaceGraph is the reference server's NAMESPACE_GRAPH: a graph's
-// default assistant is uuid5(namespaceGraph, graph id), so its id is the
-// same on every server of the project, the reference's included.
-const namespaceGraph = "6ba7b821-9dad-11d1-80b4-00c04fd430c8"
-
-// DefaultAssistantID is the id of a graph's default assistant.
-func DefaultAssistantID(graphID string) string { return uuidV5(namespaceGraph, graphID) }
-
 // defaults makes sure each graph of the project has its default
 // assistant, once per process (again after a failure): created if
 // missing, as the reference does at start, and left alone if it exists.

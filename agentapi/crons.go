@@ -118,18 +118,21 @@ func (s *Server) createCron(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnprocessableEntity, msg)
 		return
 	}
-	if tid := r.PathValue("thread_id"); tid != "" && !cronIsUUID(tid) {
+	if tid := r.PathValue("thread_id"); tid != "" && !isUUID(tid) {
 		writeError(w, http.StatusUnprocessableEntity, "thread_id: must be a UUID")
 		return
 	}
-	graph, aid, ok := s.cronAssistant(*b.AssistantID)
-	if !ok {
+	a, err := s.ResolveAssistant(r.Context(), *b.AssistantID)
+	if IsNoAssistant(err) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("Assistant %q not found", *b.AssistantID))
 		return
+	} else if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
 	}
-	in := cronInput{Graph: graph, AssistantID: aid, Interrupts: "end"}
+	in := cronInput{Graph: a.GraphID, AssistantID: a.ID, Interrupts: "end"}
 	in.merge(&b)
-	sched := &spec.Schedule{Name: cronUUID4(), Cron: *b.Schedule, TZ: cronStr(b.Timezone),
+	sched := &spec.Schedule{Name: newID(), Cron: *b.Schedule, TZ: cronStr(b.Timezone),
 		Thread: r.PathValue("thread_id"), Multitask: cronStr(b.Multitask)}
 	s.putCron(w, r, sched, in, http.StatusOK)
 }
@@ -174,7 +177,7 @@ func cronFieldNames(msg string) string {
 // cronOf reads a schedule as a cron; ok is false for a schedule that is
 // not one (not named by a UUID, or not one graph node).
 func cronOf(st client.ScheduleStatus) (map[string]any, bool) {
-	if !cronIsUUID(st.Name) || st.Run == nil || len(st.Run.Nodes) != 1 || st.Run.Nodes[0].ID != "graph" || st.Run.Nodes[0].Kind != "graph" {
+	if !isUUID(st.Name) || st.Run == nil || len(st.Run.Nodes) != 1 || st.Run.Nodes[0].ID != "graph" || st.Run.Nodes[0].Kind != "graph" {
 		return nil, false
 	}
 	var in cronInput
@@ -214,7 +217,7 @@ func cronOf(st client.ScheduleStatus) (map[string]any, bool) {
 
 // cronGet reads one cron; a schedule that is not a cron is not found.
 func (s *Server) cronGet(w http.ResponseWriter, r *http.Request, id string) (client.ScheduleStatus, bool) {
-	if !cronIsUUID(id) {
+	if !isUUID(id) {
 		writeError(w, http.StatusUnprocessableEntity, "cron_id: must be a UUID")
 		return client.ScheduleStatus{}, false
 	}
@@ -295,8 +298,8 @@ func (s *Server) cronMatching(w http.ResponseWriter, r *http.Request, f *cronFil
 	}
 	var aid string
 	if f.AssistantID != nil {
-		if _, id, ok := s.cronAssistant(*f.AssistantID); ok {
-			aid = id
+		if a, err := s.ResolveAssistant(r.Context(), *f.AssistantID); err == nil {
+			aid = a.ID
 		} else {
 			aid = *f.AssistantID
 		}

@@ -155,15 +155,15 @@ func runsPathThread(stateless bool, tid string) string {
 
 // runsSubmit submits one run: thread tid ("" and stateless: a new thread).
 func (s *Server) runsSubmit(ctx context.Context, tid string, stateless bool, b *runBody) (*Run, error) {
-	assistant, graph, err := s.runsResolveAssistant(ctx, b.AssistantID)
-	if errors.Is(err, errNoAssistant) {
+	asst, err := s.runsResolveAssistant(ctx, b.AssistantID)
+	if IsNoAssistant(err) {
 		return nil, &runsHTTPError{http.StatusNotFound, fmt.Sprintf("No assistant found for %q. Make sure the assistant ID is for a valid assistant or a valid graph ID.", b.AssistantID)}
 	}
 	if err != nil {
 		return nil, err
 	}
 	if stateless {
-		tid = runsUUID4()
+		tid = newID()
 	} else {
 		if fence.ValidateID("thread", tid) != nil {
 			return nil, runsBadf("thread_id: %q is not a valid id", tid)
@@ -176,14 +176,24 @@ func (s *Server) runsSubmit(ctx context.Context, tid string, stateless bool, b *
 			return nil, &runsHTTPError{http.StatusNotFound, fmt.Sprintf("Thread %s not found", tid)}
 		}
 	}
-	rid := runsUUID4()
+	rid := newID()
+	assistant, graph := asst.ID, asst.GraphID
+	// The assistant's config and context, under the run's own, as the
+	// reference merges them: key by key, and configurable's keys too.
 	config := map[string]json.RawMessage{}
-	for k, v := range b.Config {
-		config[k] = v
-	}
+	_ = json.Unmarshal(asst.Config, &config)
 	configurable := map[string]any{}
 	if raw := config["configurable"]; runsPresent(raw) {
 		_ = json.Unmarshal(raw, &configurable)
+	}
+	for k, v := range b.Config {
+		config[k] = v
+	}
+	if raw := b.Config["configurable"]; runsPresent(raw) {
+		_ = json.Unmarshal(raw, &configurable)
+	}
+	if merged := mergeObjects(asst.Context, b.Context); merged != nil {
+		b.Context = merged
 	}
 	// As the reference: the run's identity in config.configurable, its
 	// metadata in config.metadata.
@@ -234,6 +244,27 @@ func (s *Server) runsSubmit(ctx context.Context, tid string, stateless bool, b *
 		}
 		s.log.Warn("agentapi_run_enqueue_failed", "run_id", rid, "err", err)
 	}
+	if !stateless {
+		// graph_id and assistant_id in the thread's metadata, as the
+		// reference stamps them (UIs filter threads on them). After the
+		// submit, so a refused run changes nothing; a retry stamps again.
+		if err := s.stampThread(ctx, tid, graph, assistant); err != nil {
+			s.log.Warn("agentapi_thread_stamp_failed", "thread_id", tid, "run_id", rid, "err", err)
+		}
+	}
 	view, _, err := s.runsRead(ctx, "", rid)
 	return view, err
+}
+
+// mergeObjects is base's keys overlaid with over's, for two JSON objects;
+// nil when neither has a key.
+func mergeObjects(base, over json.RawMessage) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	_ = json.Unmarshal(base, &m)
+	_ = json.Unmarshal(over, &m)
+	if len(m) == 0 {
+		return nil
+	}
+	out, _ := json.Marshal(m)
+	return out
 }

@@ -171,8 +171,11 @@ func (s *Server) runsBatch(w http.ResponseWriter, r *http.Request) {
 			s.runsFail(w, r, runsBadf("[%d].%v", i, err))
 			return
 		}
-		if _, _, err := s.runsResolveAssistant(r.Context(), bodies[i].AssistantID); err != nil {
+		if _, err := s.runsResolveAssistant(r.Context(), bodies[i].AssistantID); IsNoAssistant(err) {
 			s.runsFail(w, r, &runsHTTPError{http.StatusNotFound, "[" + strconv.Itoa(i) + "] No assistant found for " + strconv.Quote(bodies[i].AssistantID)})
+			return
+		} else if err != nil {
+			s.runsFail(w, r, err)
 			return
 		}
 	}

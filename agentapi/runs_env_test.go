@@ -25,17 +25,13 @@ import (
 	"github.com/batonrun/baton/runner"
 )
 
-// runsLegacyFields are the graph node input fields the graph kind reads
-// before the API's own fields land in package langgraph.
-var runsLegacyFields = []string{"graph", "input", "command", "config", "stream_mode"}
+// graphIDs is a project of fixed graph ids whose worker answers no call,
+// for tests where no graph runs.
+type graphIDs []string
 
-// runsGraphs is the API's view of the test project until package langgraph's
-// Kind answers worker calls itself.
-type runsGraphs struct{ ids []string }
-
-func (g runsGraphs) IDs() []string { return g.ids }
-func (g runsGraphs) Call(context.Context, string, any) (json.RawMessage, error) {
-	return nil, errors.New("graph worker calls are not served yet")
+func (g graphIDs) IDs() []string { return g }
+func (g graphIDs) Call(context.Context, string, any) (json.RawMessage, error) {
+	return nil, errors.New("no graph worker in this test")
 }
 
 // runsEnv is a real redis-server, a real runner serving testdata/project's
@@ -44,6 +40,7 @@ type runsEnv struct {
 	url    string
 	client *client.Client
 	api    *agentapi.Server
+	graphs agentapi.Graphs
 }
 
 // runsPython is the interpreter with LangGraph (python/.venv).
@@ -90,16 +87,11 @@ func runsSetup(t *testing.T, limits agentapi.StreamLimits) *runsEnv {
 	require.NoError(t, w.Start(context.Background()))
 	t.Cleanup(w.Shutdown)
 
-	var ids []string
-	for id := range p.Graphs {
-		ids = append(ids, id)
-	}
-	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: runsGraphs{ids}, Logger: runsLogger(t),
-		Streams: limits, GraphInputFields: runsLegacyFields})
+	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: kind, Logger: runsLogger(t), Streams: limits})
 	require.NoError(t, err)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)
-	return &runsEnv{url: hs.URL, client: c, api: api}
+	return &runsEnv{url: hs.URL, client: c, api: api, graphs: kind}
 }
 
 // call sends a request with a JSON body (when body is not "") and returns

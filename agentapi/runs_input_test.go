@@ -23,7 +23,7 @@ func TestRunInputCarriesEveryField(t *testing.T) {
 	_, rdb := redistest.Mini(t)
 	c, err := client.New(client.Config{Redis: rdb})
 	require.NoError(t, err)
-	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: runsGraphs{[]string{"chat"}}, Logger: runsLogger(t)})
+	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: graphIDs{"chat"}, Logger: runsLogger(t)})
 	require.NoError(t, err)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)

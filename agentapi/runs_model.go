@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -47,24 +46,8 @@ type graphInput struct {
 	Resumes *[]string `json:"resumes,omitempty"`
 }
 
-// runsNodeInput encodes the graph node's input, keeping only
-// Config.GraphInputFields when set.
-func (s *Server) runsNodeInput(in graphInput) (json.RawMessage, error) {
-	raw, err := json.Marshal(in)
-	if err != nil || len(s.cfg.GraphInputFields) == 0 {
-		return raw, err
-	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
-	}
-	for k := range m {
-		if !slices.Contains(s.cfg.GraphInputFields, k) {
-			delete(m, k)
-		}
-	}
-	return json.Marshal(m)
-}
+// runsNodeInput encodes the graph node's input.
+func (s *Server) runsNodeInput(in graphInput) (json.RawMessage, error) { return json.Marshal(in) }
 
 // Run is a run as the API shows it (the reference's Run schema).
 type Run struct {
@@ -155,7 +138,7 @@ func (s *Server) runsView(info *fence.RunInfo, tid string, in graphInput) *Run {
 		CreatedAt: runsTime(info.CreatedAt), MultitaskStrategy: info.Multitask,
 		Metadata: map[string]any{}, Kwargs: map[string]any{}}
 	if r.AssistantID == "" {
-		r.AssistantID = runsDefaultAssistantID(in.Graph)
+		r.AssistantID = DefaultAssistantID(in.Graph)
 	}
 	if r.MultitaskStrategy == "" {
 		r.MultitaskStrategy = "reject"

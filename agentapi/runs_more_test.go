@@ -265,9 +265,8 @@ func TestRunsMore(t *testing.T) {
 // quiet stream alive.
 func TestRunStreamCapsAndHeartbeats(t *testing.T) {
 	e := runsSetup(t, agentapi.StreamLimits{})
-	capped, err := agentapi.New(agentapi.Config{Client: e.client, Graphs: runsGraphs{[]string{"chat", "slow", "boom"}},
-		Logger: runsLogger(t), GraphInputFields: runsLegacyFields,
-		Streams: agentapi.StreamLimits{MaxRuns: 1, Heartbeat: 20 * time.Millisecond}})
+	capped, err := agentapi.New(agentapi.Config{Client: e.client, Graphs: e.graphs,
+		Logger: runsLogger(t), Streams: agentapi.StreamLimits{MaxRuns: 1, Heartbeat: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	hs := httptest.NewServer(capped)
 	t.Cleanup(hs.Close)

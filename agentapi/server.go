@@ -36,10 +36,6 @@ type Config struct {
 
 	// Runs and streams (runs.go, sse.go).
 	Streams StreamLimits
-	// GraphInputFields, when set, keeps only these fields in a run's graph
-	// node input: for a graph kind that refuses the fields it does not know
-	// (one older than the API's). Zero value: every field the API writes.
-	GraphInputFields []string
 }
 
 // Server is the Agent Server API's handler.

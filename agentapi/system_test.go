@@ -19,7 +19,7 @@ func systemServer(t *testing.T, token string) *httptest.Server {
 	_, rdb := redistest.Mini(t)
 	c, err := client.New(client.Config{Redis: rdb})
 	require.NoError(t, err)
-	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: runsGraphs{[]string{"agent"}}, Token: token, Logger: runsLogger(t)})
+	api, err := agentapi.New(agentapi.Config{Client: c, Graphs: graphIDs{"agent"}, Token: token, Logger: runsLogger(t)})
 	require.NoError(t, err)
 	hs := httptest.NewServer(api)
 	t.Cleanup(hs.Close)

@@ -99,7 +99,7 @@ func (s *Server) createThread(w http.ResponseWriter, r *http.Request) {
 	if !bodyInto(w, r, &body) {
 		return
 	}
-	id := newUUIDv4()
+	id := newID()
 	if body.ThreadID != nil && *body.ThreadID != "" {
 		if !isUUID(*body.ThreadID) {
 			invalid(w, "thread_id", "invalid uuid")
@@ -267,7 +267,7 @@ func (s *Server) copyThread(w http.ResponseWriter, r *http.Request) {
 		s.storeFailed(w, r, err)
 		return
 	}
-	newID := newUUIDv4()
+	newID := newID()
 	meta := parseObject(rec.Metadata)
 	meta["thread_id"], _ = json.Marshal(newID)
 	// The checkpoints first: a copy whose record exists is complete.

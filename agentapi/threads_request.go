@@ -2,9 +2,6 @@ package agentapi
 
 import (
 	"bytes"
-	"crypto/rand"
-	"crypto/sha1"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,56 +19,6 @@ import (
 
 // maxBody caps a request body of these routes.
 const maxBody = 8 << 20
-
-// isUUID reports whether s is a UUID in its canonical text form (any
-// version, either case), as the reference server's schemas require of
-// thread, assistant and checkpoint ids. A UUID is a valid baton ID, so it
-// may become part of a key; nothing else does.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < 36; i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-func uuidString(b []byte) string {
-	h := hex.EncodeToString(b)
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
-// newUUIDv4 returns a random UUID, the ids the reference server makes.
-func newUUIDv4() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return uuidString(b[:])
-}
-
-// uuidV5 is RFC 4122's name-based UUID (SHA-1) of name in namespace ns.
-func uuidV5(ns, name string) string {
-	nsb, _ := hex.DecodeString(strings.ReplaceAll(ns, "-", ""))
-	h := sha1.New()
-	h.Write(nsb)
-	h.Write([]byte(name))
-	b := h.Sum(nil)[:16]
-	b[6] = b[6]&0x0f | 0x50
-	b[8] = b[8]&0x3f | 0x80
-	return uuidString(b)
-}
 
 // timeText is a time as the reference server writes it (JavaScript's
 // Date.toJSON).

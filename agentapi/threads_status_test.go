@@ -62,7 +62,7 @@ func fakeGraphKind(release <-chan struct{}, started chan<- string) runner.KindFu
 // waits for it unless wait is false.
 func (b *bundle) submitGraphRun(t *testing.T, thread, do string, wait bool) string {
 	t.Helper()
-	id := newUUIDv4()
+	id := newID()
 	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"do": do}})
 	submit(t, b, id, thread, input)
 	if wait {

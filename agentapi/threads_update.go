@@ -67,7 +67,7 @@ func (s *Server) applyUpdate(ctx context.Context, rec *fence.AgentThread, up sta
 		return nil, err
 	}
 	input, _ := json.Marshal(map[string]any{"graph": graph, "update_state": up})
-	runID := newUUIDv4()
+	runID := newID()
 	_, err = s.cfg.Client.Submit(ctx, &spec.Run{ID: runID, Thread: rec.ID, Multitask: "reject",
 		Nodes: []spec.Node{{ID: "graph", Kind: "graph", Input: input, MaxAttempts: 1}}})
 	if errors.Is(err, fence.ErrThreadBusy) {

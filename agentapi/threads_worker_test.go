@@ -105,7 +105,7 @@ func TestThreadsOnARealGraphWorker(t *testing.T) {
 	require.NoError(t, b.srv.stampThread(t.Context(), tid1, "agent", DefaultAssistantID("agent")))
 
 	input, _ := json.Marshal(map[string]any{"graph": "agent", "input": map[string]string{"topic": "x"}, "interrupts": "end"})
-	run := newUUIDv4()
+	run := newID()
 	submitRaw(t, b, run, tid1, input)
 	th := b.thread(t, tid1)
 	assert.Equal(t, "idle", th.Status)
@@ -151,7 +151,7 @@ func TestThreadsOnARealGraphWorker(t *testing.T) {
 	// the interrupt, and a state update there leaves it so.
 	require.NoError(t, b.srv.stampThread(t.Context(), tid2, "ask", DefaultAssistantID("ask")))
 	input, _ = json.Marshal(map[string]any{"graph": "ask", "input": map[string]string{}, "interrupts": "end"})
-	submitRaw(t, b, newUUIDv4(), tid2, input)
+	submitRaw(t, b, newID(), tid2, input)
 	th = b.thread(t, tid2)
 	assert.Equal(t, "interrupted", th.Status)
 	require.Len(t, th.Interrupts, 1)

@@ -147,6 +147,9 @@ func (c *Client) submitRun(ctx context.Context, run *spec.Run, requireServed boo
 	if err != nil {
 		return Submitted{}, err
 	}
+	if err := c.checkPolicy(ctx, run); err != nil { // policy.go
+		return Submitted{}, err
+	}
 	if err := c.checkLimits(ctx, compiled); err != nil { // limits.go
 		return Submitted{}, err
 	}
@@ -306,16 +309,10 @@ func (c *Client) Workers(ctx context.Context) ([]fence.WorkerInfo, error) {
 // runner serves, once each. A failed read of the listing is no reason to
 // refuse a run: it gives no warning.
 func (c *Client) unservedWarnings(ctx context.Context, nodes []fence.NodeSpec) []string {
-	c.liveMu.Lock()
-	defer c.liveMu.Unlock()
-	if c.live == nil || time.Since(c.liveAt) > liveFor {
-		live, err := c.store.Workers(ctx)
-		if err != nil {
-			return nil
-		}
-		c.live, c.liveAt = live, time.Now()
+	live, err := c.liveWorkers(ctx) // policy.go
+	if err != nil {
+		return nil
 	}
-	live := c.live
 	var out []string
 	seen := map[string]bool{}
 	for _, n := range nodes {

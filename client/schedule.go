@@ -64,6 +64,11 @@ func (c *Client) PutSchedule(ctx context.Context, s *spec.Schedule) (st Schedule
 	if err := s.Validate(c.limits); err != nil {
 		return ScheduleStatus{}, false, err
 	}
+	// What the live runners would refuse of each tick's run is refused now,
+	// not at the first tick (each tick is checked again when it fires).
+	if err := c.checkPolicy(ctx, s.TickRun(spec.Tick{Label: "19700101T000000Z"})); err != nil { // policy.go
+		return ScheduleStatus{}, false, err
+	}
 	ticks, err := spec.ParseCron(s.Cron, s.TZ) // parses: Validate said so
 	if err != nil {
 		return ScheduleStatus{}, false, err

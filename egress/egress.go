@@ -237,3 +237,17 @@ func (p *Policy) String() string {
 	}
 	return strings.Join(slices.Concat(out, p.hosts), ",")
 }
+
+// MarshalText writes the policy as its entries, as Parse reads them: a
+// runner publishes its policy to the fleet this way (package jobpolicy).
+func (p *Policy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalText reads what MarshalText wrote.
+func (p *Policy) UnmarshalText(b []byte) error {
+	q, err := Parse(Setting, string(b))
+	if err != nil {
+		return err
+	}
+	*p = *q
+	return nil
+}

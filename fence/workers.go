@@ -34,6 +34,11 @@ type WorkerInfo struct {
 	// nodes, renewal round trip and lease margin. Nil from runners that
 	// predate it.
 	Health *WorkerHealth `json:"health,omitempty"`
+	// Jobs is what the runner lets its jobs reach (package jobpolicy's
+	// Rules, as JSON), published so that every submit refuses at once
+	// what the runner would refuse when a node runs. Absent: the runner
+	// published nothing, and its nodes are checked when they run.
+	Jobs json.RawMessage `json:"jobs,omitempty"`
 }
 
 // Serves reports whether the worker runs kind on queue.

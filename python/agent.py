@@ -11,8 +11,8 @@ exit code 75, even in the middle of a step.
 A person can be asked before the answer is published, with LangGraph's own
 interrupt(): given "review": true, the "review" step stops the graph with
 {"question": ..., "draft": ...}. run_node then parks the node (WAITING, no
-worker held) until someone resumes it, through service.py's
-POST /threads/{thread}/resume, `enqueue resume` or baton's API, with any JSON
+worker held) until someone resumes it, through `enqueue resume` or baton's
+API (POST /v1/runs/{run}/nodes/{node}/resume), with any JSON
 answer: {"approved": true, "note": "..."} or false. interrupt() then returns
 that answer, and publish says who decided.
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/batonrun/baton/client"
 	"github.com/batonrun/baton/fence"
+	"github.com/batonrun/baton/jobpolicy"
 	"github.com/batonrun/baton/spec"
 )
 
@@ -110,6 +111,13 @@ type WorkerConfig struct {
 	// ScheduleLimits bound the runs the scheduler submits, as the API's
 	// client bounds submitted ones. Zero value: spec.Limits' defaults.
 	ScheduleLimits spec.Limits
+	// Jobs is what this worker's kinds let jobs reach (the stock kinds'
+	// kinds.Stock.Rules), published in its advertisement: every submit
+	// (the API, enqueue, the Go client, schedules) refuses at once what
+	// the live workers that could claim a node would refuse when it runs.
+	// Nil: nothing published; this worker's nodes are checked only when
+	// they run.
+	Jobs *jobpolicy.Rules
 }
 
 func (c *WorkerConfig) setDefaults() {
@@ -299,6 +307,13 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.pause = newPauseWatch(w.cfg.Redis, w.cont.Queues, w.cfg.Logger.With("component", "pause_watch", "worker", w.cfg.ID))
 	w.sweep.self = fence.WorkerInfo{ID: w.cfg.ID, Kinds: w.cont.Kinds, Queues: w.cont.Queues,
 		Concurrency: w.cfg.Concurrency, StartedAt: time.Now()}
+	if w.cfg.Jobs != nil {
+		b, err := json.Marshal(w.cfg.Jobs)
+		if err != nil {
+			return fmt.Errorf("baton: worker config: jobs: %w", err)
+		}
+		w.sweep.self.Jobs = b
+	}
 	base, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	w.cancel = cancel
 	w.srv = nil

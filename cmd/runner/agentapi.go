@@ -1,21 +1,16 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
-	"slices"
 	"syscall"
 	"time"
 
 	"github.com/batonrun/baton/agentapi"
 	"github.com/batonrun/baton/client"
-	"github.com/batonrun/baton/langgraph"
 	"github.com/batonrun/baton/redisconn"
 	"github.com/batonrun/baton/runner/admin"
 	"github.com/batonrun/baton/spec"
@@ -45,11 +40,6 @@ func agentAPIServer(cfg Config, rconf redisconn.Config, limits spec.Limits, grap
 	}
 	closeAll := func() { _ = c.Close(); _ = rdb.Close() }
 	acfg := agentapi.Config{Client: c, Graphs: graphs, Token: cfg.APIToken, Logger: log}
-	if _, legacy := graphs.(projectGraphs); legacy {
-		// A graph kind that answers no worker calls predates the API's
-		// node input fields and refuses them: send it the ones it reads.
-		acfg.GraphInputFields = legacyGraphInputFields
-	}
 	api, err := agentapi.New(acfg)
 	if err != nil {
 		closeAll()
@@ -95,28 +85,4 @@ func listenAgentAPI(addr string, isDefault, hasToken bool, log *slog.Logger) (ne
 			"set API_TOKEN, or listen on 127.0.0.1", addr, ln.Addr())
 	}
 	return ln, nil
-}
-
-// legacyGraphInputFields are the graph node input fields of a graph kind
-// that answers no worker calls.
-var legacyGraphInputFields = []string{"graph", "input", "command", "config", "stream_mode"}
-
-// projectGraphs is the API's view of the project when the graph kind does
-// not answer worker calls itself: its graph ids, and no state, history,
-// schemas or drawings.
-type projectGraphs struct{ ids []string }
-
-func (g projectGraphs) IDs() []string { return g.ids }
-
-func (g projectGraphs) Call(_ context.Context, op string, _ any) (json.RawMessage, error) {
-	return nil, fmt.Errorf("agent server API: the graph worker does not answer %q in this build", op)
-}
-
-// graphsOf is the project's graphs as the API asks for them: the kind
-// itself when it answers worker calls (agentapi.Graphs), else its ids.
-func graphsOf(p *langgraph.Project, k *langgraph.Kind) agentapi.Graphs {
-	if g, ok := any(k).(agentapi.Graphs); ok {
-		return g
-	}
-	return projectGraphs{ids: slices.Sorted(maps.Keys(p.Graphs))}
 }

@@ -47,5 +47,5 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisc
 	w.Register(langgraph.KindName, k)
 	log.Info("graphs_served", "config", p.Path, "graphs", len(p.Graphs), "kind", langgraph.KindName,
 		"python", cfg.LangGraphPython, "node", cfg.LangGraphNode)
-	return k.Close, graphsOf(p, k), nil
+	return k.Close, k, nil
 }

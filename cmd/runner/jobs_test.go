@@ -132,6 +132,19 @@ func TestBinaryOutboundRequestsStayOutOfThePrivateNetwork(t *testing.T) {
 	t.Cleanup(func() { _ = redirector.Close() })
 	via := "http://" + outside.Addr().String() + "/hop"
 
+	// Runs stored before any runner published its policy: nothing is
+	// known at submit, and the runner refuses every way in when the
+	// nodes run.
+	c := newClient(t, srv)
+	submit(t, c, `{"id": "ssrf-run", "nodes": [
+		{"id": "direct", "kind": "http", "input": {"url": "`+target+`"}},
+		{"id": "by-name", "kind": "http", "input": {"url": "http://localhost:`+strings.Split(admin, ":")[1]+`/monitor/api/queues/default:pause"}},
+		{"id": "redirect", "kind": "http", "input": {"url": "`+via+`"}},
+		{"id": "redirect-followed", "kind": "http", "input": {"url": "`+via+`", "follow_redirects": true}}],
+		"notify": {"url": "`+target+`"}}`)
+	// A webhook through the outside host's redirect: webhooks follow none.
+	submit(t, c, `{"id": "ssrf-hook-hop", "notify": {"url": "`+via+`"}, "nodes": [{"id": "a", "kind": "noop"}]}`)
+
 	p := start(t, map[string]string{"REDIS_URL": srv.URL(), "ADMIN_ADDR": admin, "EGRESS_ALLOW": "127.0.0.2/32"})
 	p.waitLog(t, "admin_listening")
 
@@ -143,18 +156,18 @@ func TestBinaryOutboundRequestsStayOutOfThePrivateNetwork(t *testing.T) {
 	code, body = postRun(t, admin, `{"id": "ssrf-hook", "notify": {"url": "`+target+`"}, "nodes": [{"id": "a", "kind": "noop"}]}`)
 	assert.Equal(t, http.StatusBadRequest, code, body)
 	assert.Contains(t, body, "notify.url")
-	c := newClient(t, srv)
 	_, err = c.Status(t.Context(), "ssrf-api")
 	require.ErrorIs(t, err, fence.ErrNotFound)
+	// Through a Go client, which reads the policy the runner published:
+	// refused the same way. (c read the listing before the runner
+	// started, and keeps it for a second.)
+	_, err = newClient(t, srv).Submit(t.Context(), &runner.RunSpec{ID: "ssrf-client", Notify: &runner.Notify{URL: target},
+		Nodes: []runner.NodeSpec{{ID: "a", Kind: "http", Input: json.RawMessage(`{"url": "` + target + `"}`)}}})
+	require.ErrorContains(t, err, "nodes[0].input.url: egress: address refused")
+	require.ErrorContains(t, err, "notify.url: egress: address refused")
+	_, err = c.Status(t.Context(), "ssrf-client")
+	require.ErrorIs(t, err, fence.ErrNotFound)
 
-	// A submitter that does not know the policy (the Go client) stores
-	// the run; the runner refuses every way in when the node runs.
-	submit(t, c, `{"id": "ssrf-run", "nodes": [
-		{"id": "direct", "kind": "http", "input": {"url": "`+target+`"}},
-		{"id": "by-name", "kind": "http", "input": {"url": "http://localhost:`+strings.Split(admin, ":")[1]+`/monitor/api/queues/default:pause"}},
-		{"id": "redirect", "kind": "http", "input": {"url": "`+via+`"}},
-		{"id": "redirect-followed", "kind": "http", "input": {"url": "`+via+`", "follow_redirects": true}}],
-		"notify": {"url": "`+target+`"}}`)
 	info := waitRun(t, c, "ssrf-run")
 	require.Equal(t, "FAILED", info.Status)
 	errs := map[string]string{}
@@ -167,8 +180,6 @@ func TestBinaryOutboundRequestsStayOutOfThePrivateNetwork(t *testing.T) {
 	assert.Contains(t, errs["by-name"], "address refused")
 	assert.Contains(t, errs["redirect"], "not followed")
 	assert.Contains(t, errs["redirect-followed"], "address refused")
-	// A webhook through the outside host's redirect: webhooks follow none.
-	submit(t, c, `{"id": "ssrf-hook-hop", "notify": {"url": "`+via+`"}, "nodes": [{"id": "a", "kind": "noop"}]}`)
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		errs := map[string]string{}
 		for _, l := range strings.Split(p.log(), "\n") {

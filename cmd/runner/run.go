@@ -79,7 +79,12 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer history.Close()
 	}
+	// The stock kinds KINDS names, with what the operator lets jobs reach
+	// (jobs.go), published with the worker's advertisement: every submit,
+	// through the API or not, refuses at once what a spec asks beyond it.
+	stock, kindNames := cfg.stock(rconf)
 	w, err := runner.NewWorker(runner.WorkerConfig{
+		Jobs:              stock.Rules(kindNames),
 		Redis:             rdb,
 		Prefix:            cfg.Prefix,
 		ID:                cfg.RunnerID,
@@ -110,16 +115,13 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The stock kinds KINDS names, with what the operator lets jobs reach
-	// (jobs.go); the API refuses at submit what a spec asks beyond it.
-	stock, kindNames := cfg.stock(rconf)
 	kinds.RegisterStockOnly(w, stock, kindNames)
 	stopGraphs, graphs, err := startGraphs(ctx, cfg, w, rconf, log) // graphs.go
 	if err != nil {
 		return err
 	}
 	defer stopGraphs()
-	clientLimits := runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes, Policy: kinds.Checker{Stock: stock}}
+	clientLimits := runner.Limits{MaxInputBytes: cfg.MaxInputBytes, MaxSpecBytes: cfg.MaxSpecBytes}
 	client, err := runner.NewClient(runner.ClientConfig{Redis: rdb, Prefix: cfg.Prefix, Limits: clientLimits})
 	if err != nil {
 		return err
@@ -143,7 +145,7 @@ func run(ctx context.Context, cfg Config, log *slog.Logger) error {
 		proxies, _ := admin.ParseTrustedProxies(cfg.TrustedProxy) // validated
 		srv, err = admin.NewServer(admin.Config{Client: client, Redis: rdb, Gatherer: reg, Token: cfg.APIToken,
 			Logger: log, TraceURL: cfg.TraceURL, MaxBodyBytes: max(admin.DefaultMaxBodyBytes, 2*int64(cfg.MaxInputBytes)),
-			TrustedProxies: proxies, MonitorReadOnly: cfg.MonitorReadOnly,
+			TrustedProxies: proxies, MonitorReadOnly: cfg.MonitorReadOnly, Redact: stock.Exec.Redact,
 			FollowersPerClient: cfg.EventStreamsPerClient, FollowMaxAge: cfg.EventStreamMaxAge})
 		if err != nil {
 			return err

@@ -19,6 +19,7 @@ import (
 
 	"github.com/batonrun/baton/internal/runfeed"
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/kinds"
 )
 
 // DefaultMaxBodyBytes caps a request body when Config.MaxBodyBytes is zero.
@@ -95,6 +96,13 @@ type Config struct {
 	// trace id (TRACE_URL, e.g. https://jaeger.example/trace/{trace_id}).
 	// Zero value: no link.
 	TraceURL string
+	// Redact holds values the views show as [redacted] wherever they occur
+	// in a node's input, result or error: the runner's own secrets and the
+	// values of REDACT_ENV (the stock runner passes the Redactor its exec
+	// kind uses). Runners redact what they store already; this also covers
+	// what another runner, or a kind that does not redact, stored. Zero
+	// value: the views hide only what looks secret by its name or shape.
+	Redact *kinds.Redactor
 
 	// The timeouts below apply to the *http.Server that NewServer returns;
 	// New ignores them. They bound what a slow or stalled client costs: a
@@ -212,6 +220,7 @@ func New(cfg Config) (http.Handler, error) {
 		return nil, err
 	}
 	views.traceURL = cfg.TraceURL
+	views.secrets = cfg.Redact
 	csrf := http.NewCrossOriginProtection()
 	csrf.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "cross-origin request refused")

@@ -10,9 +10,11 @@ import (
 // The views redact in two ways. What a runner resolved from an $env or a
 // $file reference, and the operator's named secrets (REDACT_ENV), are
 // redacted by value before they are stored (runner/kinds.Redactor): no
-// result, error or event holds them, so no view can show them. What a spec
-// wrote literally is stored as written; redact keeps it off the views by
-// the shapes secrets have, which is a guess, not a guarantee: pass
+// result, error or event holds them. The node view applies the operator's
+// values again (Config.Redact), for what another runner stored. What a
+// spec wrote literally, and what a command returns, is stored as it is;
+// redact keeps it off the views by the shapes secrets have (in a node's
+// input and in its result alike), which is a guess, not a guarantee: pass
 // credentials by reference.
 
 // secretKey matches the names of values that look like secrets: an exec

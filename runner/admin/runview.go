@@ -253,8 +253,11 @@ func (u *ui) node(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d.Input = prettyJSON(redact(in))
-	d.Result = prettyJSON(d.Node.Result)
+	// The input and the result are shown as the redaction of both kinds
+	// leaves them (redact.go); the error, free text, by value only.
+	d.Input = prettyJSON(u.secrets.JSON(redact(in)))
+	d.Result = prettyJSON(u.secrets.JSON(redact(d.Node.Result)))
+	d.Node.Error = u.secrets.String(d.Node.Error)
 	evs, err := u.client.Events(r.Context(), id, "", 10*uiMaxEvents)
 	if err != nil {
 		u.fail(w, r, err)
@@ -288,7 +291,7 @@ func (u *ui) node(w http.ResponseWriter, r *http.Request) {
 						d.Attempts[k].Mark = e.Mark
 					}
 					if msg := cmp.Or(e.Details["error"], e.Details["reason"]); msg != "" {
-						d.Attempts[k].Detail = cut(msg, 200)
+						d.Attempts[k].Detail = cut(u.secrets.String(msg), 200)
 					}
 					break
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/batonrun/baton/runner"
+	"github.com/batonrun/baton/runner/kinds"
 )
 
 //go:embed ui/*.html ui/static
@@ -43,7 +44,8 @@ type ui struct {
 	// hasToken: a login exists, so the header offers a logout.
 	hasToken bool
 	now      func() time.Time
-	traceURL string // Config.TraceURL
+	traceURL string          // Config.TraceURL
+	secrets  *kinds.Redactor // Config.Redact
 }
 
 func newUI(client *runner.Client, rdb redis.UniversalClient, log *slog.Logger, hasToken bool) (*ui, error) {

@@ -20,6 +20,7 @@ import (
 	"github.com/batonrun/baton/internal/redistest"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/runner/admin"
+	"github.com/batonrun/baton/runner/kinds"
 )
 
 // viewBundle is an admin server over miniredis, whose clock the test
@@ -430,4 +431,52 @@ func TestNodePageRedactsLiteralSecrets(t *testing.T) {
 	assert.Contains(t, body, "[redacted]")
 	assert.Contains(t, body, "fast")
 	assert.Contains(t, body, "$env", "a reference is no secret")
+}
+
+// A node's result is shown as its input is: what looks secret by its name
+// or shape is hidden (a key named like a credential, a URL's password, a
+// bearer token in text), and so is any value the operator named
+// (Config.Redact, REDACT_ENV), wherever it occurs in the input, the
+// result or the error; the rest shows.
+func TestNodePageRedactsResults(t *testing.T) {
+	t.Parallel()
+	m, rdb := redistest.Mini(t)
+	m.SetTime(time.Now())
+	c, err := runner.NewClient(runner.ClientConfig{Redis: rdb})
+	require.NoError(t, err)
+	h, err := admin.New(admin.Config{Client: c, Redis: rdb, Logger: testLogger(t), Redact: kinds.NewRedactor("op-secret-9999")})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	b := &viewBundle{m: m, rdb: rdb, client: c, url: srv.URL}
+
+	spec, err := runner.ParseSpec([]byte(`{"id":"r1","nodes":[{"id":"a","kind":"noop","input":{"mode":"op-secret-9999 fast"}},
+		{"id":"b","kind":"noop","max_attempts":1}]}`))
+	require.NoError(t, err)
+	_, err = c.Submit(t.Context(), spec)
+	require.NoError(t, err)
+	s := c.Store()
+	claim, err := s.Claim(t.Context(), fence.NodeRef{Thread: "r1", Run: "r1", Node: "a"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = s.Commit(t.Context(), claim.Lease, []byte(`{"api_key":"sk-result-1","nested":{"DB_PASS":42},
+		"target":"postgres://app:pw-result-2@db/x","log":"sent Authorization: Bearer tok-result-3","echo":"got op-secret-9999","rows":7}`), claim.Dependents)
+	require.NoError(t, err)
+	claim, err = s.Claim(t.Context(), fence.NodeRef{Thread: "r1", Run: "r1", Node: "b"}, "w1", time.Minute, 0)
+	require.NoError(t, err)
+	_, err = s.Fail(t.Context(), claim.Lease, fence.Failure{Err: "upstream said op-secret-9999 is wrong", Final: true}, claim.Descendants)
+	require.NoError(t, err)
+
+	code, body := b.page(t, http.DefaultClient, "/runs/r1/nodes/a")
+	require.Equal(t, http.StatusOK, code)
+	require.Contains(t, body, `id="node-result"`)
+	for _, secret := range []string{"sk-result-1", "pw-result-2", "tok-result-3", "op-secret-9999", ": 42"} {
+		assert.NotContains(t, body, secret)
+	}
+	for _, shown := range []string{"postgres://app:[redacted]@db/x", "Bearer [redacted]", "got [redacted]", "[redacted] fast", "&#34;rows&#34;: 7"} {
+		assert.Contains(t, body, shown)
+	}
+	code, body = b.page(t, http.DefaultClient, "/runs/r1/nodes/b")
+	require.Equal(t, http.StatusOK, code)
+	assert.NotContains(t, body, "op-secret-9999")
+	assert.Contains(t, body, "upstream said [redacted] is wrong")
 }

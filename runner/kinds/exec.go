@@ -14,7 +14,6 @@ import (
 	"math"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +24,8 @@ import (
 	"github.com/batonrun/baton/fence"
 	"github.com/batonrun/baton/runner"
 	"github.com/batonrun/baton/tracing"
+
+	"github.com/batonrun/baton/jobpolicy"
 )
 
 // ExecOptions configures the exec kind. The zero value is ready to use.
@@ -169,14 +170,9 @@ func Exec(opts ExecOptions) runner.Kind {
 }
 
 func newRefs(opts ExecOptions) *refs {
-	r := &refs{envNames: opts.EnvRefs, fileMax: cmp.Or(opts.FileMaxBytes, execSecretMax),
+	return &refs{rules: jobpolicy.Rules{EnvRefs: opts.EnvRefs, FileDirs: opts.FileDirs},
+		fileDirs: jobpolicy.Dirs(opts.FileDirs), fileMax: cmp.Or(opts.FileMaxBytes, execSecretMax),
 		fileWait: cmp.Or(opts.FileTimeout, execFileTimeout)}
-	for _, d := range opts.FileDirs {
-		if filepath.IsAbs(d) {
-			r.fileDirs = append(r.fileDirs, filepath.Clean(d))
-		}
-	}
-	return r
 }
 
 type execKind struct {
@@ -433,7 +429,7 @@ func (k *execKind) execEnv(ctx context.Context, in map[string]envValue, t *runne
 		if err != nil {
 			return nil, err
 		}
-		if in[key].literal == "" {
+		if in[key].Literal == "" {
 			*secrets = append(*secrets, v)
 		}
 		env = append(env, key+"="+v)
@@ -471,14 +467,7 @@ func passEnv(pass []string) []string {
 	return env
 }
 
-func envNamed(names []string, name string) bool {
-	for _, n := range names {
-		if n == name || (strings.HasSuffix(n, "*") && strings.HasPrefix(name, n[:len(n)-1])) {
-			return true
-		}
-	}
-	return false
-}
+func envNamed(names []string, name string) bool { return jobpolicy.EnvNamed(names, name) }
 
 // stopGroup stops what is left of the group once its leader has exited:
 // SIGTERM (unless the watcher sent it at termAt), then SIGKILL when the

@@ -1,9 +1,7 @@
 package kinds
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/batonrun/baton/jobpolicy"
 )
 
 // Defaults of what a {"$file": ...} env value may read.
@@ -31,76 +31,22 @@ const (
 // the operator allows (ExecOptions.EnvRefs, ExecOptions.FileDirs). The
 // stored input, the events, the run view and the API hold the reference
 // only, and the value is redacted from the attempt's result and error.
-type envValue struct {
-	literal string
-	env     string // set for {"$env": ...}
-	file    string // set for {"$file": ...}
-}
+type envValue struct{ jobpolicy.EnvRef }
 
-func (v *envValue) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	if len(b) > 0 && b[0] == '"' {
-		return json.Unmarshal(b, &v.literal)
-	}
-	var ref map[string]string
-	if err := json.Unmarshal(b, &ref); err != nil || len(ref) != 1 {
-		return fmt.Errorf(`env value: want a string, {"$env": "NAME"} or {"$file": "/path"}`)
-	}
-	switch {
-	case ref["$env"] != "":
-		v.env = ref["$env"]
-		if strings.ContainsAny(v.env, "=\x00") {
-			return fmt.Errorf("env value: $env %q is not a variable name", v.env)
-		}
-	case ref["$file"] != "":
-		v.file = ref["$file"]
-	default:
-		return fmt.Errorf(`env value: want a string, {"$env": "NAME"} or {"$file": "/path"}`)
-	}
-	return nil
-}
-
-// refs is what the operator lets env references read.
+// refs is what the operator lets env references read: the rules a runner
+// publishes (package jobpolicy, the same check a submit makes) and the
+// bounds of a read.
 type refs struct {
-	envNames []string // exact names; one ending in "*" is a prefix
+	rules    jobpolicy.Rules
 	fileDirs []string // cleaned absolute directories
 	fileMax  int64
 	fileWait time.Duration
 }
 
-// envAllowed reports whether $env may read name.
-func (r *refs) envAllowed(name string) bool { return envNamed(r.envNames, name) }
-
-// fileAllowed reports whether path, cleaned, lies under an allowed
-// directory. It reads nothing: links are followed at open.
-func (r *refs) fileAllowed(path string) bool {
-	if !filepath.IsAbs(path) {
-		return false
-	}
-	return under(filepath.Clean(path), r.fileDirs)
-}
-
-func under(path string, dirs []string) bool {
-	for _, d := range dirs {
-		if path == d || strings.HasPrefix(path, strings.TrimSuffix(d, "/")+"/") {
-			return true
-		}
-	}
-	return false
-}
-
 // check returns what is wrong with the reference before anything is read:
 // a name or a path the operator does not allow. Its message names the
 // setting, never a value.
-func (v envValue) check(r *refs) string {
-	switch {
-	case v.env != "" && !r.envAllowed(v.env):
-		return fmt.Sprintf("$env %q is not one the runner lets jobs read (EXEC_ENV_REFS)", v.env)
-	case v.file != "" && !r.fileAllowed(v.file):
-		return fmt.Sprintf("$file %q is not under a directory the runner lets jobs read (EXEC_FILE_DIRS)", v.file)
-	}
-	return ""
-}
+func (v envValue) check(r *refs) string { return r.rules.CheckRef(v.EnvRef) }
 
 // resolve returns the value the command gets for key. A reference the
 // operator does not allow is Permanent; one that cannot be resolved on
@@ -111,27 +57,27 @@ func (v envValue) resolve(ctx context.Context, key string, r *refs) (string, err
 		return "", permanentf("exec", "env", "%q: %s", key, msg)
 	}
 	switch {
-	case v.env != "":
-		s, ok := os.LookupEnv(v.env)
+	case v.Env != "":
+		s, ok := os.LookupEnv(v.Env)
 		if !ok {
-			return "", fmt.Errorf("exec: input: env %q: $env %q is not set on this worker", key, v.env)
+			return "", fmt.Errorf("exec: input: env %q: $env %q is not set on this worker", key, v.Env)
 		}
 		return s, nil
-	case v.file != "":
-		b, err := r.readFile(ctx, v.file)
+	case v.File != "":
+		b, err := r.readFile(ctx, v.File)
 		if err != nil {
-			return "", fmt.Errorf("exec: input: env %q: $file %s: %w", key, v.file, err)
+			return "", fmt.Errorf("exec: input: env %q: $file %s: %w", key, v.File, err)
 		}
 		s := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
 		if strings.ContainsRune(s, 0) {
-			return "", fmt.Errorf("exec: input: env %q: $file %s: holds a NUL byte", key, v.file)
+			return "", fmt.Errorf("exec: input: env %q: $file %s: holds a NUL byte", key, v.File)
 		}
 		return s, nil
 	}
-	if strings.ContainsRune(v.literal, 0) {
+	if strings.ContainsRune(v.Literal, 0) {
 		return "", permanentf("exec", "env", "%q holds a NUL byte", key)
 	}
-	return v.literal, nil
+	return v.Literal, nil
 }
 
 // readFile reads a regular file under an allowed directory, at most
@@ -155,7 +101,7 @@ func (r *refs) readFile(ctx context.Context, path string) ([]byte, error) {
 		f.Close()
 		return nil, fmt.Errorf("not a regular file (%s): refused", fileType(st.Mode))
 	}
-	if real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil && !under(real, r.realDirs()) {
+	if real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd)); err == nil && !jobpolicy.Under(real, r.realDirs()) {
 		f.Close()
 		return nil, fmt.Errorf("a link leads outside EXEC_FILE_DIRS: refused")
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/batonrun/baton/runner"
+
+	"github.com/batonrun/baton/jobpolicy"
 )
 
 // Registrar is where kinds are registered; *runner.Worker is one. It is an
@@ -16,7 +18,7 @@ type Registrar interface {
 }
 
 // StockNames are the stock kinds' names, as run specs use them.
-var StockNames = []string{"exec", "http", "sleep", "noop"}
+var StockNames = jobpolicy.StockKinds
 
 // RegisterStock registers exec, http, sleep and noop with their defaults,
 // under the names run specs use ("exec", "http", "sleep", "noop"). A program
