@@ -89,6 +89,13 @@ const multitask = async (strategy) => {
   const r1 = await c.runs.create(tid, "agent", { input: { topic: "first", delay_ms: 600 } });
   at("until_running");
   await untilRunning(tid, r1.run_id);
+  // Started for good: its input is the thread's state (a run only claimed
+  // has written nothing a strategy could keep or roll back).
+  at("until_state");
+  for (let i = 0; i < 400; i++) {
+    if ((await c.threads.getState(tid)).values?.topic === "first") break;
+    await sleep(25);
+  }
   at("create second");
   const res = {};
   let r2;

@@ -137,6 +137,13 @@ def steps(url, sync, tag):
         r1 = await w(c.runs.create(tid, "agent", input={"topic": "first", "delay_ms": 600}))
         at("until_running")
         await until_running(c, tid, r1["run_id"])
+        # Started for good: its input is the thread's state (a run only
+        # claimed has written nothing a strategy could keep or roll back).
+        at("until_state")
+        for _ in range(400):
+            if (await w(c.threads.get_state(tid)))["values"].get("topic") == "first":
+                break
+            await asyncio.sleep(0.025)
         at("create second")
         res = {}
         try:
