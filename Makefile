@@ -4,7 +4,7 @@
 GO       ?= go
 TIMEOUT  ?= 15m
 
-.PHONY: all build test test-short test-js test-py api-tools demo bench bench-agent chaos lint clean
+.PHONY: all build test test-short test-js test-py test-agentapi api-tools demo bench bench-agent chaos lint clean
 
 all: build test
 
@@ -78,6 +78,26 @@ test-py:
 		fi && \
 		.venv/bin/python -m pytest -q; \
 	fi
+
+# LangGraph's official clients (Python SDK sync and async, JS SDK) against
+# LangGraph's reference server and a baton runner, side by side
+# (internal/agentapitest). make test runs it with the rest; this target
+# runs it alone, installing its locked npm and pip packages (and the JS
+# worker's, in js) when missing or older than their locks.
+AGENTAPI_DIR := internal/agentapitest
+test-agentapi:
+	@for dir in js $(AGENTAPI_DIR); do \
+		if [ ! -f $$dir/node_modules/.package-lock.json ] || [ $$dir/package-lock.json -nt $$dir/node_modules/.package-lock.json ]; then \
+			(cd $$dir && npm ci --no-audit --no-fund) || exit 1; \
+		fi; \
+	done
+	@cd $(AGENTAPI_DIR) && \
+	if [ ! -f .venv/.installed ] || [ requirements.lock -nt .venv/.installed ]; then \
+		$(PYTHON) -m venv .venv && \
+		.venv/bin/pip install -q --require-hashes --no-deps -r requirements.lock && \
+		touch .venv/.installed; \
+	fi
+	$(GO) test -count=1 -run 'TestOfficialClientsSideBySide|TestDifferencesAreDocumented' -v ./$(AGENTAPI_DIR)/
 
 # What internal/apicheck needs: schemathesis, run against the OpenAPI
 # document a real runner serves, and the npm packages that generate a

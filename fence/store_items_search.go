@@ -48,7 +48,7 @@ func (s *Store) SearchItems(ctx context.Context, q ItemSearch) ([]Item, error) {
 		return nil, err
 	}
 	limit := cmp.Or(q.Limit, 10)
-	namespaces, err := s.indexed(ctx, q.Prefix)
+	namespaces, err := s.indexedNamespaces(ctx, q.Prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -139,9 +139,9 @@ func (s *Store) refreshItems(ctx context.Context, items []Item) error {
 	return nil
 }
 
-// indexed lists the indexed namespaces under prefix (labels joined by
+// indexedNamespaces lists the indexed namespaces under prefix (labels joined by
 // "."), in the order of their label tuples.
-func (s *Store) indexed(ctx context.Context, prefix []string) ([]string, error) {
+func (s *Store) indexedNamespaces(ctx context.Context, prefix []string) ([]string, error) {
 	var names []string
 	if len(prefix) == 0 {
 		all, err := s.rdb.ZRange(ctx, s.keys.StoreIndex(), 0, -1).Result()
@@ -199,7 +199,7 @@ func (s *Store) ListNamespaces(ctx context.Context, q NamespaceQuery) ([][]strin
 	if i := slices.Index(q.Prefix, "*"); i >= 0 {
 		literal = q.Prefix[:i]
 	}
-	names, err := s.indexed(ctx, literal)
+	names, err := s.indexedNamespaces(ctx, literal)
 	if err != nil {
 		return nil, err
 	}
