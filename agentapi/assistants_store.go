@@ -67,10 +67,11 @@ func (s *Server) resolveAssistantID(idOrGraph string) (string, error) {
 
 // Assistant is an assistant as a run needs it.
 type Assistant struct {
-	ID      string
-	GraphID string
-	Config  json.RawMessage
-	Context json.RawMessage
+	ID       string
+	GraphID  string
+	Config   json.RawMessage
+	Context  json.RawMessage
+	Metadata json.RawMessage
 }
 
 // assistant reads the assistant that idOrGraph names; errAssistantUnknown when
@@ -101,7 +102,7 @@ func (s *Server) ResolveAssistant(ctx context.Context, idOrGraph string) (*Assis
 	var graph string
 	_ = json.Unmarshal([]byte(a.Fields["graph_id"]), &graph)
 	return &Assistant{ID: a.ID, GraphID: graph, Config: json.RawMessage(orJSON(a.Fields["config"], "{}")),
-		Context: json.RawMessage(orJSON(a.Fields["context"], "{}"))}, nil
+		Context: json.RawMessage(orJSON(a.Fields["context"], "{}")), Metadata: json.RawMessage(orJSON(a.Fields["metadata"], "{}"))}, nil
 }
 
 // IsNoAssistant reports an unknown assistant.

@@ -118,6 +118,7 @@ func (s *Server) runsCreate(stateless bool, mode runsMode) http.HandlerFunc {
 			s.runsFail(w, r, err)
 			return
 		}
+		body.Headers = headerConfigurable(r.Header)
 		tid := r.PathValue("thread_id")
 		run, err := s.runsSubmit(r.Context(), tid, stateless, body)
 		if err != nil {
@@ -195,13 +196,35 @@ func (s *Server) runsSubmit(ctx context.Context, tid string, stateless bool, b *
 	if merged := mergeObjects(asst.Context, b.Context); merged != nil {
 		b.Context = merged
 	}
+	for k, v := range b.Headers {
+		configurable[k] = v
+	}
 	// As the reference: the run's identity in config.configurable, its
 	// metadata in config.metadata.
 	configurable["run_id"], configurable["thread_id"] = rid, tid
 	configurable["graph_id"], configurable["assistant_id"] = graph, assistant
 	config["configurable"], _ = json.Marshal(configurable)
-	if len(b.Metadata) > 0 {
-		config["metadata"], _ = json.Marshal(b.Metadata)
+	// The run's metadata, as the reference merges it: the assistant's, the
+	// thread's (graph_id and assistant_id stamped in it), then the run's
+	// own; it is config.metadata too.
+	meta := map[string]json.RawMessage{}
+	_ = json.Unmarshal(asst.Metadata, &meta)
+	if !stateless {
+		if rec, err := s.cfg.Client.Store().AgentThread(ctx, tid); err == nil {
+			_ = json.Unmarshal(rec.Metadata, &meta)
+		}
+	}
+	meta["graph_id"], _ = json.Marshal(graph)
+	meta["assistant_id"], _ = json.Marshal(assistant)
+	for k, v := range b.Metadata {
+		meta[k] = v
+	}
+	b.Metadata = meta
+	config["metadata"], _ = json.Marshal(meta)
+	if !runsPresent(b.Input) && !runsPresent(b.Command) {
+		// No input: go on from the thread's state, as LangGraph does with
+		// None (the SDKs leave a None input out of the body).
+		b.Input = json.RawMessage("null")
 	}
 	in := graphInput{Graph: graph, Input: b.Input, Command: b.Command, Config: config, StreamMode: b.StreamMode,
 		Context: b.Context, InterruptBefore: b.InterruptBefore, InterruptAfter: b.InterruptAfter,

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 )
@@ -37,6 +38,25 @@ type runBody struct {
 	Webhook           string
 	Durability        string
 	StrictResume      bool
+	// Headers are the request's headers the reference hands the graph in
+	// config.configurable: x-* (but credentials) and user-agent.
+	Headers map[string]string
+}
+
+// headerConfigurable picks the headers the reference puts in a run's
+// config.configurable: every X-* header but the ones that carry
+// credentials, and User-Agent, by their lower-case names.
+func headerConfigurable(h http.Header) map[string]string {
+	out := map[string]string{}
+	for name, vs := range h {
+		k := strings.ToLower(name)
+		switch {
+		case k == "x-api-key" || k == "x-tenant-id" || k == "x-service-key" || len(vs) == 0:
+		case strings.HasPrefix(k, "x-") || k == "user-agent":
+			out[k] = vs[0]
+		}
+	}
+	return out
 }
 
 // runsBadInput is a body the reference refuses with 422; its message names the

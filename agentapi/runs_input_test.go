@@ -41,7 +41,11 @@ func TestRunInputCarriesEveryField(t *testing.T) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&run))
 	assert.Equal(t, "pending", run["status"])
 	assert.Equal(t, "eb6db400-e3c8-5d06-a834-015cb89efe69", run["assistant_id"])
-	assert.Equal(t, map[string]any{"team": "a"}, run["metadata"])
+	// The run's metadata as the reference merges it: the assistant's
+	// (a default one's created_by), the thread's stamp, the run's own.
+	meta := map[string]any{"team": "a", "created_by": "system", "graph_id": "chat",
+		"assistant_id": "eb6db400-e3c8-5d06-a834-015cb89efe69"}
+	assert.Equal(t, meta, run["metadata"])
 	assert.Equal(t, "enqueue", run["multitask_strategy"])
 	kw := run["kwargs"].(map[string]any)
 	assert.Equal(t, map[string]any{"user": "u"}, kw["context"])
@@ -53,7 +57,7 @@ func TestRunInputCarriesEveryField(t *testing.T) {
 	var got map[string]any
 	require.NoError(t, json.Unmarshal(in, &got))
 	cfg := got["config"].(map[string]any)
-	assert.Equal(t, map[string]any{"team": "a"}, cfg["metadata"], "metadata reaches the graph's config.metadata")
+	assert.Equal(t, meta, cfg["metadata"], "metadata reaches the graph's config.metadata")
 	assert.Equal(t, []any{"x"}, cfg["tags"])
 	conf := cfg["configurable"].(map[string]any)
 	assert.Equal(t, "m", conf["model"])
@@ -64,7 +68,7 @@ func TestRunInputCarriesEveryField(t *testing.T) {
 		"graph": "chat", "input": map[string]any{"topic": "t"}, "command": map[string]any{"resume": "yes"},
 		"stream_mode": []any{"updates", "messages-tuple"}, "context": map[string]any{"user": "u"},
 		"interrupt_before": []any{"write"}, "interrupt_after": "*", "checkpoint_id": "cp-1", "subgraphs": true,
-		"assistant_id": "eb6db400-e3c8-5d06-a834-015cb89efe69", "metadata": map[string]any{"team": "a"},
+		"assistant_id": "eb6db400-e3c8-5d06-a834-015cb89efe69", "metadata": meta,
 		"interrupts": "end", "resumes": []any{},
 	}, got)
 }

@@ -158,13 +158,20 @@ func (s *Server) runsView(info *fence.RunInfo, tid string, in graphInput) *Run {
 	}
 	kw := r.Kwargs
 	kw["input"] = in.Input
-	kw["command"] = in.Command
 	kw["config"] = in.Config
 	kw["context"] = in.Context
+	if !runsPresent(in.Context) {
+		kw["context"] = map[string]any{}
+	}
 	kw["stream_mode"] = in.StreamMode
-	kw["interrupt_before"] = in.InterruptBefore
-	kw["interrupt_after"] = in.InterruptAfter
 	kw["subgraphs"] = in.Subgraphs
+	// As the reference: fields a run was not given are left out.
+	for k, v := range map[string]json.RawMessage{"command": in.Command, "interrupt_before": in.InterruptBefore,
+		"interrupt_after": in.InterruptAfter} {
+		if runsPresent(v) {
+			kw[k] = v
+		}
+	}
 	if in.CheckpointID != "" {
 		kw["checkpoint_id"] = in.CheckpointID
 	}

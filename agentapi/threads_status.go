@@ -15,7 +15,8 @@ import (
 // time (docs/agent-server.md, "Thread status"):
 //   - busy: the thread's active run has not ended, or runs wait behind it;
 //   - else, from the thread's last run: interrupted when its result holds
-//     interrupts (with them), error when it FAILED, idle otherwise (or
+//     interrupts (with them) or steps left (a breakpoint), error when it
+//     FAILED, idle otherwise (or
 //     when there is no run, or it is no longer kept);
 //   - a state update's run (POST /threads/{id}/state) leaves the status as
 //     it was: its record remembers the status and the new values.
@@ -44,6 +45,7 @@ type threadState struct {
 type graphResult struct {
 	Values     json.RawMessage   `json:"values"`
 	Interrupts []json.RawMessage `json:"interrupts"`
+	Next       []string          `json:"next"`
 	Checkpoint json.RawMessage   `json:"checkpoint"`
 }
 
@@ -90,7 +92,9 @@ func (s *Server) threadStatus(ctx context.Context, rec *fence.AgentThread) (thre
 			st.Values = res.Values
 		}
 		st.Interrupts = interruptsByTask(res.Interrupts)
-		if len(res.Interrupts) > 0 {
+		if len(res.Interrupts) > 0 || len(res.Next) > 0 {
+			// An interrupt(), or a breakpoint (interrupt_before or
+			// interrupt_after): steps are left, as the reference says.
 			st.Status = threadInterrupted
 		}
 	}
