@@ -174,8 +174,8 @@ func startReference(t *testing.T) string {
 	cmd.Env = append(os.Environ(), "LANGSMITH_TRACING=false", "LANGCHAIN_TRACING_V2=false", "LOG_LEVEL=warn")
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	var log bytes.Buffer
-	cmd.Stderr = &log
+	log := &lockedBuffer{}
+	cmd.Stderr = log
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	ready := make(chan bool, 1)
@@ -190,7 +190,9 @@ func startReference(t *testing.T) string {
 	}()
 	select {
 	case ok := <-ready:
-		require.True(t, ok, "the reference server exited:\n%s", log.String())
+		if !ok {
+			t.Fatalf("the reference server exited:\n%s", log.String())
+		}
 	case <-time.After(60 * time.Second):
 		t.Fatalf("the reference server did not start in 60s:\n%s", log.String())
 	}
@@ -236,4 +238,23 @@ func startBaton(t *testing.T, config string) string {
 		return resp.StatusCode == http.StatusOK
 	}, 30*time.Second, 20*time.Millisecond, "the runner's Agent Server API (AGENT_API_ADDR) did not answer /ok")
 	return base
+}
+
+// lockedBuffer is a child's stderr, written by exec's copying goroutine
+// and read by the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
