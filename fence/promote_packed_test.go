@@ -113,3 +113,29 @@ func checkPromoteAfterTheActiveRunWasPacked(t *testing.T, tb *testBundle) {
 	_, err = tb.store.GetRun(tb.ctx, "expired-r1")
 	require.ErrorIs(t, err, fence.ErrNotFound, "an expired run stays gone")
 }
+
+// A thread's active run that ended and was packed by the retention sweep
+// still says how it ended: the Agent Server API reads a thread's pending
+// interrupts from it, and before, a resume sent a sweep after the
+// interrupt found no status and was refused (found by the side-by-side
+// test of the official clients).
+func TestThreadShowsItsPackedRunsStatus(t *testing.T) {
+	t.Parallel()
+	forEachBackend(t, func(t *testing.T, tb *testBundle) {
+		a := spec("asked", node("n"))
+		a.Thread = "chat"
+		_, err := tb.store.Submit(tb.ctx, a)
+		require.NoError(t, err)
+		c, err := tb.store.Claim(tb.ctx, fence.NodeRef{Thread: "chat", Run: "asked", Node: "n"}, "w", longTTL, grace)
+		require.NoError(t, err)
+		_, err = tb.store.Commit(tb.ctx, c.Lease, []byte(`{"interrupts": [{"id": "i1"}]}`), nil)
+		require.NoError(t, err)
+		_, err = tb.store.RetainFinished(tb.ctx, time.Hour, 100)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), tb.be.Client.Exists(tb.ctx, tb.store.Keys().Packed("chat", "asked")).Val(), "packed")
+		th, err := tb.store.Thread(tb.ctx, "chat")
+		require.NoError(t, err)
+		require.Equal(t, "asked", th.Active)
+		require.Equal(t, "SUCCEEDED", th.ActiveStatus)
+	})
+}

@@ -58,6 +58,13 @@ func (s *Store) Thread(ctx context.Context, thread string) (*ThreadInfo, error) 
 		}
 	} else {
 		info.ActiveStatus, _ = s.rdb.HGet(ctx, s.keys.Run(thread, info.Active), "status").Result()
+		if info.ActiveStatus == "" {
+			// Ended and packed by the retention sweep (about a sweep
+			// after its end): its status is in the packed record.
+			if p, err := s.packedOf(ctx, thread, info.Active); err == nil && p != nil {
+				info.ActiveStatus = p.Run["status"]
+			}
+		}
 	}
 	cps, err := s.CheckpointNamespaces(ctx, thread)
 	if err != nil {
