@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"path/filepath"
+	"strings"
 
 	"github.com/batonrun/baton/agentapi"
 	"github.com/batonrun/baton/langgraph"
@@ -34,7 +36,11 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisc
 	if err != nil {
 		return nil, nil, fmt.Errorf("LANGGRAPH_CONFIG: %w", err)
 	}
-	k, err := langgraph.New(p, langgraph.Options{Python: cfg.LangGraphPython, Node: cfg.LangGraphNode,
+	// The worker runs in the project's folder: a relative path to an
+	// interpreter (.venv/bin/python) means the runner's own folder, as the
+	// shell that set it meant it.
+	python, node := absIfPath(cfg.LangGraphPython), absIfPath(cfg.LangGraphNode)
+	k, err := langgraph.New(p, langgraph.Options{Python: python, Node: node,
 		JSWorker: cfg.LangGraphJSWorker, RedisURL: redisURL, Env: list(cfg.Jobs.ExecEnv),
 		Prefix: cfg.Prefix, MaxAttempts: cmp.Or(cfg.LangGraphMaxAttempts, cfg.Concurrency),
 		StopGrace: cfg.ShutdownTimeout, Logger: log})
@@ -48,4 +54,16 @@ func startGraphs(ctx context.Context, cfg Config, w *runner.Worker, rconf redisc
 	log.Info("graphs_served", "config", p.Path, "graphs", len(p.Graphs), "kind", langgraph.KindName,
 		"python", cfg.LangGraphPython, "node", cfg.LangGraphNode)
 	return k.Close, k, nil
+}
+
+// absIfPath makes a command given as a relative path (it has a slash)
+// absolute, against the working directory; a bare name stays for PATH.
+func absIfPath(cmd string) string {
+	if !strings.ContainsRune(cmd, '/') || filepath.IsAbs(cmd) {
+		return cmd
+	}
+	if abs, err := filepath.Abs(cmd); err == nil {
+		return abs
+	}
+	return cmd
 }
