@@ -602,8 +602,11 @@ func (s *Store) Heartbeat(ctx context.Context, l Lease, ttl time.Duration, progr
 // heartbeat's extension took again: limit_extend.lua cannot tell a claim
 // that ended (its holder freed by the end) from one paused past its
 // holder's deadline, and takes a free slot for either; another key's
-// extension, or the node's script, then refuses the lease. Without this the ended claim would hold the slot
-// until the new deadline, a TTL and a half.
+// extension, or the node's script, then refuses the lease. Without this
+// the ended claim would hold the slot until the new deadline, a TTL and
+// a half. The give-back is a second call (the slots live in other slots
+// of the cluster than the node): a crash between the two leaves the
+// holder until that deadline, never longer.
 func (s *Store) giveBackRetaken(ctx context.Context, l Lease, err error) {
 	if l.Limits == "" || !s.onCluster() || !IsFenced(err) {
 		return

@@ -39,10 +39,6 @@ var differences = []knownDifference{
 		Reason: "Token chunks' metadata carries the `langgraph_version` the graph runs with; the JS reference, as the test starts it, says `0.0.0`."},
 	{Path: regexp.MustCompile(`^stream\[\d+\]\[1\].*\.(id|name|type|usage_metadata|chunk_position|tool_call_chunks|lc_versions|ls_provider|tags|versions)$`), Graphs: "python",
 		Reason: "Python graphs' messages are LangChain Python's (ids `lc_run--…`, `name` and `usage_metadata` null, token chunks typed `AIMessageChunk`, metadata naming Python's packages); the reference server runs JS graphs only, so the test compares them with JS LangChain's."},
-}
-
-// Added at the merge of every branch, after the last run of the test.
-var mergeDifferences = []knownDifference{
 	{Path: regexp.MustCompile(`^stream\[\d+\]\[1\]\[1\]\.baton_run$`),
 		Reason: "Token chunks' metadata (the run's `config.metadata`) carries `baton_run`, the run id baton's saver marks each checkpoint with, so that an attempt knows a checkpoint of its own run from an earlier run's."},
 	{Path: regexp.MustCompile(`^(wait_join\.(created|run)\.kwargs\.(temporary|resumable))$`),
@@ -52,8 +48,6 @@ var mergeDifferences = []knownDifference{
 	{Path: regexp.MustCompile(`^stream\[\d+\](\[\d+\])?$`), Graphs: "js",
 		Reason: "In a JS graph a token chunk (`messages`) written by the model's last callback can come after a `custom` chunk the node writes as soon as the model returns; the JS reference streams both from one event stream, in the order they happened. Python graphs keep the order."},
 }
-
-func init() { differences = append(differences, mergeDifferences...) }
 
 func known(d difference, graphs string) *knownDifference {
 	for i := range differences {
